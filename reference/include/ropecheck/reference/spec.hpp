@@ -1,0 +1,145 @@
+// The one description of a position encoding that flows through the whole suite.
+//
+// An EncodingSpec is either a rotary encoding (RoPE, any scaling, either layout,
+// partial or multimodal) or a sinusoidal absolute encoding. It holds parameters
+// only; the mathematics lives in rope_reference.hpp / sinusoidal_reference.hpp.
+// Numbers are binary64 values (the value nearest the JSON decimal); the reference
+// treats them as exact.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ropecheck {
+
+// Thrown for any invalid or incomplete spec; the message names the key and value.
+class SpecError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Family { rope, sinusoidal };
+
+// Which channels form frequency pair j (variants.md section 0).
+enum class RopeLayout {
+  half_split,   // "NeoX": (j, j + P)
+  interleaved,  // "GPT-J": (2j, 2j + 1)
+};
+
+enum class ScalingType { none, linear, dynamic, yarn, llama3, longrope, proportional };
+
+// Multimodal RoPE: which of the three position streams (t, h, w) drives pair j.
+enum class MropeMode {
+  none,         // one position stream
+  chunked,      // Qwen2-VL / Qwen2.5-VL: contiguous sections [t | h | w]
+  interleaved,  // Qwen3-VL: t h w t h w ... within the sections
+};
+
+enum class SinusoidalLayout {
+  interleaved,   // Vaswani: PE[2i] = sin, PE[2i+1] = cos
+  concatenated,  // [sin | cos] (tensor2tensor, fairseq, Marian, GPT-NeoX)
+};
+
+enum class SinusoidalFrequencies {
+  vaswani,             // w_i = base^(-2i/d)
+  half_dim_minus_one,  // tensor2tensor / fairseq: w_i = base^(-i/max(d/2 - 1, 1))
+};
+
+struct RopeScaling {
+  ScalingType type = ScalingType::none;
+  // linear/dynamic/llama3: required. yarn/longrope: derived as
+  // max_position_embeddings / original_max_position_embeddings when absent.
+  // proportional: 1 when absent.
+  std::optional<double> factor;
+  // yarn, longrope, llama3. Defaults to max_position_embeddings for yarn/longrope.
+  std::optional<std::int64_t> original_max_position_embeddings;
+  // yarn, longrope: explicit value wins over the derived one.
+  std::optional<double> attention_factor;
+  // yarn
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  std::optional<double> mscale;
+  std::optional<double> mscale_all_dim;
+  bool truncate = true;
+  // llama3
+  double low_freq_factor = 0.0;
+  double high_freq_factor = 0.0;
+  // longrope (one entry per frequency pair)
+  std::vector<double> short_factor;
+  std::vector<double> long_factor;
+};
+
+struct RopeSpec {
+  int head_dim = 0;
+  // Channels rotated. Prefix-partial for every type except proportional, where it
+  // is 2 * rope_angles spread over both halves of the head (variants.md 1.7).
+  int rotary_dim = 0;
+  double base = 10000.0;
+  RopeLayout layout = RopeLayout::half_split;
+  std::int64_t max_position_embeddings = 0;  // 0 = unknown
+  RopeScaling scaling;
+  MropeMode mrope = MropeMode::none;
+  std::array<int, 3> mrope_section{0, 0, 0};
+};
+
+struct SinusoidalSpec {
+  int d_model = 0;
+  double base = 10000.0;
+  SinusoidalLayout layout = SinusoidalLayout::interleaved;
+  SinusoidalFrequencies frequencies = SinusoidalFrequencies::vaswani;
+  // Added to every position before the angle is taken (fairseq: padding_idx + 1).
+  std::int64_t position_offset = 0;
+};
+
+struct EncodingSpec {
+  std::string name;
+  Family family = Family::rope;
+  RopeSpec rope;            // valid when family == rope
+  SinusoidalSpec sinusoidal;  // valid when family == sinusoidal
+  std::string source;       // where the numbers come from
+  std::string notes;        // caveats, unconfirmed numbers
+};
+
+// Positions are integers with |p| <= kMaxPosition: exact in binary64 and far past
+// f32's 2^24. The reference is exact for all of them (precision grows with |p|).
+inline constexpr std::int64_t kMaxPosition = std::int64_t{1} << 53;
+
+// One token's position: three streams for multimodal RoPE, all equal otherwise.
+struct Position {
+  std::int64_t t = 0, h = 0, w = 0;
+  static constexpr Position uniform(std::int64_t p) { return {p, p, p}; }
+  friend bool operator==(const Position&, const Position&) = default;
+};
+
+// Throws SpecError naming the offending key and value.
+void validate(const EncodingSpec& spec);
+
+// Number of frequency pairs the rotation acts on. Proportional RoPE acts on all
+// head_dim / 2 pairs (the unrotated ones have frequency zero).
+int rope_pairs(const RopeSpec& rope);
+// Channels covered by the rotation block (the rest pass through unchanged).
+int rope_block_channels(const RopeSpec& rope);
+// Effective scaling factor after the defaults/derivations described above.
+double effective_factor(const RopeSpec& rope);
+// Effective original_max_position_embeddings (yarn/longrope/llama3).
+std::int64_t effective_original_max_positions(const RopeSpec& rope);
+
+// Which position stream (0 = t, 1 = h, 2 = w) drives frequency pair j.
+int mrope_stream(const RopeSpec& rope, int pair);
+
+// Number of frequencies of a sinusoidal spec and of sin / cos columns.
+int sinusoidal_frequency_count(const SinusoidalSpec& s);
+
+std::string_view to_string(Family);
+std::string_view to_string(RopeLayout);
+std::string_view to_string(ScalingType);
+std::string_view to_string(MropeMode);
+std::string_view to_string(SinusoidalLayout);
+std::string_view to_string(SinusoidalFrequencies);
+
+}  // namespace ropecheck
