@@ -1,0 +1,85 @@
+// `ropecheck spec`: the resolved spec, its frequencies to >= 40 digits, the attention factor.
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "ropecheck/reference/resolve.hpp"
+#include "ropecheck/reference/spec_json.hpp"
+#include "spec_source.hpp"
+
+namespace ropecheck::cli {
+namespace {
+
+struct SpecOptions {
+  SpecSource source;
+  std::int64_t seq_len = 0;
+  bool json = false;
+  int digits = 45;
+};
+
+void print_text(const ResolvedSpec& r) {
+  const EncodingSpec& s = r.spec;
+  fmt::print("spec: {} ({})\n", s.name, to_string(s.family));
+  if (!s.source.empty()) fmt::print("source: {}\n", s.source);
+  if (!s.notes.empty()) fmt::print("notes: {}\n", s.notes);
+  if (s.family == Family::rope) {
+    const RopeSpec& p = s.rope;
+    fmt::print("head_dim {}, rotary_dim {}, base {}, layout {}, max_position_embeddings {}\n", p.head_dim,
+               p.rotary_dim, p.base, to_string(p.layout), p.max_position_embeddings);
+    const nlohmann::json sc = spec_to_json(s)["rope"]["scaling"];
+    std::string scaling;
+    for (const auto& [k, v] : sc.items()) {
+      if (k == "type") continue;
+      std::string val = v.dump();
+      if (v.is_array()) val = fmt::format("[{} values]", v.size());
+      scaling += fmt::format(" {}={}", k, val);
+    }
+    fmt::print("scaling: {}{}  (effective factor {})\n", to_string(p.scaling.type), scaling, r.effective_factor);
+    if (p.mrope != MropeMode::none)
+      fmt::print("mrope: {} sections [{}, {}, {}]\n", to_string(p.mrope), p.mrope_section[0], p.mrope_section[1],
+                 p.mrope_section[2]);
+    if (r.seq_len) fmt::print("seq_len: {}\n", *r.seq_len);
+    if (r.yarn_correction_range)
+      fmt::print("yarn correction range: low {} high {}\n", r.yarn_correction_range->first,
+                 r.yarn_correction_range->second);
+    if (r.llama3_bands)
+      fmt::print("llama3 bands: {} kept, {} smoothed, {} divided by factor\n", (*r.llama3_bands)[0],
+                 (*r.llama3_bands)[1], (*r.llama3_bands)[2]);
+    if (r.longrope_long_factors) fmt::print("longrope factors: {}\n", *r.longrope_long_factors ? "long" : "short");
+    fmt::print("attention factor: {}\n", r.attention_factor);
+    fmt::print("reference: MPFR at {} bits, {} significant digits\n", r.precision_bits, r.digits);
+    fmt::print("inverse frequencies ({} pairs):\n", r.frequencies.size());
+  } else {
+    const SinusoidalSpec& q = s.sinusoidal;
+    fmt::print("d_model {}, base {}, layout {}, frequencies {}, position_offset {}\n", q.d_model, q.base,
+               to_string(q.layout), to_string(q.frequencies), q.position_offset);
+    fmt::print("reference: MPFR at {} bits, {} significant digits\n", r.precision_bits, r.digits);
+    fmt::print("frequencies ({}):\n", r.frequencies.size());
+  }
+  for (std::size_t j = 0; j < r.frequencies.size(); ++j) fmt::print("  {:>4}  {}\n", j, r.frequencies[j]);
+}
+
+}  // namespace
+
+Command add_spec_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("spec", "print the resolved spec, its exact frequencies and attention factor");
+  auto opt = std::make_shared<SpecOptions>();
+  opt->source.add_options(*cmd);
+  cmd->add_option("--seq-len", opt->seq_len, "sequence length seen at run time (dynamic NTK, longrope switch)");
+  cmd->add_option("--digits", opt->digits, "significant digits of every printed value (>= 40)")
+      ->capture_default_str()
+      ->check(CLI::Range(40, 1000));
+  cmd->add_flag("--json", opt->json, "print one JSON object instead of text");
+  return {cmd, [opt] {
+    const EncodingSpec spec = opt->source.load();
+    std::optional<std::int64_t> seq;
+    if (opt->seq_len != 0) seq = opt->seq_len;
+    const ResolvedSpec r = resolve_spec(spec, seq, opt->digits);
+    if (opt->json)
+      fmt::print("{}\n", r.to_json().dump(2));
+    else
+      print_text(r);
+    return 0;
+  }};
+}
+
+}  // namespace ropecheck::cli

@@ -1,0 +1,36 @@
+#include "spec_source.hpp"
+
+#include "ropecheck/reference/presets.hpp"
+#include "ropecheck/reference/spec_json.hpp"
+
+namespace ropecheck::cli {
+
+void SpecSource::add_options(CLI::App& app) {
+  app.add_option("--preset", preset, "model preset name (see `ropecheck presets`)");
+  app.add_option("--hf-config", hf_config, "Hugging Face config.json to import");
+  app.add_option("--spec", spec_file, "spec JSON file (reference/SPEC_FORMAT.md)");
+  app.add_option("--layout", layout, "with --hf-config: override the inferred layout (half_split|interleaved)");
+  app.add_option("--layer-type", layer_type,
+                 "with --hf-config whose rope_parameters are nested by layer type: which one")
+      ->capture_default_str();
+}
+
+EncodingSpec SpecSource::load() const {
+  const int given = !preset.empty() + !hf_config.empty() + !spec_file.empty();
+  if (given != 1) throw SpecError("give exactly one of --preset, --hf-config, --spec");
+  if (!layout.empty() && hf_config.empty()) throw SpecError("--layout only applies to --hf-config");
+  if (!preset.empty()) return load_preset(preset);
+  if (!spec_file.empty()) return load_spec_file(spec_file);
+  HfImportOptions opt;
+  opt.name = hf_config;
+  opt.layer_type = layer_type;
+  if (layout == "half_split")
+    opt.layout = RopeLayout::half_split;
+  else if (layout == "interleaved")
+    opt.layout = RopeLayout::interleaved;
+  else if (!layout.empty())
+    throw SpecError("--layout must be half_split or interleaved, got '" + layout + "'");
+  return load_hf_config_file(hf_config, opt);
+}
+
+}  // namespace ropecheck::cli

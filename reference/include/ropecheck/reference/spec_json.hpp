@@ -1,0 +1,37 @@
+// Spec JSON in and out (reference/SPEC_FORMAT.md), and import of a Hugging Face config.json.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ropecheck/reference/spec.hpp"
+
+namespace ropecheck {
+
+// Parses and validates; throws SpecError naming the key and value on any problem.
+EncodingSpec spec_from_json(const nlohmann::json& j);
+nlohmann::json spec_to_json(const EncodingSpec& spec);
+
+struct HfImportOptions {
+  std::string name = "hf-config";
+  // Overrides the layout inferred from model_type (half_split for most HF models).
+  std::optional<RopeLayout> layout;
+  // For configs whose rope_parameters are nested by layer type (Gemma 3 in transformers v5):
+  // which entry to take; default "full_attention".
+  std::string layer_type = "full_attention";
+};
+
+// Hugging Face config.json -> spec, following current transformers (v5 / G4) semantics:
+// rope_parameters (or rope_scaling + rope_theta), head_dim (or hidden_size / num_attention_heads),
+// partial_rotary_factor, max_position_embeddings, top-level original_max_position_embeddings (Phi-3).
+EncodingSpec spec_from_hf_config(const nlohmann::json& config, const HfImportOptions& options = {});
+
+// File helpers: read, parse (malformed JSON becomes a one-line SpecError naming the file).
+nlohmann::json read_json_file(const std::filesystem::path& path);
+EncodingSpec load_spec_file(const std::filesystem::path& path);
+EncodingSpec load_hf_config_file(const std::filesystem::path& path, const HfImportOptions& options = {});
+
+}  // namespace ropecheck

@@ -1,0 +1,214 @@
+// Hugging Face config.json import, following current transformers (v5, "G4" in variants.md 1.0):
+// an explicit factor wins; it is derived from max_position_embeddings / original only when absent;
+// Phi-3's top-level original_max_position_embeddings takes priority for longrope.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "ropecheck/reference/spec_json.hpp"
+
+namespace ropecheck {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& key, const std::string& why) {
+  throw SpecError("invalid Hugging Face config: '" + key + "': " + why);
+}
+
+const json* find(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return (it == obj.end() || it->is_null()) ? nullptr : &*it;
+}
+
+double number(const json& v, const std::string& key) {
+  if (!v.is_number()) fail(key, "must be a number, got " + v.dump());
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) fail(key, "must be finite, got " + v.dump());
+  return d;
+}
+
+std::int64_t integer(const json& v, const std::string& key) {
+  const double d = number(v, key);
+  if (d != std::floor(d) || std::fabs(d) > 9e15) fail(key, "must be an integer, got " + v.dump());
+  return static_cast<std::int64_t>(d);
+}
+
+std::vector<double> numbers(const json& v, const std::string& key) {
+  if (!v.is_array()) fail(key, "must be a list of numbers, got " + v.dump().substr(0, 60));
+  std::vector<double> out;
+  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(number(v[i], key + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+// Model types whose Hugging Face implementation pairs channels (2j, 2j+1).
+RopeLayout layout_for_model_type(const std::string& mt) {
+  static const std::set<std::string> interleaved = {"gptj",        "codegen",     "glm",       "glm4",
+                                                    "chatglm",     "cohere",      "cohere2",   "deepseek_v2",
+                                                    "deepseek_v3", "llama4",      "llama4_text", "roformer"};
+  return interleaved.count(mt) ? RopeLayout::interleaved : RopeLayout::half_split;
+}
+
+// The rope parameter dict: v5 rope_parameters (possibly nested by layer type) or legacy rope_scaling.
+json rope_dict(const json& cfg, const HfImportOptions& opt, std::string& where) {
+  where = "rope_parameters";
+  const json* rp = find(cfg, "rope_parameters");
+  if (!rp) {
+    where = "rope_scaling";
+    rp = find(cfg, "rope_scaling");
+  }
+  if (!rp) return json::object();
+  if (!rp->is_object()) fail(where, "must be an object, got " + rp->dump().substr(0, 60));
+  const bool nested = !rp->empty() && std::all_of(rp->begin(), rp->end(), [](const json& v) { return v.is_object(); });
+  if (nested) {
+    const json* sub = find(*rp, opt.layer_type.c_str());
+    if (!sub) fail(where, "is nested by layer type and has no entry \"" + opt.layer_type + "\" (use --layer-type)");
+    where += "." + opt.layer_type;
+    return *sub;
+  }
+  return *rp;
+}
+
+}  // namespace
+
+EncodingSpec spec_from_hf_config(const json& cfg, const HfImportOptions& opt) {
+  if (!cfg.is_object()) fail("(config)", "must be a JSON object");
+  std::string where;
+  const json rp = rope_dict(cfg, opt, where);
+
+  EncodingSpec spec;
+  spec.name = opt.name;
+  spec.family = Family::rope;
+  RopeSpec& r = spec.rope;
+  RopeScaling& s = r.scaling;
+
+  // Base: inside rope_parameters (v5), else top level; GPT-NeoX calls it rotary_emb_base.
+  if (const json* v = find(rp, "rope_theta"))
+    r.base = number(*v, where + ".rope_theta");
+  else if (const json* t = find(cfg, "rope_theta"))
+    r.base = number(*t, "rope_theta");
+  else if (const json* b = find(cfg, "rotary_emb_base"))
+    r.base = number(*b, "rotary_emb_base");
+  else
+    r.base = 10000.0;
+
+  std::string type = "default";
+  if (const json* t = find(rp, "rope_type"))
+    type = t->is_string() ? t->get<std::string>() : t->dump();
+  else if (const json* t2 = find(rp, "type"))
+    type = t2->is_string() ? t2->get<std::string>() : t2->dump();
+  if (type == "mrope") type = "default";  // Qwen2-VL: mrope changes pairing of streams, not frequencies
+
+  // head_dim: explicit, else hidden_size / num_attention_heads (GPT-J: n_embd / n_head).
+  std::int64_t head_dim = 0;
+  if (const json* v = find(cfg, "head_dim")) {
+    head_dim = integer(*v, "head_dim");
+  } else {
+    const json* hidden = find(cfg, "hidden_size");
+    if (!hidden) hidden = find(cfg, "n_embd");
+    const json* heads = find(cfg, "num_attention_heads");
+    if (!heads) heads = find(cfg, "n_head");
+    if (!hidden || !heads)
+      fail("head_dim", "missing required key (and no hidden_size + num_attention_heads to derive it)");
+    const std::int64_t h = integer(*heads, "num_attention_heads");
+    if (h <= 0) fail("num_attention_heads", "must be > 0, got " + heads->dump());
+    head_dim = integer(*hidden, "hidden_size") / h;
+  }
+  if (head_dim <= 0 || head_dim > (1 << 20)) fail("head_dim", "must be > 0, got " + std::to_string(head_dim));
+  r.head_dim = static_cast<int>(head_dim);
+
+  double prf = 1.0;
+  if (const json* v = find(rp, "partial_rotary_factor"))
+    prf = number(*v, where + ".partial_rotary_factor");
+  else if (const json* v2 = find(cfg, "partial_rotary_factor"))
+    prf = number(*v2, "partial_rotary_factor");
+  else if (const json* v3 = find(cfg, "rotary_pct"))
+    prf = number(*v3, "rotary_pct");
+  if (!(prf > 0 && prf <= 1)) fail("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(prf));
+
+  if (const json* v = find(cfg, "rotary_dim"))  // GPT-J / CodeGen
+    r.rotary_dim = static_cast<int>(integer(*v, "rotary_dim"));
+  else
+    r.rotary_dim = static_cast<int>(std::floor(static_cast<double>(head_dim) * prf));
+
+  if (const json* v = find(cfg, "max_position_embeddings"))
+    r.max_position_embeddings = integer(*v, "max_position_embeddings");
+  else if (const json* v2 = find(cfg, "n_positions"))
+    r.max_position_embeddings = integer(*v2, "n_positions");
+
+  std::string model_type;
+  if (const json* v = find(cfg, "model_type"); v && v->is_string()) model_type = v->get<std::string>();
+  r.layout = opt.layout ? *opt.layout : layout_for_model_type(model_type);
+
+  if (type == "default") {
+    s.type = ScalingType::none;
+  } else if (type == "linear") {
+    s.type = ScalingType::linear;
+  } else if (type == "dynamic") {
+    s.type = ScalingType::dynamic;
+  } else if (type == "yarn") {
+    s.type = ScalingType::yarn;
+  } else if (type == "llama3") {
+    s.type = ScalingType::llama3;
+  } else if (type == "longrope" || type == "su") {
+    s.type = ScalingType::longrope;
+  } else if (type == "proportional") {
+    s.type = ScalingType::proportional;
+    // rope_angles = int(partial_rotary_factor * head_dim // 2); the rest of the pairs get frequency 0.
+    r.rotary_dim = 2 * static_cast<int>(std::floor(prf * static_cast<double>(head_dim) / 2.0));
+  } else {
+    fail(where + ".rope_type", "unknown rope type \"" + type +
+                                   "\" (known: default, linear, dynamic, yarn, llama3, longrope, proportional, mrope)");
+  }
+
+  const std::string w = where + ".";
+  if (const json* v = find(rp, "factor")) s.factor = number(*v, w + "factor");
+  if (const json* v = find(rp, "attention_factor")) s.attention_factor = number(*v, w + "attention_factor");
+  if (const json* v = find(rp, "original_max_position_embeddings"))
+    s.original_max_position_embeddings = integer(*v, w + "original_max_position_embeddings");
+  if (s.type == ScalingType::longrope) {
+    if (const json* v = find(cfg, "original_max_position_embeddings"))  // Phi-3 keeps it at top level
+      s.original_max_position_embeddings = integer(*v, "original_max_position_embeddings");
+    if (const json* v = find(rp, "short_factor")) s.short_factor = numbers(*v, w + "short_factor");
+    if (const json* v = find(rp, "long_factor")) s.long_factor = numbers(*v, w + "long_factor");
+    if (s.short_factor.empty()) fail(w + "short_factor", "missing required key for longrope");
+    if (s.long_factor.empty()) fail(w + "long_factor", "missing required key for longrope");
+  }
+  if (s.type == ScalingType::yarn) {
+    // transformers reads `get("beta_fast") or 32`: a stored 0 means the default too.
+    if (const json* v = find(rp, "beta_fast"); v && number(*v, w + "beta_fast") != 0) s.beta_fast = v->get<double>();
+    if (const json* v = find(rp, "beta_slow"); v && number(*v, w + "beta_slow") != 0) s.beta_slow = v->get<double>();
+    if (const json* v = find(rp, "mscale")) s.mscale = number(*v, w + "mscale");
+    if (const json* v = find(rp, "mscale_all_dim")) s.mscale_all_dim = number(*v, w + "mscale_all_dim");
+    if (const json* v = find(rp, "truncate")) {
+      if (!v->is_boolean()) fail(w + "truncate", "must be true or false, got " + v->dump());
+      s.truncate = v->get<bool>();
+    }
+    if (!s.original_max_position_embeddings && r.max_position_embeddings > 0)
+      s.original_max_position_embeddings = r.max_position_embeddings;
+  }
+  if (s.type == ScalingType::llama3) {
+    if (const json* v = find(rp, "low_freq_factor")) s.low_freq_factor = number(*v, w + "low_freq_factor");
+    else fail(w + "low_freq_factor", "missing required key for llama3");
+    if (const json* v = find(rp, "high_freq_factor")) s.high_freq_factor = number(*v, w + "high_freq_factor");
+    else fail(w + "high_freq_factor", "missing required key for llama3");
+  }
+  if ((s.type == ScalingType::linear || s.type == ScalingType::dynamic || s.type == ScalingType::llama3) && !s.factor)
+    fail(w + "factor", "missing required key for rope type \"" + type + "\"");
+
+  if (const json* sec = find(rp, "mrope_section")) {
+    if (!sec->is_array() || sec->size() != 3) fail(w + "mrope_section", "must be a list of 3 integers");
+    for (std::size_t i = 0; i < 3; ++i)
+      r.mrope_section[i] = static_cast<int>(integer((*sec)[i], w + "mrope_section[" + std::to_string(i) + "]"));
+    bool inter = false;
+    if (const json* v = find(rp, "mrope_interleaved"); v && v->is_boolean()) inter = v->get<bool>();
+    r.mrope = inter ? MropeMode::interleaved : MropeMode::chunked;
+  }
+
+  spec.source = "imported from a Hugging Face config.json (model_type \"" + model_type + "\")";
+  validate(spec);
+  return spec;
+}
+
+}  // namespace ropecheck
