@@ -11,7 +11,7 @@ namespace {
 
 struct SpecOptions {
   SpecSource source;
-  std::int64_t seq_len = 0;
+  std::int64_t seq_len = 0;  // 0: not given (the option only accepts >= 1)
   bool json = false;
   int digits = 45;
 };
@@ -64,7 +64,8 @@ Command add_spec_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("spec", "print the resolved spec, its exact frequencies and attention factor");
   auto opt = std::make_shared<SpecOptions>();
   opt->source.add_options(*cmd);
-  cmd->add_option("--seq-len", opt->seq_len, "sequence length seen at run time (dynamic NTK, longrope switch)");
+  cmd->add_option("--seq-len", opt->seq_len, "sequence length seen at run time (dynamic NTK, longrope switch)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxPosition));
   cmd->add_option("--digits", opt->digits, "significant digits of every printed value (>= 40)")
       ->capture_default_str()
       ->check(CLI::Range(40, 1000));

@@ -72,10 +72,22 @@ json rope_dict(const json& cfg, const HfImportOptions& opt, std::string& where) 
 
 }  // namespace
 
-EncodingSpec spec_from_hf_config(const json& cfg, const HfImportOptions& opt) {
-  if (!cfg.is_object()) fail("(config)", "must be a JSON object");
+EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& opt) {
+  if (!full_cfg.is_object()) fail("(config)", "must be a JSON object");
+  // Multimodal configs (Qwen3-VL, Gemma 3 multimodal) keep the language model under text_config.
+  const json* text = find(full_cfg, "text_config");
+  const json& cfg = (text && text->is_object()) ? *text : full_cfg;
   std::string where;
-  const json rp = rope_dict(cfg, opt, where);
+  json rp = rope_dict(cfg, opt, where);
+  const bool nested = where.find('.') != std::string::npos;
+  if (!nested && opt.layer_type != "full_attention") {
+    // Legacy Gemma 3 configs: sliding layers use rope_local_base_freq with no scaling.
+    const json* local = find(cfg, "rope_local_base_freq");
+    if (opt.layer_type != "sliding_attention" || !local)
+      fail("rope_parameters", "has no per-layer entry for layer type \"" + opt.layer_type + "\"");
+    rp = json{{"rope_type", "default"}, {"rope_theta", *local}};
+    where = "rope_local_base_freq";
+  }
 
   EncodingSpec spec;
   spec.name = opt.name;
@@ -94,15 +106,21 @@ EncodingSpec spec_from_hf_config(const json& cfg, const HfImportOptions& opt) {
     r.base = 10000.0;
 
   std::string type = "default";
-  if (const json* t = find(rp, "rope_type"))
+  std::string type_key = where + ".rope_type";
+  if (const json* t = find(rp, "rope_type")) {
     type = t->is_string() ? t->get<std::string>() : t->dump();
-  else if (const json* t2 = find(rp, "type"))
+  } else if (const json* t2 = find(rp, "type")) {
     type = t2->is_string() ? t2->get<std::string>() : t2->dump();
+    type_key = where + ".type";
+  }
   if (type == "mrope") type = "default";  // Qwen2-VL: mrope changes pairing of streams, not frequencies
 
   // head_dim: explicit, else hidden_size / num_attention_heads (GPT-J: n_embd / n_head).
   std::int64_t head_dim = 0;
-  if (const json* v = find(cfg, "head_dim")) {
+  if (const json* q = find(cfg, "qk_rope_head_dim")) {
+    // DeepSeek-V2/V3: only the decoupled rope part is rotated; transformers sets head_dim to it.
+    head_dim = integer(*q, "qk_rope_head_dim");
+  } else if (const json* v = find(cfg, "head_dim")) {
     head_dim = integer(*v, "head_dim");
   } else {
     const json* hidden = find(cfg, "hidden_size");
@@ -158,7 +176,7 @@ EncodingSpec spec_from_hf_config(const json& cfg, const HfImportOptions& opt) {
     // rope_angles = int(partial_rotary_factor * head_dim // 2); the rest of the pairs get frequency 0.
     r.rotary_dim = 2 * static_cast<int>(std::floor(prf * static_cast<double>(head_dim) / 2.0));
   } else {
-    fail(where + ".rope_type", "unknown rope type \"" + type +
+    fail(type_key, "unknown rope type \"" + type +
                                    "\" (known: default, linear, dynamic, yarn, llama3, longrope, proportional, mrope)");
   }
 
@@ -202,7 +220,10 @@ EncodingSpec spec_from_hf_config(const json& cfg, const HfImportOptions& opt) {
     for (std::size_t i = 0; i < 3; ++i)
       r.mrope_section[i] = static_cast<int>(integer((*sec)[i], w + "mrope_section[" + std::to_string(i) + "]"));
     bool inter = false;
-    if (const json* v = find(rp, "mrope_interleaved"); v && v->is_boolean()) inter = v->get<bool>();
+    if (const json* v = find(rp, "mrope_interleaved")) {
+      if (!v->is_boolean()) fail(w + "mrope_interleaved", "must be true or false, got " + v->dump());
+      inter = v->get<bool>();
+    }
     r.mrope = inter ? MropeMode::interleaved : MropeMode::chunked;
   }
 

@@ -119,6 +119,10 @@ RopeScaling parse_scaling(const json& j) {
   if (auto* v = opt("truncate")) s.truncate = get_bool(*v, w + ".truncate");
   if (auto* v = opt("low_freq_factor")) s.low_freq_factor = get_number(*v, w + ".low_freq_factor");
   if (auto* v = opt("high_freq_factor")) s.high_freq_factor = get_number(*v, w + ".high_freq_factor");
+  if (s.type == ScalingType::llama3) {
+    at(j, w, "low_freq_factor");  // required: report "missing", not a default of 0
+    at(j, w, "high_freq_factor");
+  }
   if (auto* v = opt("short_factor")) s.short_factor = get_number_list(*v, w + ".short_factor");
   if (auto* v = opt("long_factor")) s.long_factor = get_number_list(*v, w + ".long_factor");
   return s;
@@ -250,13 +254,16 @@ json spec_to_json(const EncodingSpec& spec) {
 }
 
 json read_json_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw SpecError("cannot read '" + path.string() + "': not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError("cannot read '" + path.string() + "': no such file or not readable");
   std::ostringstream buf;
   buf << in.rdbuf();
   try {
     return json::parse(buf.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number overflow (1e999)
     std::string what = e.what();
     throw SpecError("malformed JSON in '" + path.string() + "': " + what.substr(what.find(']') + 2));
   }

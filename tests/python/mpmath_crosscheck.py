@@ -34,12 +34,15 @@ from typing import Any, List, Optional, Sequence, Tuple
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpmath_reference as ref  # noqa: E402
 
-POSITIONS_1D = [0, 1, 2, 7, 4095, 4096, 65537, 1 << 20, (1 << 24) - 1]
+# Always includes 0, 1, 2, 7, 4095, 4096, 65537, 2^20 and 2^24 - 1 (the largest position a float32
+# holds exactly in every integer below it); the others add band edges and odd values.
+POSITIONS_1D = [0, 1, 2, 3, 7, 100, 4095, 4096, 8191, 8192, 65535, 65537, 131071, 131072, 1000003,
+                1 << 20, (1 << 23) + 1, (1 << 24) - 3, (1 << 24) - 1]
 
 
 def mrope_positions() -> List[Tuple[int, int, int]]:
     out = [(p, p, p) for p in POSITIONS_1D]
-    out += [(p, p // 3, p // 7) for p in POSITIONS_1D if p > 2]
+    out += [(p, p // 3, p // 7) for p in POSITIONS_1D if p > 2 and p not in (3, 8191, 131071)]
     out += [(0, 4095, (1 << 24) - 1), ((1 << 24) - 1, 65537, 0), (1 << 20, (1 << 24) - 1, 7)]
     return out
 
@@ -135,7 +138,7 @@ class Checker:
 
 
 def check_run(chk: Checker, spec: dict, spec_path: str, tool: str, seq_len: Optional[int], timeout: float):
-    run = "" if seq_len is None else " (seq_len %d)" % seq_len
+    run = " (no --seq-len)" if seq_len is None else " (--seq-len %d)" % seq_len
     fam = spec["family"]
     is_mrope = fam == "rope" and "mrope" in spec.get("rope", {})
     positions: List[Any] = mrope_positions() if is_mrope else list(POSITIONS_1D)
@@ -154,6 +157,9 @@ def check_run(chk: Checker, spec: dict, spec_path: str, tool: str, seq_len: Opti
     else:
         res = ref.compute(spec, positions)
 
+    if res.precision != res.formula_precision:
+        chk.notes.append("mpmath needed %d bits (formula %d) to certify the rounding%s"
+                         % (res.precision, res.formula_precision, run))
     wpb = out.get("working_precision_bits")
     if wpb != res.formula_precision:
         chk.notes.append("working_precision_bits%s: dump %r, formula gives %d"
@@ -202,8 +208,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per dump-tool run")
     ap.add_argument("--longrope-default-seq-len", choices=["max_position_embeddings", "none"],
                     default=ref.LONGROPE_DEFAULT_SEQ_LEN,
-                    help="sequence length a longrope spec uses when --seq-len is not given "
-                         "(default: max_position_embeddings, per SPEC_FORMAT)")
+                    help="what a longrope spec does when --seq-len is not given: 'none' = short "
+                         "factors (SPEC_FORMAT, default), 'max_position_embeddings' = s = L")
     ap.add_argument("-v", "--verbose", action="store_true", help="print notes (e.g. working precision)")
     args = ap.parse_args(argv)
     ref.LONGROPE_DEFAULT_SEQ_LEN = args.longrope_default_seq_len

@@ -20,11 +20,11 @@ Interpretation choices (where the spec text leaves room):
    a derived factor L / L_orig (exact rational), the yarn correction range (ln, floor/ceil of the
    exact value), the yarn constants ``0.1`` in get_mscale and ``0.001`` (added to high when
    low == high) are the exact decimals 1/10 and 1/1000, the llama3 wavelengths 2*pi/inv.
- * Sequence length: ``--seq-len`` defaults to max_position_embeddings L (SPEC_FORMAT: "sequence length
-   s (--seq-len, default L)"). It is used by ``dynamic`` (s' = max(s, L)) and by ``longrope`` (long
-   factors iff s > L_orig). Hence a longrope spec with L > L_orig uses the long factors when no
-   sequence length is given (set LONGROPE_DEFAULT_SEQ_LEN = "none" to get HF's init behaviour instead,
-   i.e. short factors when no sequence length is given).
+ * Sequence length s (``--seq-len``): ``dynamic`` uses s' = max(s, L) with s defaulting to
+   max_position_embeddings L (so no sequence length = no change); ``longrope`` uses the long factors
+   iff a sequence length is given and s > L_orig, the short factors without one (SPEC_FORMAT, as
+   Hugging Face at initialisation; LONGROPE_DEFAULT_SEQ_LEN = "max_position_embeddings" switches to
+   s = L instead). Other types ignore s.
  * yarn: beta_fast / beta_slow given as 0 fall back to 32 / 1 (HF ``get(...) or default``); the
    derived attention factor uses get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) only
    when both keys are present and non-zero, else get_mscale(factor); get_mscale(s, m) = 1 for s <= 1.
@@ -65,9 +65,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import mpmath
 from mpmath import mp, mpf
 
-# "max_position_embeddings" (SPEC_FORMAT reading, default) or "none" (HF init: no sequence length
-# -> longrope uses the short factors).
-LONGROPE_DEFAULT_SEQ_LEN = "max_position_embeddings"
+# What a longrope spec does without a sequence length: "none" (SPEC_FORMAT, as Hugging Face at
+# initialisation: short factors) or "max_position_embeddings" (treat s = L, like dynamic).
+LONGROPE_DEFAULT_SEQ_LEN = "none"
 
 MIN_PRECISION = 256
 GUARD_BITS = 96

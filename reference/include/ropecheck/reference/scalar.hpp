@@ -82,7 +82,7 @@ std::string to_decimal(const T& v, int digits) {
     std::snprintf(buf, sizeof buf, "%.*e", digits - 1, static_cast<double>(v));
     return buf;
   } else {
-    return v.str(digits, std::ios_base::scientific);
+    return v.str(digits - 1, std::ios_base::scientific);  // Boost counts digits after the point
   }
 }
 
