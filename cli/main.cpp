@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/reference/spec.hpp"
 
 #ifndef ROPECHECK_VERSION
@@ -18,6 +19,8 @@ int main(int argc, char** argv) {
   const std::vector<ropecheck::cli::Command> commands = {
       ropecheck::cli::add_presets_command(app),
       ropecheck::cli::add_spec_command(app),
+      ropecheck::cli::add_golden_command(app),
+      ropecheck::cli::add_check_command(app),
   };
 
   try {
@@ -36,6 +39,9 @@ int main(int argc, char** argv) {
   try {
     for (const auto& c : commands)
       if (c.app->parsed()) return c.run();
+  } catch (const ropecheck::golden::TensorError& e) {
+    fmt::print(stderr, "ropecheck: error: {}\n", e.what());
+    return 2;
   } catch (const ropecheck::SpecError& e) {
     fmt::print(stderr, "ropecheck: error: {}\n", e.what());
     return 2;

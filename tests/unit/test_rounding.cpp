@@ -673,7 +673,7 @@ TEST(RoundingWrappers, BoostOverloads) {
   EXPECT_EQ(ropecheck::round_to_double(third, DType::bf16), ropecheck::bits_to_double(0x3EAB, DType::bf16));
   mpfr_float big = 70000;
   EXPECT_EQ(ropecheck::to_f16_bits(big), 0x7C00U);
-  EXPECT_EQ(ropecheck::to_f16_bits(-big), 0xFC00U);
+  EXPECT_EQ(ropecheck::to_f16_bits(boost::multiprecision::mpfr_float(-big)), 0xFC00U);
   const float fl = ropecheck::to_f32(mpfr_float(-0.0));
   EXPECT_TRUE(fl == 0.0f && std::signbit(fl));
 }

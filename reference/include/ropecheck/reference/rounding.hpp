@@ -63,6 +63,22 @@ float to_f32(const boost::multiprecision::mpfr_float& x);
 std::uint16_t to_f16_bits(const boost::multiprecision::mpfr_float& x);
 std::uint16_t to_bf16_bits(const boost::multiprecision::mpfr_float& x);
 
+// The same for the reference's scalar (expression templates off; see scalar.hpp): no copy.
+using RealNoEt = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<0>,
+                                               boost::multiprecision::et_off>;
+inline std::uint64_t round_to_bits(const RealNoEt& x, DType t) { return round_to_bits(x.backend().data(), t); }
+inline double round_to_double(const RealNoEt& x, DType t) { return round_to_double(x.backend().data(), t); }
+inline double to_f64(const RealNoEt& x) { return round_to_double(x.backend().data(), DType::f64); }
+inline float to_f32(const RealNoEt& x) {
+  return static_cast<float>(round_to_double(x.backend().data(), DType::f32));
+}
+inline std::uint16_t to_f16_bits(const RealNoEt& x) {
+  return static_cast<std::uint16_t>(round_to_bits(x.backend().data(), DType::f16));
+}
+inline std::uint16_t to_bf16_bits(const RealNoEt& x) {
+  return static_cast<std::uint16_t>(round_to_bits(x.backend().data(), DType::bf16));
+}
+
 // Spacing of format t around the finite value v: 2^(e - p + 1) for |v| in [2^e, 2^(e+1)),
 // and the subnormal spacing 2^(min_normal_exp - p + 1) for |v| < 2^min_normal_exp (v = 0
 // included). At a power of two this is the gap above |v|. Beyond max_finite the exponent is

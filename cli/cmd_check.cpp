@@ -1,0 +1,215 @@
+// `ropecheck check`: compares a candidate (tensor file, or a kernel plugin run on the golden inputs)
+// with a golden set and prints the checker's report (golden/CHECK_REPORT.md, golden/KERNEL_ABI.md).
+//
+// Exit codes: 0 the criterion holds everywhere, 1 it is violated, 2 unusable input (bad options, a
+// golden set that fails its manifest or hashes, an unreadable candidate, mismatched names / shapes /
+// dtypes, a plugin that cannot be loaded or fails). With exit 2 nothing is written: stdout stays
+// empty, --report is not created, and stderr has one line "ropecheck: error: ...".
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "ropecheck/golden/checker.hpp"
+#include "ropecheck/golden/golden_set.hpp"
+#include "ropecheck/golden/npy.hpp"
+#include "ropecheck/golden/plugin.hpp"
+#include "ropecheck/golden/safetensors.hpp"
+#include "ropecheck/props/error_model.hpp"
+
+namespace ropecheck::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using golden::TensorError;
+
+struct CheckCliOptions {
+  std::string golden_dir;
+  std::string candidate;
+  std::string kernel;
+  std::vector<std::string> maps;
+  std::string accuracy_class;
+  double max_ulp = 0;
+  double atol = 0, rtol = 0;
+  std::string report;
+  int worst = 10;
+  int threads = 0;
+  CLI::Option* class_opt = nullptr;
+  CLI::Option* max_ulp_opt = nullptr;
+  CLI::Option* atol_opt = nullptr;
+};
+
+std::string class_names() {
+  std::string s;
+  for (props::AccuracyClass c : props::kAccuracyClasses) s += (s.empty() ? "" : ", ") + std::string(props::to_string(c));
+  return s;
+}
+
+// Lower-case extension of a file name (".safetensors", ".npy", ".npz").
+std::string extension_of(const fs::path& p) {
+  std::string e = p.extension().string();
+  for (char& c : e) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return e;
+}
+
+std::vector<golden::Tensor> read_candidate(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) throw TensorError("--candidate " + p.string() + ": no such file");
+  if (!fs::is_regular_file(p, ec)) throw TensorError("--candidate " + p.string() + ": not a regular file");
+  const std::string ext = extension_of(p);
+  if (ext == ".safetensors") return golden::read_safetensors(p);
+  if (ext == ".npz") return golden::read_npz(p);
+  if (ext == ".npy") return {golden::read_npy(p)};  // named after the file stem
+  throw TensorError("--candidate " + p.string() + ": unknown file type '" + ext +
+                    "' (expected .safetensors, .npy or .npz)");
+}
+
+golden::Criterion criterion_of(const CheckCliOptions& o) {
+  if (o.class_opt->count() > 0) {
+    const std::optional<props::AccuracyClass> c = props::parse_accuracy_class(o.accuracy_class);
+    if (!c) throw TensorError("--class: unknown class '" + o.accuracy_class + "' (known: " + class_names() + ")");
+    return golden::Criterion::of_class(*c);
+  }
+  if (o.max_ulp_opt->count() > 0) {
+    if (!(o.max_ulp >= 0)) throw TensorError("--max-ulp: must be a non-negative number, got " + fmt::format("{}", o.max_ulp));
+    return golden::Criterion::of_max_ulp(o.max_ulp);
+  }
+  if (o.atol_opt->count() > 0) {
+    if (!(o.atol >= 0 && std::isfinite(o.atol))) throw TensorError("--atol: must be a finite non-negative number");
+    if (!(o.rtol >= 0 && std::isfinite(o.rtol))) throw TensorError("--rtol: must be a finite non-negative number");
+    return golden::Criterion::of_tolerance(o.atol, o.rtol);
+  }
+  return golden::Criterion::of_class(props::kDefaultAccuracyClass);
+}
+
+std::map<std::string, std::string> name_map_of(const std::vector<std::string>& maps) {
+  std::map<std::string, std::string> m;
+  for (const std::string& item : maps) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      throw TensorError("--map '" + item + "': expected GOLDEN_NAME=CANDIDATE_NAME (e.g. q_rot.bf16=query_out)");
+    const std::string g = item.substr(0, eq), c = item.substr(eq + 1);
+    if (!m.emplace(g, c).second) throw TensorError("--map: golden output '" + g + "' is mapped twice");
+  }
+  return m;
+}
+
+// Refuses a --report destination that cannot be written, before any work is done.
+void check_report_path(const fs::path& report) {
+  std::error_code ec;
+  if (fs::is_directory(report, ec)) throw TensorError("--report " + report.string() + ": is a directory");
+  const fs::path parent = report.has_parent_path() ? report.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec)) throw TensorError("--report " + report.string() + ": no such directory " + parent.string());
+  if (::access(parent.c_str(), W_OK) != 0) throw TensorError("--report " + report.string() + ": directory not writable");
+}
+
+// Writes `text` to `path` atomically: a temporary sibling, flushed and closed, renamed over `path`.
+// A reader never sees a partial report; on any failure the temporary is removed and nothing changes.
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw TensorError("--report " + path.string() + ": cannot write " + tmp.string());
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw TensorError("--report " + path.string() + ": cannot rename the temporary file into place: " + ec.message());
+  }
+}
+
+}  // namespace
+
+Command add_check_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "check",
+      "check a candidate (a tensor file, or a kernel plugin run on the golden inputs) against a golden set; "
+      "exit 0 pass, 1 fail, 2 unusable input");
+  auto o = std::make_shared<CheckCliOptions>();
+  cmd->add_option("--golden", o->golden_dir, "golden set folder (written by `ropecheck golden`)")->required();
+  auto* cand = cmd->add_option("--candidate", o->candidate,
+                               "candidate tensors: .safetensors, .npz, or .npy (the tensor is named after the file stem)");
+  auto* kern = cmd->add_option("--kernel", o->kernel,
+                               "kernel plugin (shared library implementing ropecheck/kernel_abi.h, golden/KERNEL_ABI.md), "
+                               "run on the golden inputs");
+  cand->excludes(kern);
+  cmd->add_option("--map", o->maps, "GOLDEN=CANDIDATE: check candidate tensor CANDIDATE against golden output GOLDEN (repeatable)");
+  o->class_opt = cmd->add_option("--class", o->accuracy_class,
+                                 "verdict: the accuracy class every element must satisfy (" + class_names() + "); default " +
+                                     std::string(props::to_string(props::kDefaultAccuracyClass)));
+  o->max_ulp_opt = cmd->add_option("--max-ulp", o->max_ulp, "verdict: |candidate - truth| <= N ulp of the candidate's dtype");
+  o->atol_opt = cmd->add_option("--atol", o->atol, "verdict: |candidate - truth| <= atol + rtol |truth| (with --rtol)");
+  auto* rtol_opt = cmd->add_option("--rtol", o->rtol, "relative part of the --atol criterion (with --atol)");
+  o->class_opt->excludes(o->max_ulp_opt)->excludes(o->atol_opt)->excludes(rtol_opt);
+  o->max_ulp_opt->excludes(o->atol_opt)->excludes(rtol_opt);
+  o->atol_opt->needs(rtol_opt);
+  rtol_opt->needs(o->atol_opt);
+  cmd->add_option("--report", o->report, "write the full report as JSON to this file (atomically; only when the check ran)");
+  cmd->add_option("--worst", o->worst, "worst elements listed per tensor")->capture_default_str()->check(CLI::Range(0, 100000));
+  cmd->add_option("--threads", o->threads, "worker threads (default: all cores; results do not depend on it)")
+      ->check(CLI::Range(0, 1024));
+
+  return {cmd, [o] {
+            // Options first: nothing is loaded for a command line that cannot run.
+            if (o->candidate.empty() == o->kernel.empty())
+              throw TensorError("exactly one of --candidate FILE or --kernel LIB.so is required");
+            golden::CheckOptions opt;
+            opt.criterion = criterion_of(*o);
+            opt.name_map = name_map_of(o->maps);
+            opt.worst_count = o->worst;
+            opt.threads = o->threads;
+            if (!o->report.empty()) check_report_path(o->report);
+
+            const golden::GoldenSet g = golden::load_golden_set(o->golden_dir);
+            std::vector<golden::Tensor> candidate;
+            std::vector<std::string> header;
+            nlohmann::json source;
+            if (!o->kernel.empty()) {
+              const golden::KernelPlugin plugin = golden::load_kernel_plugin(o->kernel);
+              golden::KernelRun run = golden::run_kernel_plugin(plugin, g);
+              header.push_back(fmt::format("kernel '{}' ({}), kernel ABI version {}: {} output tensors", plugin.name(),
+                                           o->kernel, plugin.abi_version(), run.tensors.size()));
+              for (const std::string& n : run.notes) header.push_back("note: " + n);
+              source = {{"kind", "kernel"},
+                        {"path", o->kernel},
+                        {"name", plugin.name()},
+                        {"abi_version", plugin.abi_version()},
+                        {"notes", run.notes}};
+              candidate = std::move(run.tensors);
+            } else {
+              candidate = read_candidate(o->candidate);
+              source = {{"kind", "file"}, {"path", o->candidate}};
+            }
+            const golden::CheckReport rep = golden::check_candidate(g, candidate, opt);
+
+            if (!o->report.empty()) {
+              nlohmann::json j = rep.to_json();
+              j["candidate_source"] = source;
+              write_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+            }
+            for (const std::string& line : header) fmt::print("{}\n", line);
+            if (!header.empty()) fmt::print("\n");
+            fmt::print("{}", rep.summary());
+            std::fflush(stdout);
+            return rep.pass ? 0 : 1;
+          }};
+}
+
+}  // namespace ropecheck::cli

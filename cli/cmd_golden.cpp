@@ -1,0 +1,94 @@
+// `ropecheck golden`: writes a golden set (golden/GOLDEN_FORMAT.md).
+#include <unistd.h>
+
+#include <sstream>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "ropecheck/golden/golden_writer.hpp"
+#include "spec_source.hpp"
+
+namespace ropecheck::cli {
+namespace {
+
+struct GoldenCliOptions {
+  SpecSource source;
+  std::string positions;
+  std::string out;
+  std::string dtypes = "f32,f16,bf16";
+  int heads = 1;
+  std::uint64_t seed = 0;
+  std::string format = "safetensors";
+  std::int64_t seq_len = 0;
+  int threads = 0;
+  bool overwrite = false;
+  bool quiet = false;
+};
+
+std::vector<DType> parse_dtypes(const std::string& list) {
+  std::vector<DType> out;
+  std::istringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const std::optional<DType> d = parse_dtype(item);
+    if (!d) throw SpecError("--dtypes: unknown dtype '" + item + "' (known: f64, f32, f16, bf16)");
+    out.push_back(*d);
+  }
+  if (out.empty()) throw SpecError("--dtypes: empty list");
+  return out;
+}
+
+}  // namespace
+
+Command add_golden_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("golden", "write golden tensors: inputs and correctly rounded outputs, with a manifest");
+  auto o = std::make_shared<GoldenCliOptions>();
+  o->source.add_options(*cmd);
+  cmd->add_option("--positions", o->positions,
+                  "positions: P, A:B, A:B:STEP, log:MAX:K (K per octave), T/H/W, grid:S:H:W; comma-separated")
+      ->required();
+  cmd->add_option("--out", o->out, "output folder (must not exist unless --overwrite)")->required();
+  cmd->add_option("--dtypes", o->dtypes, "output dtypes besides f64, comma-separated (f64,f32,f16,bf16)")
+      ->capture_default_str();
+  cmd->add_option("--heads", o->heads, "heads per token in q and k")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--seed", o->seed, "seed of the input generator")->capture_default_str();
+  cmd->add_option("--format", o->format, "safetensors or npy (.npz files)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"safetensors", "npy"}));
+  cmd->add_option("--seq-len", o->seq_len, "sequence length for dynamic/longrope (default: max position + 1)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxPosition));
+  cmd->add_option("--threads", o->threads, "worker threads (default: all cores; output is identical for any count)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
+  cmd->add_flag("--quiet", o->quiet, "no progress display");
+  return {cmd, [o] {
+            golden::GoldenOptions g;
+            g.spec = o->source.load();
+            g.positions = golden::parse_positions(o->positions);
+            g.out = o->out;
+            g.dtypes = parse_dtypes(o->dtypes);
+            g.heads = o->heads;
+            g.seed = o->seed;
+            g.format = o->format == "npy" ? golden::FileFormat::npz : golden::FileFormat::safetensors;
+            if (o->seq_len > 0) g.seq_len = o->seq_len;
+            g.threads = o->threads;
+            g.overwrite = o->overwrite;
+            const bool tty = !o->quiet && ::isatty(STDERR_FILENO);
+            if (tty)
+              g.progress = [](std::int64_t done, std::int64_t total) {
+                fmt::print(stderr, "\rropecheck golden: {:3d}% ({}/{} tokens)", done * 100 / std::max<std::int64_t>(total, 1),
+                           done, total);
+                if (done == total) fmt::print(stderr, "\n");
+              };
+            const golden::GoldenSummary s = golden::write_golden_set(g);
+            const auto& m = s.manifest;
+            fmt::print("wrote {}: {} tokens, dtypes {}, {} files\n", o->out, m["positions"]["tokens"].get<std::int64_t>(),
+                       m["dtypes"].dump(), m["files"].size());
+            fmt::print("correct rounding: {} values on the fast path, {} recomputed with MPFR; compute {:.2f} s, write {:.2f} s\n",
+                       s.fast_values, s.fallback_values, s.compute_seconds, s.write_seconds);
+            return 0;
+          }};
+}
+
+}  // namespace ropecheck::cli

@@ -1,0 +1,27 @@
+// libFuzzer target: parse_npz on arbitrary bytes (libzip underneath). Any outcome other than a
+// TensorError or success is a bug. What parses must round-trip through serialize_npz().
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <vector>
+
+#include "ropecheck/golden/npy.hpp"
+
+using namespace ropecheck::golden;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::vector<Tensor> tensors;
+  try {
+    tensors = parse_npz(std::span<const std::uint8_t>(data, size), "fuzz.npz");
+  } catch (const TensorError&) {
+    return 0;
+  }
+  for (const Tensor& t : tensors) validate(t);
+  const std::vector<std::uint8_t> bytes = serialize_npz(tensors);
+  std::vector<Tensor> back = parse_npz(bytes, "roundtrip.npz");
+  std::sort(tensors.begin(), tensors.end(), [](const Tensor& a, const Tensor& b) { return a.name < b.name; });
+  if (back != tensors) std::abort();  // serialize_npz writes members sorted by name
+  if (serialize_npz(back) != bytes) std::abort();
+  return 0;
+}

@@ -1,0 +1,93 @@
+// Reading a golden set (golden/GOLDEN_FORMAT.md): the manifest, verified against every file's
+// SHA-256 and size, and the tensors it describes, loaded on first use.
+//
+// load_golden_set() rejects, with one-line TensorError messages naming the folder / file / tensor:
+//   - a folder without manifest.json ("no manifest.json: not a golden set, or an interrupted write");
+//   - a manifest that is not JSON, not format "ropecheck-golden" version 1, or misses / mistypes a key
+//     (files, tensors, spec, dtypes, positions, attention_factor ...), or whose spec is invalid;
+//   - file names that are not plain names inside the folder (no '/', '\\', leading '.');
+//   - a listed file that is missing, whose size differs from "bytes", or whose SHA-256 differs
+//     ("manifest hash mismatch for FILE");
+//   - a tensor entry naming a file that is not listed, an unknown dtype, a bad shape, a duplicate
+//     name, or a missing required tensor (positions, q, k, and cos / sin / q_rot / k_rot for RoPE, pe
+//     for sinusoidal specs, for f64 and every listed dtype), or shapes that disagree with the spec;
+// and, when a file is first read: a file whose bytes no longer hash to the manifest's value, a
+// tensor the manifest lists but the file lacks, a tensor whose dtype or shape differs from the
+// manifest, or a tensor the file has but the manifest does not list.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/reference/spec.hpp"
+
+namespace ropecheck::golden {
+
+struct ManifestFile {
+  std::string file;  // plain name inside the folder
+  std::uint64_t bytes = 0;
+  std::string sha256;  // 64 lowercase hex digits
+};
+
+struct ManifestTensor {
+  std::string name;
+  std::string file;
+  TensorDType dtype = TensorDType::f32;
+  std::vector<std::int64_t> shape;
+  std::string role;     // "input" or "output"
+  std::string meaning;  // free text
+  bool attention_factor_folded = false;
+};
+
+class GoldenSet {
+ public:
+  GoldenSet();
+  ~GoldenSet();
+  GoldenSet(GoldenSet&&) noexcept;
+  GoldenSet& operator=(GoldenSet&&) noexcept;
+  GoldenSet(const GoldenSet&) = delete;
+  GoldenSet& operator=(const GoldenSet&) = delete;
+
+  const std::filesystem::path& dir() const;
+  const nlohmann::json& manifest() const;
+  const EncodingSpec& spec() const;
+  bool is_rope() const { return spec().family == Family::rope; }
+  // The sequence length the frequencies were resolved with (RoPE; nullopt for sinusoidal sets).
+  std::optional<std::int64_t> seq_len() const;
+  // The manifest's attention factor, nearest binary64 (1 for sinusoidal sets), and as written.
+  double attention_factor() const;
+  const std::string& attention_factor_text() const;
+  std::int64_t tokens() const;
+  int heads() const;  // q / k heads (0 for sinusoidal sets)
+  // The dtypes the outputs are written in ("f64" first).
+  const std::vector<std::string>& dtypes() const;
+  const std::vector<ManifestFile>& files() const;
+  const std::vector<ManifestTensor>& tensors() const;  // manifest order
+  const ManifestTensor* find(std::string_view name) const;  // nullptr when not listed
+  std::vector<std::string> output_names() const;           // role "output", manifest order
+
+  // Every token's position (all three streams; equal streams for non-multimodal sets).
+  const std::vector<Position>& positions() const;
+
+  // The tensor (loading its file on first use; thread-safe). TensorError when the manifest does
+  // not list it or its file fails the checks above. The reference stays valid while the set lives.
+  const Tensor& tensor(std::string_view name) const;
+
+ private:
+  friend GoldenSet load_golden_set(const std::filesystem::path& dir);
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+GoldenSet load_golden_set(const std::filesystem::path& dir);
+
+}  // namespace ropecheck::golden

@@ -1,0 +1,50 @@
+// Writes a golden set (golden/GOLDEN_FORMAT.md): inputs from the portable generator, outputs
+// correctly rounded once from the exact reference to each dtype, a manifest with hashes, all
+// written under a temporary name and renamed into place.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ropecheck/golden/positions.hpp"
+#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/reference/spec.hpp"
+
+namespace ropecheck::golden {
+
+enum class FileFormat { safetensors, npz };
+
+struct GoldenOptions {
+  EncodingSpec spec;
+  PositionSet positions;
+  std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};  // f64 is always added
+  int heads = 1;
+  std::uint64_t seed = 0;
+  FileFormat format = FileFormat::safetensors;
+  std::filesystem::path out;
+  std::optional<std::int64_t> seq_len;  // default: max position + 1
+  int threads = 0;                      // 0: hardware concurrency
+  bool overwrite = false;               // replace an existing OUT
+  // Called now and then from the calling thread with (tokens done, tokens total).
+  std::function<void(std::int64_t, std::int64_t)> progress;
+};
+
+struct GoldenSummary {
+  nlohmann::json manifest;
+  std::int64_t fast_values = 0;
+  std::int64_t fallback_values = 0;
+  double compute_seconds = 0;
+  double write_seconds = 0;
+};
+
+// Throws SpecError / TensorError (unusable input, OUT exists without overwrite) before writing
+// anything, and cleans up its temporary folder on any failure.
+GoldenSummary write_golden_set(const GoldenOptions& options);
+
+
+}  // namespace ropecheck::golden

@@ -1,0 +1,349 @@
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "ropecheck/golden/golden_set.hpp"
+#include "ropecheck/golden/npy.hpp"
+#include "ropecheck/golden/safetensors.hpp"
+#include "ropecheck/golden/sha256.hpp"
+#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/reference/spec_json.hpp"
+#include "tensor_io_detail.hpp"
+
+namespace ropecheck::golden {
+
+struct GoldenSet::State {
+  std::filesystem::path dir;
+  nlohmann::json manifest;
+  EncodingSpec spec;
+  std::optional<std::int64_t> seq_len;
+  double attention_factor = 1;
+  std::string attention_factor_text = "1";
+  std::int64_t tokens = 0;
+  int streams = 1;
+  int heads = 0;
+  std::vector<std::string> dtypes;
+  std::vector<ManifestFile> files;
+  std::vector<ManifestTensor> tensors;
+  std::map<std::string, std::size_t, std::less<>> by_name;  // index into tensors
+
+  std::mutex mutex;  // guards everything below
+  std::set<std::string> loaded_files;
+  std::map<std::string, Tensor, std::less<>> loaded;
+  std::optional<std::vector<Position>> positions;
+};
+
+namespace {
+
+[[noreturn]] void fail(const std::string& where, const std::string& problem) {
+  throw TensorError(where + ": " + problem);
+}
+
+std::string manifest_where(const std::filesystem::path& dir) { return detail::sanitize((dir / "manifest.json").string()); }
+
+const nlohmann::json& key(const nlohmann::json& obj, const char* k, const std::string& where, const std::string& ctx) {
+  if (!obj.is_object()) fail(where, ctx + " must be a JSON object");
+  const auto it = obj.find(k);
+  if (it == obj.end()) fail(where, "missing key '" + ctx + (ctx.empty() ? "" : ".") + k + "'");
+  return *it;
+}
+
+std::string get_string(const nlohmann::json& obj, const char* k, const std::string& where, const std::string& ctx) {
+  const nlohmann::json& v = key(obj, k, where, ctx);
+  if (!v.is_string()) fail(where, "'" + ctx + (ctx.empty() ? "" : ".") + k + "' must be a string");
+  return v.get<std::string>();
+}
+
+std::int64_t get_int(const nlohmann::json& obj, const char* k, const std::string& where, const std::string& ctx) {
+  const nlohmann::json& v = key(obj, k, where, ctx);
+  if (!v.is_number_integer()) fail(where, "'" + ctx + (ctx.empty() ? "" : ".") + k + "' must be an integer");
+  return v.get<std::int64_t>();
+}
+
+bool plain_file_name(const std::string& f) {
+  if (f.empty() || f.size() > 255 || f[0] == '.') return false;
+  for (unsigned char c : f)
+    if (c == '/' || c == '\\' || c < 0x20 || c == 0x7F || c == ':') return false;
+  return true;
+}
+
+bool is_hex64(const std::string& s) {
+  if (s.size() != 64) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+std::vector<std::int64_t> get_shape(const nlohmann::json& v, const std::string& where, const std::string& ctx) {
+  if (!v.is_array() || v.size() > 8) fail(where, ctx + ": 'shape' must be an array of at most 8 integers");
+  std::vector<std::int64_t> shape;
+  for (const auto& d : v) {
+    if (!d.is_number_integer() || d.get<std::int64_t>() < 0) fail(where, ctx + ": 'shape' must hold non-negative integers");
+    shape.push_back(d.get<std::int64_t>());
+  }
+  return shape;
+}
+
+}  // namespace
+
+GoldenSet::GoldenSet() : s_(std::make_unique<State>()) {}
+GoldenSet::~GoldenSet() = default;
+GoldenSet::GoldenSet(GoldenSet&&) noexcept = default;
+GoldenSet& GoldenSet::operator=(GoldenSet&&) noexcept = default;
+
+const std::filesystem::path& GoldenSet::dir() const { return s_->dir; }
+const nlohmann::json& GoldenSet::manifest() const { return s_->manifest; }
+const EncodingSpec& GoldenSet::spec() const { return s_->spec; }
+std::optional<std::int64_t> GoldenSet::seq_len() const { return s_->seq_len; }
+double GoldenSet::attention_factor() const { return s_->attention_factor; }
+const std::string& GoldenSet::attention_factor_text() const { return s_->attention_factor_text; }
+std::int64_t GoldenSet::tokens() const { return s_->tokens; }
+int GoldenSet::heads() const { return s_->heads; }
+const std::vector<std::string>& GoldenSet::dtypes() const { return s_->dtypes; }
+const std::vector<ManifestFile>& GoldenSet::files() const { return s_->files; }
+const std::vector<ManifestTensor>& GoldenSet::tensors() const { return s_->tensors; }
+
+const ManifestTensor* GoldenSet::find(std::string_view name) const {
+  const auto it = s_->by_name.find(name);
+  return it == s_->by_name.end() ? nullptr : &s_->tensors[it->second];
+}
+
+std::vector<std::string> GoldenSet::output_names() const {
+  std::vector<std::string> out;
+  for (const ManifestTensor& t : s_->tensors)
+    if (t.role == "output") out.push_back(t.name);
+  return out;
+}
+
+namespace {
+
+// Reads, re-verifies and parses one file; checks its tensors against the manifest.
+std::vector<Tensor> load_file(const GoldenSet& set, const ManifestFile& mf) {
+  const std::filesystem::path p = set.dir() / mf.file;
+  const std::string where = detail::sanitize(p.string());
+  const std::vector<std::uint8_t> bytes = detail::read_file(p);
+  if (bytes.size() != mf.bytes || sha256_hex(bytes) != mf.sha256)
+    throw TensorError("manifest hash mismatch for " + where + " (the file changed after it was verified)");
+  std::vector<Tensor> tensors;
+  const std::string ext = p.extension().string();
+  if (ext == ".safetensors")
+    tensors = parse_safetensors(bytes, where);
+  else if (ext == ".npz")
+    tensors = parse_npz(bytes, where, /*u2_is_bf16=*/true);
+  else if (ext == ".npy")
+    tensors.push_back(parse_npy(bytes, p.stem().string(), where, /*u2_is_bf16=*/true));
+  else
+    fail(where, "unsupported file type '" + detail::sanitize(ext) + "' (expected .safetensors, .npz or .npy)");
+  std::set<std::string> seen;
+  for (const Tensor& t : tensors) {
+    const ManifestTensor* m = set.find(t.name);
+    if (m == nullptr || m->file != mf.file)
+      fail(where, "tensor " + detail::quote_name(t.name) + " is not listed for this file in the manifest");
+    if (m->dtype != t.dtype || m->shape != t.shape)
+      fail(where, "tensor " + detail::quote_name(t.name) + " is " + std::string(to_string(t.dtype)) + " " +
+                      detail::shape_for_message(t.shape) + " but the manifest says " + std::string(to_string(m->dtype)) +
+                      " " + detail::shape_for_message(m->shape));
+    seen.insert(t.name);
+  }
+  for (const ManifestTensor& m : set.tensors())
+    if (m.file == mf.file && !seen.count(m.name))
+      fail(where, "the manifest lists tensor " + detail::quote_name(m.name) + " but the file does not hold it");
+  return tensors;
+}
+
+}  // namespace
+
+const Tensor& GoldenSet::tensor(std::string_view name) const {
+  const ManifestTensor* m = find(name);
+  if (m == nullptr) throw TensorError(detail::sanitize(s_->dir.string()) + ": the golden set has no tensor " + detail::quote_name(name));
+  std::lock_guard<std::mutex> lock(s_->mutex);
+  if (!s_->loaded_files.count(m->file)) {
+    const auto fit = std::find_if(s_->files.begin(), s_->files.end(), [&](const ManifestFile& f) { return f.file == m->file; });
+    std::vector<Tensor> ts = load_file(*this, *fit);
+    for (Tensor& t : ts) {
+      std::string n = t.name;
+      s_->loaded.insert_or_assign(std::move(n), std::move(t));
+    }
+    s_->loaded_files.insert(m->file);
+  }
+  return s_->loaded.find(name)->second;
+}
+
+const std::vector<Position>& GoldenSet::positions() const {
+  const Tensor& t = tensor("positions");  // locks and unlocks
+  std::lock_guard<std::mutex> lock(s_->mutex);
+  if (!s_->positions) {
+    const std::int64_t T = s_->tokens;
+    std::vector<Position> v(static_cast<std::size_t>(T));
+    for (std::int64_t i = 0; i < T; ++i) {
+      Position p;
+      if (s_->streams == 3) {
+        p = {t.int_value(i), t.int_value(T + i), t.int_value(2 * T + i)};
+      } else {
+        p = Position::uniform(t.int_value(i));
+      }
+      for (std::int64_t x : {p.t, p.h, p.w})
+        if (x > kMaxPosition || x < -kMaxPosition)
+          fail(detail::sanitize(s_->dir.string()), "position " + std::to_string(x) + " is beyond 2^53");
+      v[static_cast<std::size_t>(i)] = p;
+    }
+    s_->positions = std::move(v);
+  }
+  return *s_->positions;
+}
+
+GoldenSet load_golden_set(const std::filesystem::path& dir) {
+  GoldenSet set;
+  GoldenSet::State& s = *set.s_;
+  s.dir = dir;
+  const std::string dwhere = detail::sanitize(dir.string());
+  const std::string where = manifest_where(dir);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) fail(dwhere, "not a folder (expected a golden set written by `ropecheck golden`)");
+  const std::filesystem::path mpath = dir / "manifest.json";
+  if (!std::filesystem::is_regular_file(mpath, ec))
+    fail(dwhere, "no manifest.json: not a golden set, or an interrupted write");
+  {
+    const std::vector<std::uint8_t> bytes = detail::read_file(mpath);
+    if (bytes.size() > (std::size_t{64} << 20)) fail(where, "manifest larger than 64 MiB");
+    s.manifest = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+    if (s.manifest.is_discarded()) fail(where, "malformed JSON");
+  }
+  const nlohmann::json& m = s.manifest;
+  if (!m.is_object()) fail(where, "the manifest must be a JSON object");
+  if (get_string(m, "format", where, "") != "ropecheck-golden") fail(where, "'format' is not \"ropecheck-golden\"");
+  const std::int64_t version = get_int(m, "format_version", where, "");
+  if (version != 1) fail(where, "unsupported format_version " + std::to_string(version) + " (this reader knows 1)");
+
+  try {
+    s.spec = spec_from_json(key(m, "spec", where, ""));
+  } catch (const SpecError& e) {
+    fail(where, std::string("spec: ") + e.what());
+  }
+  const bool rope = s.spec.family == Family::rope;
+
+  if (rope) {
+    const std::int64_t seq = get_int(m, "seq_len", where, "");
+    if (seq < 1) fail(where, "'seq_len' must be positive");
+    s.seq_len = seq;
+    s.attention_factor_text = get_string(m, "attention_factor", where, "");
+    const char* begin = s.attention_factor_text.c_str();
+    char* end = nullptr;
+    errno = 0;
+    s.attention_factor = std::strtod(begin, &end);
+    if (end == begin || *end != '\0' || errno != 0 || !std::isfinite(s.attention_factor) || s.attention_factor <= 0)
+      fail(where, "'attention_factor' is not a positive decimal number: " + detail::quote_name(s.attention_factor_text));
+  }
+
+  const nlohmann::json& pos = key(m, "positions", where, "");
+  s.tokens = get_int(pos, "tokens", where, "positions");
+  const std::int64_t streams = get_int(pos, "streams", where, "positions");
+  if (s.tokens < 1) fail(where, "'positions.tokens' must be positive");
+  if (streams != 1 && streams != 3) fail(where, "'positions.streams' must be 1 or 3");
+  if (streams == 3 && (!rope || s.spec.rope.mrope == MropeMode::none))
+    fail(where, "'positions.streams' is 3 but the spec is not multimodal RoPE");
+  s.streams = static_cast<int>(streams);
+
+  const nlohmann::json& dts = key(m, "dtypes", where, "");
+  if (!dts.is_array() || dts.empty()) fail(where, "'dtypes' must be a non-empty array");
+  for (const auto& d : dts) {
+    if (!d.is_string() || !parse_dtype(d.get<std::string>())) fail(where, "'dtypes' holds an unknown dtype");
+    if (std::find(s.dtypes.begin(), s.dtypes.end(), d.get<std::string>()) != s.dtypes.end())
+      fail(where, "'dtypes' lists " + d.get<std::string>() + " twice");
+    s.dtypes.push_back(d.get<std::string>());
+  }
+  if (std::find(s.dtypes.begin(), s.dtypes.end(), "f64") == s.dtypes.end())
+    fail(where, "'dtypes' must include f64 (the float64 copy every check compares with)");
+
+  // Files: listed, plain names, present, the right size and hash.
+  const nlohmann::json& files = key(m, "files", where, "");
+  if (!files.is_array() || files.empty()) fail(where, "'files' must be a non-empty array");
+  for (const auto& f : files) {
+    ManifestFile mf;
+    mf.file = get_string(f, "file", where, "files[]");
+    const nlohmann::json& b = key(f, "bytes", where, "files[]");
+    if (!b.is_number_unsigned()) fail(where, "'files[].bytes' must be a non-negative integer");
+    mf.bytes = b.get<std::uint64_t>();
+    mf.sha256 = get_string(f, "sha256", where, "files[]");
+    if (!plain_file_name(mf.file)) fail(where, "file name " + detail::quote_name(mf.file) + " is not a plain name inside the folder");
+    if (!is_hex64(mf.sha256)) fail(where, "'sha256' of " + detail::quote_name(mf.file) + " is not 64 lowercase hex digits");
+    for (const ManifestFile& o : s.files)
+      if (o.file == mf.file) fail(where, "file " + detail::quote_name(mf.file) + " is listed twice");
+    s.files.push_back(std::move(mf));
+  }
+
+  // Tensors.
+  const nlohmann::json& tensors = key(m, "tensors", where, "");
+  if (!tensors.is_array() || tensors.empty()) fail(where, "'tensors' must be a non-empty array");
+  for (const auto& t : tensors) {
+    ManifestTensor mt;
+    mt.name = get_string(t, "name", where, "tensors[]");
+    const std::string ctx = "tensor " + detail::quote_name(mt.name);
+    mt.file = get_string(t, "file", where, "tensors[]");
+    const std::string dt = get_string(t, "dtype", where, "tensors[]");
+    const auto tdt = parse_tensor_dtype(dt);
+    if (!tdt) fail(where, ctx + ": unknown dtype " + detail::quote_name(dt));
+    mt.dtype = *tdt;
+    mt.shape = get_shape(key(t, "shape", where, "tensors[]"), where, ctx);
+    mt.role = get_string(t, "role", where, "tensors[]");
+    if (mt.role != "input" && mt.role != "output") fail(where, ctx + ": 'role' must be \"input\" or \"output\"");
+    if (t.contains("meaning") && t["meaning"].is_string()) mt.meaning = t["meaning"].get<std::string>();
+    if (t.contains("attention_factor_folded")) {
+      if (!t["attention_factor_folded"].is_boolean()) fail(where, ctx + ": 'attention_factor_folded' must be a boolean");
+      mt.attention_factor_folded = t["attention_factor_folded"].get<bool>();
+    }
+    if (std::none_of(s.files.begin(), s.files.end(), [&](const ManifestFile& f) { return f.file == mt.file; }))
+      fail(where, ctx + ": file " + detail::quote_name(mt.file) + " is not listed in 'files'");
+    if (!s.by_name.emplace(mt.name, s.tensors.size()).second) fail(where, ctx + " is listed twice");
+    s.tensors.push_back(std::move(mt));
+  }
+
+  // Required tensors and their shapes.
+  const std::int64_t T = s.tokens;
+  auto require = [&](const std::string& name, TensorDType dt, const std::vector<std::int64_t>& shape, const char* role) {
+    const ManifestTensor* t = set.find(name);
+    if (t == nullptr) fail(where, "missing tensor " + detail::quote_name(name));
+    if (t->dtype != dt || t->shape != shape || t->role != role)
+      fail(where, "tensor " + detail::quote_name(name) + " is " + std::string(to_string(t->dtype)) + " " +
+                      detail::shape_for_message(t->shape) + " (" + t->role + ") but the spec and positions need " +
+                      std::string(to_string(dt)) + " " + detail::shape_for_message(shape) + " (" + role + ")");
+  };
+  require("positions", TensorDType::i64, s.streams == 3 ? std::vector<std::int64_t>{3, T} : std::vector<std::int64_t>{T},
+          "input");
+  if (rope) {
+    const ManifestTensor* q = set.find("q");
+    if (q == nullptr) fail(where, "missing tensor 'q'");
+    if (q->shape.size() != 3 || q->shape[1] < 1) fail(where, "tensor 'q' must have shape [tokens, heads, head_dim]");
+    s.heads = static_cast<int>(std::min<std::int64_t>(q->shape[1], 1 << 20));
+    const std::int64_t H = s.heads, D = s.spec.rope.head_dim, P = rope_pairs(s.spec.rope);
+    require("q", TensorDType::f32, {T, H, D}, "input");
+    require("k", TensorDType::f32, {T, H, D}, "input");
+    for (const std::string& d : s.dtypes) {
+      const TensorDType tdt = *parse_tensor_dtype(d);
+      require("cos." + d, tdt, {T, P}, "output");
+      require("sin." + d, tdt, {T, P}, "output");
+      require("q_rot." + d, tdt, {T, H, D}, "output");
+      require("k_rot." + d, tdt, {T, H, D}, "output");
+    }
+  } else {
+    for (const std::string& d : s.dtypes)
+      require("pe." + d, *parse_tensor_dtype(d), {T, s.spec.sinusoidal.d_model}, "output");
+  }
+
+  // Every listed file: present, the declared size, the declared hash (streamed, constant memory).
+  for (const ManifestFile& f : s.files) {
+    const std::filesystem::path p = dir / f.file;
+    if (!std::filesystem::is_regular_file(p, ec)) fail(dwhere, "missing file " + detail::quote_name(f.file) + " listed in the manifest");
+    const std::uintmax_t size = std::filesystem::file_size(p, ec);
+    if (ec || size != f.bytes)
+      throw TensorError("manifest hash mismatch for " + detail::sanitize(p.string()) + ": " + std::to_string(size) +
+                        " bytes on disk, the manifest says " + std::to_string(f.bytes));
+    if (sha256_file(p) != f.sha256) throw TensorError("manifest hash mismatch for " + detail::sanitize(p.string()));
+  }
+  return set;
+}
+
+}  // namespace ropecheck::golden

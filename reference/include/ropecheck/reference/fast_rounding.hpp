@@ -1,0 +1,246 @@
+// Fast, proven correct rounding of RoPE / sinusoidal values (Ziv's strategy).
+//
+// Golden values must be the exact value rounded ONCE (round-to-nearest-even) to f64, f32, f16
+// and bf16. Plain MPFR per value is correct but slow (about 3 us per sin/cos). This module
+// evaluates every value in double-double (DD, about 106 bits) together with a rigorous bound
+// on its absolute error, and rounds it only when the whole error interval lies strictly inside
+// one rounding interval of the target format (round_dd). When it does not (the value is within
+// the error bound of a midpoint, or outside the fast path's range), that one value is evaluated
+// again with the raw MPFR C API at increasing precision, each time with a proven error bound,
+// until its error interval rounds to a single value (Ziv's loop; research/precision.md 2.4).
+// The result is then bit-identical to ropecheck::round_to_double of the exact value.
+//
+// Error bounds (details at each function in fast_rounding.cpp):
+//   - DD building blocks are the algorithms of Joldes, Muller and Popescu, "Tight and rigorous
+//     error bounds for basic building blocks of double-word arithmetic" (ACM TOMS 44(2), 2017):
+//     error-free 2Sum / Fast2Sum / 2Prod (FMA), DWPlusFP (relative error <= 2u^2),
+//     AccurateDWPlusDW (<= 3u^2 / (1 - 4u)), DWTimesFP3 (<= 2u^2), DWTimesDW3 (<= 5u^2),
+//     u = 2^-53. The code budgets 2^-104 for a sum and 2^-103 for a product, i.e. more than the
+//     proven bounds. They assume round-to-nearest (the default FP environment) and no FMA
+//     contraction of other expressions (the library is built with -ffp-contract=off).
+//   - sin/cos of an angle p * inv: the angle is carried as p * (i0 + i1 + i2), a triple-double
+//     inverse frequency (relative error <= 2^-155 from the stored MPFR value), reduced by pi/2
+//     given as four doubles (error < 2^-210), then a 1024-step table of sin/cos (DD, from MPFR)
+//     and Taylor polynomials in DD. Absolute error <= 2^-100 + 2^-101 |r| + (2^-146 + e) |theta|
+//     where r is the reduced angle and e the inverse frequency's relative error.
+//   - The MPFR fallback carries bounds as powers of two from the precision of each correctly
+//     rounded operation (mpfr ternary values mark exact results, so exact values such as
+//     cos 0 = 1, or a * 1 at position 0, are rounded directly instead of looping forever).
+//
+// Thread safety: the engines' constructors set Boost's process-wide default MPFR precision
+// (ScopedPrecision) while they run; construct engines while no other thread computes with
+// ropecheck::Real. evaluate() is const and thread-safe: it uses only doubles and mpfr_t
+// variables with explicit precision (never Boost's default precision).
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/reference/spec.hpp"
+
+namespace ropecheck {
+
+// ---------------------------------------------------------------------------------------------
+// Double-double arithmetic. A DD (hi, lo) stands for the exact sum hi + lo; "normalized" means
+// |lo| <= ulp(hi) / 2 (what two_sum and every DD operation here return). These helpers contain
+// no expression that FMA contraction could change (products feed only explicit std::fma calls
+// or stand alone), so they are exact / within their bounds in any translation unit.
+struct DD {
+  double hi = 0.0;
+  double lo = 0.0;
+};
+
+namespace dd {
+
+// Always inlined, so that they take the instruction set of the caller (the library's kernels are
+// compiled with and without FMA instructions and picked at load time).
+#if defined(__GNUC__)
+#define ROPECHECK_DD_INLINE __attribute__((always_inline)) inline
+#else
+#define ROPECHECK_DD_INLINE inline
+#endif
+
+// s + e = a + b exactly (Knuth's 2Sum), s = RN(a + b).
+ROPECHECK_DD_INLINE DD two_sum(double a, double b) {
+  const double s = a + b;
+  const double bb = s - a;
+  const double e = (a - (s - bb)) + (b - bb);
+  return {s, e};
+}
+
+// s + e = a + b exactly when |a| >= |b| or a == 0 (Dekker's Fast2Sum).
+ROPECHECK_DD_INLINE DD fast_two_sum(double a, double b) {
+  const double s = a + b;
+  const double e = b - (s - a);
+  return {s, e};
+}
+
+// p + e = a * b exactly (2Prod with FMA), barring underflow of e.
+ROPECHECK_DD_INLINE DD two_prod(double a, double b) {
+  const double p = a * b;
+  const double e = std::fma(a, b, -p);
+  return {p, e};
+}
+
+ROPECHECK_DD_INLINE DD neg(DD x) { return {-x.hi, -x.lo}; }
+
+// DWPlusFP: x + y, relative error <= 2u^2.
+ROPECHECK_DD_INLINE DD add(DD x, double y) {
+  const DD s = two_sum(x.hi, y);
+  const double v = x.lo + s.lo;
+  return fast_two_sum(s.hi, v);
+}
+
+// AccurateDWPlusDW: x + y, relative error <= 3u^2 / (1 - 4u) (relative to the exact sum, so it
+// stays small under cancellation).
+ROPECHECK_DD_INLINE DD add(DD x, DD y) {
+  const DD s = two_sum(x.hi, y.hi);
+  const DD t = two_sum(x.lo, y.lo);
+  const double c = s.lo + t.hi;
+  const DD v = fast_two_sum(s.hi, c);
+  const double w = t.lo + v.lo;
+  return fast_two_sum(v.hi, w);
+}
+
+// DWTimesFP3: x * y, relative error <= 2u^2.
+ROPECHECK_DD_INLINE DD mul(DD x, double y) {
+  const DD c = two_prod(x.hi, y);
+  const double cl3 = std::fma(x.lo, y, c.lo);
+  return fast_two_sum(c.hi, cl3);
+}
+
+// DWTimesDW3: x * y, relative error <= 5u^2.
+ROPECHECK_DD_INLINE DD mul(DD x, DD y) {
+  const DD c = two_prod(x.hi, y.hi);
+  const double tl0 = x.lo * y.lo;
+  const double tl1 = std::fma(x.hi, y.lo, tl0);
+  const double cl2 = std::fma(x.lo, y.hi, tl1);
+  const double cl3 = c.lo + cl2;
+  return fast_two_sum(c.hi, cl3);
+}
+
+}  // namespace dd
+
+// ---------------------------------------------------------------------------------------------
+// Rounding with a proven enclosure.
+//
+// The unknown exact value v satisfies |v - (hi + lo)| <= err. Returns RNE(v) in format t as a
+// double (exactly the value ropecheck::round_to_double would return for v), or nullopt when that
+// cannot be decided: the interval [hi+lo-err, hi+lo+err] touches a rounding boundary of t (a
+// midpoint, the overflow threshold, or zero, whose sign would be unknown), the inputs are not
+// finite, or |hi + lo| lies outside [2^-960, 2^1000] (there the caller falls back to MPFR).
+// err == 0 means hi + lo is exact: then ties are resolved to even and nullopt is returned only
+// for the range reason above. An exact zero (hi + lo == 0, err == 0) returns hi when hi is a
+// zero (its sign kept), else +0.
+std::optional<double> round_dd(double hi, double lo, double err, DType t);
+
+// ---------------------------------------------------------------------------------------------
+// sin and cos in DD with a rigorous absolute error bound: |sin(theta) - (sin.hi + sin.lo)| <= err
+// and the same for cos.
+struct SinCosDD {
+  DD sin;
+  DD cos;
+  double err = 0.0;
+};
+
+// theta = p * inv with inv = inv3[0] + inv3[1] + inv3[2] (up to inv_rel_err * |inv|); p is any
+// double (positions are integers, exact in double). nullopt outside the fast path's range
+// (|theta| > 2^40, |theta| < 2^-500, a reduced angle below 2^-300); theta == 0 exactly (p == 0 or
+// inv == 0 given as three zeros) gives sin = +-0 (sign of p * inv), cos = 1, err = 0.
+std::optional<SinCosDD> sincos_scaled(double p, const std::array<double, 3>& inv3, double inv_rel_err);
+// theta = hi + lo (any DD) known to within theta_err.
+std::optional<SinCosDD> sincos_dd(double hi, double lo, double theta_err);
+
+// ---------------------------------------------------------------------------------------------
+// Engines: correctly rounded golden values for one token at a time.
+
+// Per-evaluate counters: output values settled by the fast path (including exact values) and
+// values that needed the MPFR fallback. Summing over threads is up to the caller.
+struct RoundingStats {
+  std::int64_t fast_values = 0;
+  std::int64_t fallback_values = 0;
+  RoundingStats& operator+=(const RoundingStats& o) {
+    fast_values += o.fast_values;
+    fallback_values += o.fallback_values;
+    return *this;
+  }
+};
+
+// Where the rounded values of one dtype go (as doubles holding values of that dtype, which the
+// caller encodes). Null pointers skip that output. cos / sin: [pairs]; rot: [heads * head_dim].
+struct RoundedOut {
+  double* cos = nullptr;
+  double* sin = nullptr;
+  double* rot = nullptr;
+};
+
+struct EngineOptions {
+  // Test hook: send every value that is not exact to the MPFR fallback.
+  bool force_fallback = false;
+};
+
+// RoPE: inverse frequencies and attention factor are computed once, with MPFR, in the
+// constructor (rope_frequencies<Real> at kStoredBits bits); evaluate() then gives, per token,
+// the correctly rounded cos / sin of each pair's angle (rope_cos_sin) and the rotated head
+// vectors (rope_apply: att * (a cos - b sin), att * (b cos + a sin) on each pair's channels,
+// pass-through channels copied), for every layout, partial, proportional and multimodal RoPE.
+class RopeRoundingEngine {
+ public:
+  // Highest precision the fallback's Ziv loop may reach before it throws std::runtime_error
+  // (never reached in practice: an exact midpoint is the only value that needs more, and exact
+  // values are detected). Stored frequencies carry kZivMaxBits + 128 bits.
+  static constexpr long kZivMaxBits = 4096;
+
+  // max_abs_position: the largest |position| expected (at most kMaxPosition; positions beyond it
+  // are still handled correctly). Throws SpecError for an invalid spec.
+  RopeRoundingEngine(const RopeSpec& rope, std::optional<std::int64_t> seq_len, std::int64_t max_abs_position,
+                     EngineOptions options = {});
+  ~RopeRoundingEngine();
+  RopeRoundingEngine(RopeRoundingEngine&&) noexcept;
+  RopeRoundingEngine& operator=(RopeRoundingEngine&&) noexcept;
+  RopeRoundingEngine(const RopeRoundingEngine&) = delete;
+  RopeRoundingEngine& operator=(const RopeRoundingEngine&) = delete;
+
+  int pairs() const;
+  int head_dim() const;
+  // The attention factor rounded to nearest binary64 (for reports).
+  double attention_factor() const;
+
+  // x: heads * head_dim doubles (ignored when no out[].rot is set). out[i] receives dtypes[i].
+  // Positions need |p| <= kMaxPosition (std::invalid_argument otherwise); x must be finite.
+  void evaluate(const Position& pos, std::span<const double> x, int heads, std::span<const DType> dtypes,
+                std::span<const RoundedOut> out, RoundingStats& stats) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Sinusoidal: rows PE(position) with the angle (position + position_offset) * w_i; zero columns
+// (odd widths of tensor2tensor / fairseq) are exact zeros.
+class SinusoidalRoundingEngine {
+ public:
+  SinusoidalRoundingEngine(const SinusoidalSpec& spec, std::int64_t max_abs_position, EngineOptions options = {});
+  ~SinusoidalRoundingEngine();
+  SinusoidalRoundingEngine(SinusoidalRoundingEngine&&) noexcept;
+  SinusoidalRoundingEngine& operator=(SinusoidalRoundingEngine&&) noexcept;
+  SinusoidalRoundingEngine(const SinusoidalRoundingEngine&) = delete;
+  SinusoidalRoundingEngine& operator=(const SinusoidalRoundingEngine&) = delete;
+
+  int d_model() const;
+
+  // rows[i]: d_model values of dtypes[i] (null skips). |position + offset| <= kMaxPosition.
+  void evaluate(std::int64_t position, std::span<const DType> dtypes, std::span<double* const> rows,
+                RoundingStats& stats) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ropecheck

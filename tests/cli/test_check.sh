@@ -1,0 +1,392 @@
+#!/usr/bin/env bash
+# `ropecheck check` as a user meets it: candidate files (.safetensors, .npz, .npy), kernel plugins
+# (golden/KERNEL_ABI.md), --map, the criteria, exit codes 0 / 1 / 2, one-line errors, and the
+# --report JSON (valid when the check ran, absent when it did not).
+#
+#   bash tests/cli/test_check.sh ROPECHECK HF_PLUGIN.so BROKEN_PLUGIN.so TEST_PLUGIN_DIR
+#
+# HF_PLUGIN: examples/plugin_hf_fp32 (Hugging Face Llama RoPE in float32, expected class fp32-angle);
+# BROKEN_PLUGIN: examples/plugin_broken_bf16_invfreq (inverse frequencies rounded to bf16);
+# TEST_PLUGIN_DIR: the test_plugin_<mode>.so built from tests/plugins/test_plugin.cpp.
+# Prints PASS/FAIL per check and a final "N passed, M failed"; exits 0 only if every check passed.
+# Candidate files are made with the Python standard library only (no numpy needed).
+set -u
+
+if [ $# -ne 4 ]; then
+  echo "usage: $0 ROPECHECK HF_PLUGIN.so BROKEN_PLUGIN.so TEST_PLUGIN_DIR" >&2
+  exit 2
+fi
+abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
+BIN=$(abspath "$1")
+HF=$(abspath "$2")
+BROKEN=$(abspath "$3")
+TPD=$(abspath "$4")
+for f in "$BIN" "$HF" "$BROKEN"; do [ -f "$f" ] || { echo "no such file: $f" >&2; exit 2; }; done
+[ -d "$TPD" ] || { echo "no such directory: $TPD" >&2; exit 2; }
+command -v python3 >/dev/null 2>&1 || { echo "python3 is required" >&2; exit 2; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ropecheck_check.XXXXXX") || exit 2
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || exit 2
+OUT="$TMP/stdout"
+ERR="$TMP/stderr"
+REPORT="$TMP/reports/report.json"
+mkdir -p "$TMP/reports"
+
+PASS=0
+FAIL=0
+pass() { PASS=$((PASS + 1)); printf 'PASS  %s\n' "$1"; }
+fail() {
+  FAIL=$((FAIL + 1))
+  printf 'FAIL  %s\n' "$1"
+  if [ $# -gt 1 ] && [ -n "$2" ]; then printf '        %s\n' "$2"; fi
+  if [ -s "$ERR" ]; then printf '        stderr: %s\n' "$(head -c 400 "$ERR" | tr '\n' '|')"; fi
+}
+check() { if [ -z "$2" ]; then pass "$1"; else fail "$1" "$2"; fi; }
+
+TIMEOUT=""
+command -v timeout >/dev/null 2>&1 && TIMEOUT="timeout 120"
+run() {
+  $TIMEOUT "$BIN" "$@" >"$OUT" 2>"$ERR"
+  RC=$?
+}
+lines() { awk 'END { print NR }' "$1"; }
+
+# Nothing but the report itself may be left in the reports folder (no temporary files).
+reports_clean() {
+  local extra
+  extra=$(cd "$TMP/reports" && ls -A | grep -v '^report\.json$')
+  [ -z "$extra" ] || echo "left in the report folder: $extra; "
+}
+
+# expect_rc DESCRIPTION WANT ARGS...: exit WANT (0 or 1), empty stderr, the summary on stdout, a
+# valid report (when --report was given), nothing else written.
+expect_rc() {
+  local desc=$1 want=$2
+  shift 2
+  rm -f "$REPORT"
+  run "$@"
+  local p=""
+  [ "$RC" -eq "$want" ] || p+="exit code $RC (want $want); "
+  [ ! -s "$ERR" ] || p+="stderr not empty; "
+  grep -q '^ropecheck check: golden ' "$OUT" || p+="no summary header on stdout; "
+  if [ "$want" -eq 0 ]; then grep -q '^PASS: ' "$OUT" || p+="no PASS verdict line; "; fi
+  if [ "$want" -eq 1 ]; then grep -q '^FAIL: ' "$OUT" || p+="no FAIL verdict line; "; fi
+  case " $* " in *" --report "*) [ -f "$REPORT" ] || p+="no report written; " ;; esac
+  p+=$(reports_clean)
+  check "$desc" "$p"
+}
+
+# expect_input_error DESCRIPTION NEEDLE ARGS...: exit 2, nothing on stdout, exactly one stderr line
+# "ropecheck: error: ..." containing NEEDLE; every run passes --report, which must not appear.
+expect_input_error() {
+  local desc=$1 needle=$2
+  shift 2
+  rm -f "$REPORT"
+  run "$@" --report "$REPORT"
+  local p="" n
+  n=$(lines "$ERR")
+  [ "$RC" -eq 2 ] || p+="exit code $RC (want 2); "
+  [ ! -s "$OUT" ] || p+="stdout not empty ($(lines "$OUT") lines); "
+  [ "$n" -eq 1 ] || p+="stderr has $n lines (want 1); "
+  head -n 1 "$ERR" | grep -q '^ropecheck: error: ' || p+="stderr does not start with 'ropecheck: error: '; "
+  grep -qiF -- "$needle" "$ERR" || p+="stderr does not name '$needle'; "
+  [ ! -e "$REPORT" ] || p+="a report was written; "
+  p+=$(reports_clean)
+  check "$desc" "$p"
+}
+
+# report_check DESCRIPTION PYTHON_BODY: runs PYTHON_BODY with d = the --report JSON (strict: no
+# NaN / Infinity literals); the body appends to `problems`.
+report_check() {
+  local desc=$1 body=$2 msg
+  msg=$(python3 - "$REPORT" <<PY 2>&1
+import json, sys
+problems = []
+def no_constants(s):
+    raise ValueError("non-standard JSON constant " + s)
+try:
+    with open(sys.argv[1]) as f:
+        d = json.load(f, parse_constant=no_constants)
+except Exception as e:
+    print("report is not valid JSON: %s" % e)
+    sys.exit(0)
+by = {t["golden"]: t for t in d.get("tensors", [])}
+$body
+print("; ".join(problems))
+PY
+)
+  check "$desc" "$msg"
+}
+
+# ---------------------------------------------------------------------------------------------
+echo "== golden set"
+
+G="$TMP/g"
+run golden --preset llama-3.1-8b --positions log:131071:4 --heads 2 --dtypes f32,bf16 --out "$G"
+check "golden --preset llama-3.1-8b --positions log:131071:4 --heads 2 --dtypes f32,bf16" \
+  "$([ "$RC" -eq 0 ] && [ -f "$G/manifest.json" ] || echo "exit code $RC, manifest missing")"
+[ -f "$G/manifest.json" ] || { echo "cannot continue without a golden set"; exit 1; }
+TOKENS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["positions"]["tokens"])' "$G/manifest.json")
+
+# Candidate files, made from the golden set's own outputs with the standard library.
+python3 - "$G" "$TMP" <<'PY' || { echo "cannot make candidate files"; exit 1; }
+import json, os, struct, sys, zipfile
+g, tmp = sys.argv[1], sys.argv[2]
+
+def read_st(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None)
+    data = b[8 + n:]
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items()}
+
+def write_st(path, tensors):
+    header, blob = {}, b""
+    for name, (dt, shape, raw) in tensors.items():
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(blob), len(blob) + len(raw)]}
+        blob += raw
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + blob)
+
+DESCR = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "BF16": "<u2", "I64": "<i8"}
+def npy(dt, shape, raw):
+    shp = "(" + "".join("%d, " % s for s in shape).rstrip(" ") + ")" if len(shape) != 1 else "(%d,)" % shape[0]
+    head = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (DESCR[dt], shp)
+    pad = 64 - (10 + len(head) + 1) % 64
+    head = head + " " * (pad % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + raw
+
+out32 = read_st(os.path.join(g, "outputs_f32.safetensors"))
+out16 = read_st(os.path.join(g, "outputs_bf16.safetensors"))
+inputs = read_st(os.path.join(g, "inputs.safetensors"))
+
+# Renamed tensors: a base name ("cos" as bf16 -> cos.bf16), a --map target, an extra input (ignored).
+write_st(os.path.join(tmp, "renamed.safetensors"),
+         {"cos": out16["cos.bf16"], "query_out": out16["q_rot.bf16"], "positions": inputs["positions"]})
+# .npz of the f32 rotated tensors, and one .npy.
+with zipfile.ZipFile(os.path.join(tmp, "cand.npz"), "w", zipfile.ZIP_STORED) as z:
+    for name in ("q_rot.f32", "k_rot.f32", "sin.bf16"):
+        src = out32 if name.endswith("f32") else out16
+        z.writestr(name + ".npy", npy(*src[name]))
+open(os.path.join(tmp, "q_rot.f32.npy"), "wb").write(npy(*out32["q_rot.f32"]))
+# One wrong element: token 40, head 1, channel 5 of q_rot.f32 (+1.0).
+dt, shape, raw = out32["q_rot.f32"]
+i = (40 * shape[1] + 1) * shape[2] + 5
+v = struct.unpack_from("<f", raw, 4 * i)[0] + 1.0
+raw2 = raw[:4 * i] + struct.pack("<f", v) + raw[4 * i + 4:]
+write_st(os.path.join(tmp, "one_wrong.safetensors"), {"q_rot.f32": (dt, shape, raw2)})
+# Shape mismatch: the first 64 channels only.
+rows = shape[0] * shape[1]
+half = b"".join(raw[4 * r * shape[2]: 4 * (r * shape[2] + 64)] for r in range(rows))
+write_st(os.path.join(tmp, "bad_shape.safetensors"), {"q_rot.f32": (dt, [shape[0], shape[1], 64], half)})
+# Dtype mismatch: bf16 data named like an f32 output.
+write_st(os.path.join(tmp, "bad_dtype.safetensors"), {"q_rot.f32": out16["q_rot.bf16"]})
+# The position of token 40, for the report check.
+p = inputs["positions"]
+open(os.path.join(tmp, "pos40"), "w").write(str(struct.unpack_from("<q", p[2], 8 * 40)[0]))
+PY
+POS40=$(cat "$TMP/pos40")
+
+# ---------------------------------------------------------------------------------------------
+echo "== kernel plugins (examples/)"
+
+expect_rc "check --kernel plugin_hf_fp32 --class fp32-angle passes (exit 0)" 0 \
+  check --golden "$G" --kernel "$HF" --class fp32-angle --report "$REPORT"
+p=""
+grep -q "^kernel 'hf-llama-fp32' " "$OUT" || p+="no kernel line naming hf-llama-fp32; "
+grep -q '^note: q_rot.f64, k_rot.f64 skipped: .*UNSUPPORTED' "$OUT" || p+="no note that f64 was skipped; "
+grep -q '^PASS: class fp32-angle holds .*classes satisfied: fp32-angle, f16-table, bf16-table' "$OUT" ||
+  p+="verdict line is '$(grep -E '^(PASS|FAIL)' "$OUT")'; "
+check "the HF fp32 kernel lands in class fp32-angle (and not fp64-angle), f64 skipped with a note" "$p"
+report_check "HF kernel report: valid JSON, pass, best class fp32-angle, 8 tensors, kernel source" '
+if d.get("format") != "ropecheck-check-report": problems.append("format %r" % d.get("format"))
+if d.get("pass") is not True: problems.append("pass is %r" % d.get("pass"))
+if d.get("criterion") != {"kind": "class", "class": "fp32-angle"}: problems.append("criterion %r" % d.get("criterion"))
+if d.get("satisfied_classes", [None])[0] != "fp32-angle": problems.append("satisfied %r" % d.get("satisfied_classes"))
+want = {n + "." + t for n in ("cos", "sin", "q_rot", "k_rot") for t in ("f32", "bf16")}
+if set(by) != want: problems.append("tensors %r" % sorted(by))
+if set(d.get("unchecked_golden", [])) != {n + ".f64" for n in ("cos", "sin", "q_rot", "k_rot")}:
+    problems.append("unchecked_golden %r" % d.get("unchecked_golden"))
+for n, t in by.items():
+    if t["best_class"] != "fp32-angle" and not (t["dtype"] == "bf16" and t["best_class"] == "fp64-angle"):
+        problems.append("%s best class %r" % (n, t["best_class"]))
+    if t["metrics"]["nan"] or t["metrics"]["inf"]: problems.append("%s has NaN / Inf" % n)
+src = d.get("candidate_source", {})
+if src.get("kind") != "kernel" or src.get("name") != "hf-llama-fp32" or src.get("abi_version") != 1:
+    problems.append("candidate_source %r" % src)
+if not any("f64" in n for n in src.get("notes", [])): problems.append("notes %r" % src.get("notes"))
+'
+
+expect_rc "check --kernel plugin_hf_fp32 with the default criterion passes" 0 check --golden "$G" --kernel "$HF"
+grep -q 'criterion class fp32-angle' "$OUT"
+check "the default criterion is class fp32-angle" "$([ $? -eq 0 ] || echo "header: $(head -n 5 "$OUT" | tr '\n' '|')")"
+
+expect_rc "check --kernel plugin_hf_fp32 --class fp64-angle fails (exit 1)" 1 \
+  check --golden "$G" --kernel "$HF" --class fp64-angle
+
+expect_rc "check --kernel plugin_broken_bf16_invfreq fails (exit 1)" 1 \
+  check --golden "$G" --kernel "$BROKEN" --report "$REPORT" --worst 5
+report_check "broken kernel report: fails, names violating positions per tensor" '
+if d.get("pass") is not False: problems.append("pass is %r" % d.get("pass"))
+if len(by) != 8: problems.append("%d tensors" % len(by))
+for n, t in by.items():
+    v = t["verdict"]
+    if v["pass"] or v["violations"] <= 0: problems.append("%s verdict %r" % (n, v))
+    if not isinstance(v["first_violating_position"], int): problems.append("%s first_violating_position %r" % (n, v["first_violating_position"]))
+    w = t["worst"]
+    if not (1 <= len(w) <= 5): problems.append("%s: %d worst elements (want 1..5)" % (n, len(w)))
+    for e in w:
+        if not (isinstance(e["position"], list) and len(e["position"]) == 3 and e["score"] is not None and e["score"] > 1):
+            problems.append("%s worst element %r" % (n, e)); break
+    if not any(b["violations"] > 0 for b in t["position_bins"]): problems.append("%s: no bin with violations" % n)
+    fp = [c for c in t["classes"] if c["class"] == "fp32-angle"][0]
+    if fp["satisfied"] or fp["first_violating_position"] is None: problems.append("%s fp32-angle %r" % (n, fp))
+if d.get("satisfied_classes"): problems.append("satisfied %r" % d.get("satisfied_classes"))
+'
+grep -q '^FAIL: class fp32-angle violated by ' "$OUT"
+check "broken kernel: the verdict line says fp32-angle is violated" "$([ $? -eq 0 ] || echo "$(grep -E '^(PASS|FAIL)' "$OUT")")"
+
+# ---------------------------------------------------------------------------------------------
+echo "== candidate files"
+
+expect_rc "the golden set's own f32 outputs pass --class exact" 0 \
+  check --golden "$G" --candidate "$G/outputs_f32.safetensors" --class exact --report "$REPORT"
+report_check "exact report: pass, best class exact, file source" '
+if d.get("pass") is not True: problems.append("pass %r" % d.get("pass"))
+if d.get("satisfied_classes", [None])[0] != "exact": problems.append("satisfied %r" % d.get("satisfied_classes"))
+if len(by) != 4: problems.append("%d tensors" % len(by))
+if d.get("candidate_source", {}).get("kind") != "file": problems.append("candidate_source %r" % d.get("candidate_source"))
+'
+expect_rc "the golden set's own bf16 outputs pass --max-ulp 0.5" 0 \
+  check --golden "$G" --candidate "$G/outputs_bf16.safetensors" --max-ulp 0.5
+expect_rc "the golden set's own f32 outputs pass --atol 1e-6 --rtol 1e-6" 0 \
+  check --golden "$G" --candidate "$G/outputs_f32.safetensors" --atol 1e-6 --rtol 1e-6
+
+expect_rc "a safetensors candidate with a base name, --map and an extra tensor passes --class exact" 0 \
+  check --golden "$G" --candidate renamed.safetensors --map q_rot.bf16=query_out --class exact --report "$REPORT"
+report_check "--map and base names resolve; the extra tensor is listed as ignored" '
+if set(by) != {"cos.bf16", "q_rot.bf16"}: problems.append("tensors %r" % sorted(by))
+elif by["q_rot.bf16"]["candidate"] != "query_out" or by["cos.bf16"]["candidate"] != "cos":
+    problems.append("candidates %r %r" % (by["q_rot.bf16"]["candidate"], by["cos.bf16"]["candidate"]))
+if d.get("ignored_candidate") != ["positions"]: problems.append("ignored %r" % d.get("ignored_candidate"))
+'
+expect_input_error "--map to a candidate tensor that does not exist is refused" \
+  "query_missing" check --golden "$G" --candidate renamed.safetensors --map q_rot.bf16=query_missing
+
+expect_rc "an .npz candidate (f32 and bf16 members) passes --class exact" 0 \
+  check --golden "$G" --candidate cand.npz --class exact --report "$REPORT"
+report_check ".npz candidate: three tensors checked" '
+if set(by) != {"q_rot.f32", "k_rot.f32", "sin.bf16"}: problems.append("tensors %r" % sorted(by))
+'
+expect_rc "an .npy candidate (named after the file stem) passes --class exact" 0 \
+  check --golden "$G" --candidate q_rot.f32.npy --class exact
+
+expect_rc "one wrong element fails --class exact (exit 1)" 1 \
+  check --golden "$G" --candidate one_wrong.safetensors --class exact --report "$REPORT"
+report_check "the report names the wrong element: token 40, its position, head 1, channel 5" "
+t = by.get('q_rot.f32')
+if not t: problems.append('no q_rot.f32')
+else:
+    if t['verdict']['violations'] != 1: problems.append('violations %r' % t['verdict']['violations'])
+    if t['verdict']['first_violating_position'] != $POS40: problems.append('first position %r (want $POS40)' % t['verdict']['first_violating_position'])
+    w = t['worst'][0] if t['worst'] else {}
+    if (w.get('token'), w.get('head'), w.get('channel')) != (40, 1, 5): problems.append('worst %r' % w)
+"
+
+# ---------------------------------------------------------------------------------------------
+echo "== unusable input (exit 2, one line, no report)"
+
+expect_input_error "shape mismatch names both shapes" "[$TOKENS, 2, 64]" \
+  check --golden "$G" --candidate bad_shape.safetensors
+grep -qF "[$TOKENS, 2, 128]" "$ERR"
+check "shape mismatch message names the golden shape too" "$([ $? -eq 0 ] || echo "missing [$TOKENS, 2, 128]")"
+expect_input_error "dtype mismatch names both dtypes" "bf16" check --golden "$G" --candidate bad_dtype.safetensors
+
+cp -r "$G" "$TMP/tampered"
+python3 - "$TMP/tampered/outputs_f32.safetensors" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[-3] ^= 0x01
+open(p, "wb").write(bytes(b))
+PY
+expect_input_error "a tampered golden file is refused (hash mismatch)" "hash mismatch" \
+  check --golden "$TMP/tampered" --kernel "$HF"
+expect_input_error "a folder that is not a golden set is refused" "manifest" check --golden "$TMP/reports" --kernel "$HF"
+
+expect_input_error "--kernel to a missing file" "no such file" check --golden "$G" --kernel "$TMP/nope.so"
+expect_input_error "--kernel to a file that is not a shared library" "shared library" \
+  check --golden "$G" --kernel "$G/manifest.json"
+expect_input_error "--kernel without ropecheck_kernel_abi_version" "ropecheck_kernel_abi_version" \
+  check --golden "$G" --kernel "$TPD/test_plugin_no_version.so"
+expect_input_error "--kernel with the wrong ABI version" "ABI version 99" \
+  check --golden "$G" --kernel "$TPD/test_plugin_wrong_abi.so"
+expect_input_error "--kernel exporting no entry point" "exports none of" \
+  check --golden "$G" --kernel "$TPD/test_plugin_no_entry.so"
+expect_input_error "--kernel writing past the end of its output" "past the end" \
+  check --golden "$G" --kernel "$TPD/test_plugin_overrun.so"
+expect_input_error "--kernel failing with code 7 and a two-line message (first line kept)" "return code 7 (device lost)" \
+  check --golden "$G" --kernel "$TPD/test_plugin_fail.so"
+expect_input_error "--kernel supporting nothing" "produced no output" \
+  check --golden "$G" --kernel "$TPD/test_plugin_unsupported_all.so"
+
+# A sinusoidal golden set and the sinusoidal entry point.
+GS="$TMP/gs"
+run golden --preset transformer-base --positions 0:64,1000,65535 --dtypes f32 --out "$GS"
+check "golden --preset transformer-base" "$([ "$RC" -eq 0 ] || echo "exit code $RC")"
+expect_rc "a binary64 sinusoidal kernel passes --class fp64-angle" 0 \
+  check --golden "$GS" --kernel "$TPD/test_plugin_sinusoidal.so" --class fp64-angle --report "$REPORT"
+report_check "sinusoidal kernel report: pe.f64 and pe.f32 checked" '
+if set(by) != {"pe.f64", "pe.f32"}: problems.append("tensors %r" % sorted(by))
+if d.get("pass") is not True: problems.append("pass %r" % d.get("pass"))
+'
+expect_input_error "a RoPE kernel on a sinusoidal golden set" "ropecheck_sinusoidal" \
+  check --golden "$GS" --kernel "$HF"
+expect_input_error "a sinusoidal kernel on a RoPE golden set" "neither ropecheck_rope_apply" \
+  check --golden "$G" --kernel "$TPD/test_plugin_sinusoidal.so"
+
+expect_rc "a kernel that leaves its output unwritten (NaN) fails (exit 1)" 1 \
+  check --golden "$G" --kernel "$TPD/test_plugin_nan.so" --report "$REPORT"
+report_check "NaN outputs are counted and fail every class" '
+for n, t in by.items():
+    if t["metrics"]["nan"] != t["elements"]: problems.append("%s: %r NaN of %r" % (n, t["metrics"]["nan"], t["elements"]))
+    if t["verdict"]["pass"]: problems.append("%s passes" % n)
+    if t.get("best_class") is not None: problems.append("%s best class %r" % (n, t.get("best_class")))
+if not by: problems.append("no tensors")
+'
+grep -q 'NaN' "$OUT"
+check "the NaN kernel's summary mentions NaN" "$([ $? -eq 0 ] || echo "no NaN on stdout")"
+
+expect_input_error "--class with --max-ulp" "excludes" check --golden "$G" --kernel "$HF" --class exact --max-ulp 1
+expect_input_error "--max-ulp with --atol" "excludes" check --golden "$G" --kernel "$HF" --max-ulp 1 --atol 0 --rtol 0
+expect_input_error "--atol without --rtol" "requires" check --golden "$G" --kernel "$HF" --atol 1e-6
+expect_input_error "--candidate with --kernel" "excludes" check --golden "$G" --kernel "$HF" --candidate cand.npz
+expect_input_error "neither --candidate nor --kernel" "--candidate" check --golden "$G"
+expect_input_error "an unknown class lists the known ones" "fp32-angle" check --golden "$G" --kernel "$HF" --class fp16
+expect_input_error "a negative --max-ulp" "max-ulp" check --golden "$G" --kernel "$HF" --max-ulp -1
+expect_input_error "--map without '='" "GOLDEN_NAME=CANDIDATE_NAME" check --golden "$G" --candidate cand.npz --map q_rot.f32
+expect_input_error "--map naming a golden tensor that is not an output" "q" check --golden "$G" --candidate cand.npz --map q=q_rot.f32
+expect_input_error "a candidate with an unknown extension" "expected .safetensors, .npy or .npz" \
+  check --golden "$G" --candidate "$G/manifest.json"
+expect_input_error "a missing candidate file" "no such file" check --golden "$G" --candidate "$TMP/missing.safetensors"
+printf 'not a safetensors file' >"$TMP/garbage.safetensors"
+expect_input_error "a malformed candidate file" "garbage.safetensors" check --golden "$G" --candidate "$TMP/garbage.safetensors"
+rm -f "$REPORT"
+run check --golden "$G" --kernel "$HF" --report "$TMP/no/such/dir/r.json"
+check "--report into a missing folder: exit 2 before any work, no file" \
+  "$([ "$RC" -eq 2 ] && [ ! -s "$OUT" ] && [ ! -e "$TMP/no" ] && grep -q 'no such directory' "$ERR" || echo "exit $RC")"
+
+run check --help
+p=""
+[ "$RC" -eq 0 ] || p+="exit code $RC; "
+for o in --golden --candidate --kernel --map --class --max-ulp --atol --rtol --report --worst; do
+  grep -q -- "$o" "$OUT" || p+="option $o not listed; "
+done
+check "check --help lists every option" "$p"
+
+echo
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
