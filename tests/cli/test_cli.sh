@@ -415,6 +415,16 @@ expect_input_error "no subcommand" "subcommand"
 expect_input_error "unknown subcommand" "subcommand" frob
 
 # ---------------------------------------------------------------------------------------------
+# golden: bad input stops before anything is written
+mkdir -p "$TMP/existing"
+expect_input_error "golden: empty range" "'5:3'" golden --preset llama-3.1-8b --positions 5:3 --out "$TMP/g1"
+expect_input_error "golden: output exists" "already exists" golden --preset llama-3.1-8b --positions 0:4 --out "$TMP/existing"
+expect_input_error "golden: unknown dtype" "f8" golden --preset llama-3.1-8b --positions 0:4 --dtypes f8 --out "$TMP/g2"
+expect_input_error "golden: triples need mrope" "multimodal" golden --preset llama-3.1-8b --positions 1/2/3 --out "$TMP/g3"
+expect_input_error "golden: bad format" "--format" golden --preset llama-3.1-8b --positions 0:4 --format csv --out "$TMP/g4"
+expect_input_error "golden: missing --out" "--out" golden --preset llama-3.1-8b --positions 0:4
+check "golden: nothing written on bad input" "$(ls -A "$TMP" | grep -E '^(g[0-9]|\.g)' || true)"
+
 echo
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
