@@ -19,5 +19,6 @@ Command add_presets_command(CLI::App& app);
 Command add_spec_command(CLI::App& app);
 Command add_golden_command(CLI::App& app);
 Command add_check_command(CLI::App& app);
+Command add_props_command(CLI::App& app);
 
 }  // namespace ropecheck::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       ropecheck::cli::add_spec_command(app),
       ropecheck::cli::add_golden_command(app),
       ropecheck::cli::add_check_command(app),
+      ropecheck::cli::add_props_command(app),
   };
 
   try {

@@ -1,0 +1,110 @@
+# Install rules and the CMake package (find_package(ropecheck CONFIG)), included from the top-level
+# CMakeLists.txt after every target is defined. Pattern from fmt and Highway: an export set with
+# namespaced targets, a relocatable config file that finds every PUBLIC dependency again, a version
+# file, and a build-tree export. tests/packaging/consumer_test.cmake installs into a scratch
+# prefix and builds examples/consumer against it (ctest -R packaging_consumer).
+#
+#   ropecheck::reference    spec model, presets, the exact MPFR reference  (Boost, MPFR, Eigen3, nlohmann_json)
+#   ropecheck::props        error model and the property suite            (ropecheck::reference, rapidcheck)
+#   ropecheck::props_gtest  register_property_tests for GoogleTest         (ropecheck::props, GTest::gtest)
+#   ropecheck::kernels      our float kernels (hf-fp32 recipes), when built (ropecheck::reference)
+#   ropecheck::ropecheck    the command-line tool (imported executable)
+#
+# golden/ (checker, tensor I/O) is not part of the package: no exported header needs it, and it
+# would add libzip, zlib and OpenSSL to every consumer. Its C plugin header kernel_abi.h is
+# installed on its own (it needs nothing).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(ROPECHECK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/ropecheck" CACHE STRING
+    "Where the ropecheck CMake package files are installed, relative to the prefix")
+
+# The exported libraries: <target> -> ropecheck::<export name>. kernels/ is exported when it is
+# built (its hf-fp32 recipes are handy beside the suite; it needs reference/ only).
+set(ropecheck_export_libraries ropecheck_reference ropecheck_props)
+if(TARGET ropecheck_kernels)
+  list(APPEND ropecheck_export_libraries ropecheck_kernels)
+endif()
+set(ropecheck_header_dirs "")
+foreach(lib IN LISTS ropecheck_export_libraries ITEMS ropecheck_props_gtest)
+  if(NOT TARGET ${lib})
+    continue()
+  endif()
+  string(REGEX REPLACE "^ropecheck_" "" export_name "${lib}")
+  set_target_properties(${lib} PROPERTIES EXPORT_NAME ${export_name})
+  # Static libraries carry their PRIVATE link items into INTERFACE_LINK_LIBRARIES as
+  # $<LINK_ONLY:...>. ropecheck_warnings (compile flags for our own sources, nothing to link) is not
+  # exported, so drop it there; the library's own compilation (LINK_LIBRARIES) keeps it.
+  get_target_property(ill ${lib} INTERFACE_LINK_LIBRARIES)
+  if(ill)
+    list(REMOVE_ITEM ill "$<LINK_ONLY:ropecheck_warnings>")
+    set_property(TARGET ${lib} PROPERTY INTERFACE_LINK_LIBRARIES "${ill}")
+  endif()
+  get_target_property(src_dir ${lib} SOURCE_DIR)
+  if(IS_DIRECTORY "${src_dir}/include")
+    list(APPEND ropecheck_header_dirs "${src_dir}/include/")
+  endif()
+endforeach()
+set_target_properties(ropecheck PROPERTIES EXPORT_NAME ropecheck)
+set(ROPECHECK_BOOST_MIN 1.74)  # the versions the top-level CMakeLists.txt asks for
+
+install(TARGETS ${ropecheck_export_libraries} ropecheck
+        EXPORT ropecheckTargets
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# props_gtest in an export set of its own: the config file loads it only when GoogleTest is found,
+# so a consumer without GoogleTest still gets reference and props.
+if(TARGET ropecheck_props_gtest)
+  install(TARGETS ropecheck_props_gtest
+          EXPORT ropecheckGTestTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  set(ROPECHECK_PACKAGE_HAS_GTEST ON)
+else()
+  set(ROPECHECK_PACKAGE_HAS_GTEST OFF)
+endif()
+# Headers. The targets' INSTALL_INTERFACE include directory is "include".
+list(REMOVE_DUPLICATES ropecheck_header_dirs)
+install(DIRECTORY ${ropecheck_header_dirs}
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
+if(NOT ROPECHECK_PACKAGE_HAS_GTEST)
+  install(CODE "file(REMOVE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}/ropecheck/props/gtest.hpp\")")
+endif()
+install(FILES "${PROJECT_SOURCE_DIR}/golden/include/ropecheck/kernel_abi.h"
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ropecheck)
+
+install(EXPORT ropecheckTargets
+        NAMESPACE ropecheck::
+        FILE ropecheckTargets.cmake
+        DESTINATION ${ROPECHECK_CMAKE_DIR})
+if(ROPECHECK_PACKAGE_HAS_GTEST)
+  install(EXPORT ropecheckGTestTargets
+          NAMESPACE ropecheck::
+          FILE ropecheckGTestTargets.cmake
+          DESTINATION ${ROPECHECK_CMAKE_DIR})
+endif()
+
+# The config file goes to the build tree (beside the build-tree export, so the build tree is a
+# usable package too: -Dropecheck_DIR=<build dir>) and is installed from there.
+configure_package_config_file(
+  "${PROJECT_SOURCE_DIR}/cmake/ropecheckConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/ropecheckConfig.cmake"
+  INSTALL_DESTINATION ${ROPECHECK_CMAKE_DIR})
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/ropecheckConfigVersion.cmake"
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMajorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/ropecheckConfig.cmake" "${PROJECT_BINARY_DIR}/ropecheckConfigVersion.cmake"
+        DESTINATION ${ROPECHECK_CMAKE_DIR})
+
+export(EXPORT ropecheckTargets
+       NAMESPACE ropecheck::
+       FILE "${PROJECT_BINARY_DIR}/ropecheckTargets.cmake")
+if(ROPECHECK_PACKAGE_HAS_GTEST)
+  export(EXPORT ropecheckGTestTargets
+         NAMESPACE ropecheck::
+         FILE "${PROJECT_BINARY_DIR}/ropecheckGTestTargets.cmake")
+endif()

@@ -1,0 +1,219 @@
+#include "ropecheck/golden/plugin_target.hpp"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ropecheck/golden/plugin.hpp"
+#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/kernel_abi.h"
+#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/reference/spec_json.hpp"
+
+namespace ropecheck::golden {
+namespace {
+
+std::int32_t abi_dtype(DType d) {
+  switch (d) {
+    case DType::f64: return ROPECHECK_DTYPE_F64;
+    case DType::f32: return ROPECHECK_DTYPE_F32;
+    case DType::f16: return ROPECHECK_DTYPE_F16;
+    case DType::bf16: return ROPECHECK_DTYPE_BF16;
+  }
+  return ROPECHECK_DTYPE_F32;
+}
+
+std::int32_t abi_scaling(ScalingType t) {
+  switch (t) {
+    case ScalingType::none: return ROPECHECK_SCALING_NONE;
+    case ScalingType::linear: return ROPECHECK_SCALING_LINEAR;
+    case ScalingType::dynamic: return ROPECHECK_SCALING_DYNAMIC;
+    case ScalingType::yarn: return ROPECHECK_SCALING_YARN;
+    case ScalingType::llama3: return ROPECHECK_SCALING_LLAMA3;
+    case ScalingType::longrope: return ROPECHECK_SCALING_LONGROPE;
+    case ScalingType::proportional: return ROPECHECK_SCALING_PROPORTIONAL;
+  }
+  return ROPECHECK_SCALING_NONE;
+}
+
+double decode(const unsigned char* p, DType d) {
+  switch (d) {
+    case DType::f64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::f16:
+    case DType::bf16: {
+      std::uint16_t b;
+      std::memcpy(&b, p, 2);
+      return bits_to_double(b, d);
+    }
+  }
+  return 0;
+}
+
+class PluginTarget final : public props::Target {
+ public:
+  PluginTarget(KernelPlugin plugin, void* handle, props::AccuracyClass accuracy, DType dtype)
+      : plugin_(std::move(plugin)), handle_(handle) {
+    info_.name = "plugin:" + plugin_.name();
+    info_.description = "kernel plugin " + plugin_.path().string();
+    info_.accuracy = accuracy;
+    info_.dtype = dtype;
+    info_.negative_positions = false;
+    rope_ = reinterpret_cast<ropecheck_rope_apply_fn>(::dlsym(handle_, "ropecheck_rope_apply"));
+    sin_ = reinterpret_cast<ropecheck_sinusoidal_fn>(::dlsym(handle_, "ropecheck_sinusoidal"));
+  }
+  ~PluginTarget() override {
+    if (handle_) ::dlclose(handle_);
+  }
+  PluginTarget(const PluginTarget&) = delete;
+  PluginTarget& operator=(const PluginTarget&) = delete;
+
+  const props::TargetInfo& info() const override { return info_; }
+
+  bool rope_apply(const EncodingSpec& spec, std::span<const Position> positions, int heads, std::span<const double> x,
+                  std::span<double> out) override {
+    if (!rope_ || spec.family != Family::rope) return false;
+    const RopeSpec& r = spec.rope;
+    const RopeScaling& s = r.scaling;
+    const int P = rope_pairs(r);
+    std::vector<double> inv;
+    std::vector<double> ext;
+    double att = 1;
+    {
+      ScopedPrecision prec(kMinWorkingBits);
+      const RopeFrequencies<Real> f = rope_frequencies<Real>(r);
+      for (const Real& w : f.inv_freq) inv.push_back(to_f64(w));
+      att = to_f64(f.attention_factor);
+      if (s.type == ScalingType::longrope) ext = f.long_factors ? s.long_factor : s.short_factor;
+    }
+    ropecheck_rope_params p{};
+    p.head_dim = r.head_dim;
+    p.rotary_dim = r.rotary_dim;
+    p.pairs = P;
+    p.layout = r.layout == RopeLayout::interleaved ? ROPECHECK_LAYOUT_INTERLEAVED : ROPECHECK_LAYOUT_HALF_SPLIT;
+    p.base = r.base;
+    p.scaling_type = abi_scaling(s.type);
+    p.mrope_mode = r.mrope == MropeMode::none ? ROPECHECK_MROPE_NONE
+                                              : (r.mrope == MropeMode::chunked ? ROPECHECK_MROPE_CHUNKED : ROPECHECK_MROPE_INTERLEAVED);
+    for (std::size_t i = 0; i < 3; ++i) p.mrope_section[i] = r.mrope == MropeMode::none ? 0 : r.mrope_section[i];
+    p.yarn_truncate = s.type == ScalingType::yarn ? (s.truncate ? 1 : 0) : 0;
+    p.factor = s.type == ScalingType::none ? 1.0 : effective_factor(r);
+    p.max_position_embeddings = r.max_position_embeddings;
+    const bool has_orig = s.type == ScalingType::yarn || s.type == ScalingType::longrope || s.type == ScalingType::llama3;
+    p.original_max_position_embeddings = has_orig ? effective_original_max_positions(r) : 0;
+    p.seq_len = r.max_position_embeddings;
+    const bool llama3 = s.type == ScalingType::llama3, yarn = s.type == ScalingType::yarn;
+    p.low_freq_factor = llama3 ? s.low_freq_factor : 0.0;
+    p.high_freq_factor = llama3 ? s.high_freq_factor : 0.0;
+    p.beta_fast = yarn ? s.beta_fast : 0.0;
+    p.beta_slow = yarn ? s.beta_slow : 0.0;
+    p.mscale = yarn ? s.mscale.value_or(0.0) : 0.0;
+    p.mscale_all_dim = yarn ? s.mscale_all_dim.value_or(0.0) : 0.0;
+    p.longrope_ext = ext.empty() ? nullptr : ext.data();
+    p.inv_freq = inv.data();
+    p.attention_factor = att;
+
+    const std::string json = spec_to_json(spec).dump();
+    const auto T = static_cast<std::int64_t>(positions.size());
+    const std::int32_t streams = r.mrope == MropeMode::none ? 1 : 3;
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(streams * T));
+    for (std::int64_t t = 0; t < T; ++t) {
+      const Position& q = positions[static_cast<std::size_t>(t)];
+      pos[static_cast<std::size_t>(t)] = q.t;
+      if (streams == 3) pos[static_cast<std::size_t>(T + t)] = q.h, pos[static_cast<std::size_t>(2 * T + t)] = q.w;
+    }
+    std::vector<float> xf(x.begin(), x.end());
+    const std::size_t esize = static_cast<std::size_t>(format_info(info_.dtype).storage_bits / 8);
+    std::vector<unsigned char> buf(xf.size() * esize);
+    char message[512] = {0};
+    ropecheck_rope_problem prob{};
+    prob.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
+    prob.out_dtype = abi_dtype(info_.dtype);
+    prob.spec_json = json.c_str();
+    prob.rope = p;
+    prob.input_name = "q";
+    prob.tokens = T;
+    prob.heads = heads;
+    prob.position_streams = streams;
+    prob.positions = pos.data();
+    prob.x = xf.data();
+    prob.out = buf.data();
+    prob.message = message;
+    prob.message_capacity = sizeof message;
+    const int rc = rope_(&prob);
+    if (rc == ROPECHECK_UNSUPPORTED) return false;
+    if (rc != ROPECHECK_OK)
+      throw TensorError("kernel '" + plugin_.name() + "': ropecheck_rope_apply failed with code " + std::to_string(rc) +
+                        (message[0] ? std::string(" (") + message + ")" : std::string()));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(buf.data() + i * esize, info_.dtype);
+    return true;
+  }
+
+  bool sinusoidal(const EncodingSpec& spec, std::span<const std::int64_t> positions, std::span<double> out) override {
+    if (!sin_ || spec.family != Family::sinusoidal) return false;
+    const SinusoidalSpec& s = spec.sinusoidal;
+    ropecheck_sinusoidal_params p{};
+    p.d_model = s.d_model;
+    p.layout = s.layout == SinusoidalLayout::concatenated ? ROPECHECK_SINUSOIDAL_CONCATENATED : ROPECHECK_SINUSOIDAL_INTERLEAVED;
+    p.frequencies = s.frequencies == SinusoidalFrequencies::half_dim_minus_one ? ROPECHECK_SINUSOIDAL_HALF_DIM_MINUS_ONE
+                                                                               : ROPECHECK_SINUSOIDAL_VASWANI;
+    p.frequency_count = sinusoidal_frequency_count(s);
+    p.base = s.base;
+    p.position_offset = s.position_offset;
+    const std::string json = spec_to_json(spec).dump();
+    std::vector<std::int64_t> pos(positions.begin(), positions.end());
+    const std::size_t esize = static_cast<std::size_t>(format_info(info_.dtype).storage_bits / 8);
+    std::vector<unsigned char> buf(out.size() * esize);
+    char message[512] = {0};
+    ropecheck_sinusoidal_problem prob{};
+    prob.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
+    prob.out_dtype = abi_dtype(info_.dtype);
+    prob.spec_json = json.c_str();
+    prob.sinusoidal = p;
+    prob.tokens = static_cast<std::int64_t>(pos.size());
+    prob.positions = pos.data();
+    prob.out = buf.data();
+    prob.message = message;
+    prob.message_capacity = sizeof message;
+    const int rc = sin_(&prob);
+    if (rc == ROPECHECK_UNSUPPORTED) return false;
+    if (rc != ROPECHECK_OK)
+      throw TensorError("kernel '" + plugin_.name() + "': ropecheck_sinusoidal failed with code " + std::to_string(rc) +
+                        (message[0] ? std::string(" (") + message + ")" : std::string()));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(buf.data() + i * esize, info_.dtype);
+    return true;
+  }
+
+ private:
+  KernelPlugin plugin_;
+  void* handle_;
+  props::TargetInfo info_;
+  ropecheck_rope_apply_fn rope_ = nullptr;
+  ropecheck_sinusoidal_fn sin_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<props::Target> make_plugin_target(const std::filesystem::path& library, props::AccuracyClass accuracy,
+                                                  DType dtype) {
+  KernelPlugin plugin = load_kernel_plugin(library);  // every check and its one-line error
+  // The same library again (reference-counted by the loader) for the entry points' addresses.
+  const std::filesystem::path abs = std::filesystem::absolute(library);
+  void* handle = ::dlopen(abs.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw TensorError("kernel library " + library.string() + ": cannot load it as a shared library");
+  return std::make_unique<PluginTarget>(std::move(plugin), handle, accuracy, dtype);
+}
+
+}  // namespace ropecheck::golden

@@ -1,0 +1,43 @@
+// RapidCheck generators for the property suite: specs, positions, input vectors.
+//
+// All shrink toward small, readable cases: head_dim toward 2, positions toward 0, values toward 0,
+// scalings toward none, presets toward the first name.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "ropecheck/reference/spec.hpp"
+
+namespace ropecheck {
+// How RapidCheck prints a generated spec in a counterexample: its JSON (found by ADL).
+void showValue(const EncodingSpec& spec, std::ostream& os);
+}  // namespace ropecheck
+
+namespace ropecheck::props::gen {
+
+inline constexpr std::int64_t kDefaultMaxPosition = std::int64_t{1} << 24;
+
+// A valid RoPE spec: every scaling type (none, linear, dynamic, yarn, llama3, longrope,
+// proportional), both layouts, partial rotary, multimodal (chunked / interleaved sections), odd
+// but valid sizes (head_dim 2, rotary_dim 2, non-power-of-two dims, base 1.5), or a RoPE preset.
+rc::Gen<EncodingSpec> rope_spec();
+// A valid sinusoidal spec: both layouts, both frequency rules, odd widths, offsets, or a preset.
+// even_pairs: every sine column has a cosine partner (needed by the shift map and the dot product).
+rc::Gen<EncodingSpec> sinusoidal_spec(bool even_pairs = false);
+// Either family (RoPE 3 : 1 sinusoidal).
+rc::Gen<EncodingSpec> any_spec();
+
+// Positions in [0, max_position]: small (0..64), near a power of two (2^k - 3 .. 2^k + 3), or
+// anywhere up to max_position. Shrinks toward 0.
+rc::Gen<std::int64_t> position(std::int64_t max_position = kDefaultMaxPosition);
+
+// A bf16-representable value k * 2^e, |k| <= 255, e in [-7, 1] (also exact in f16 and f32).
+rc::Gen<double> bf16_value();
+// n such values.
+rc::Gen<std::vector<double>> bf16_vector(int n);
+
+}  // namespace ropecheck::props::gen

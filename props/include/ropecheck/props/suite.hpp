@@ -1,0 +1,73 @@
+// The property suite: properties that every correct RoPE / sinusoidal implementation satisfies at
+// every position, run against any Target with RapidCheck generation and shrinking.
+//
+// Every property's statement, derivation and tolerance is written beside its code
+// (props/src/properties.cpp) and collected in props/PROPERTIES.md. Tolerances are derived from the
+// target's accuracy class (error_model.hpp): a correct target of its class never fails, so a
+// failure is a bug (or a target claiming a class it does not belong to).
+//
+// Semantics the suite fixes for every target: RoPE outputs are Hugging Face's q_rot (attention
+// factor folded into rotated channels, pass-through copied); frequencies are resolved without a
+// run-time sequence length (dynamic NTK: the base at max_position_embeddings; LongRoPE: the short
+// factors), so that a target's frequencies do not depend on the positions of one call.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ropecheck/props/target.hpp"
+#include "ropecheck/reference/spec.hpp"
+
+namespace ropecheck::props {
+
+struct SuiteOptions {
+  int cases = 100;                    // RapidCheck max_success per property
+  std::uint64_t seed = 20261121;      // RapidCheck seed (the same for every property)
+  std::int64_t max_position = 0;      // largest position generated; 0: 2^24
+  std::vector<std::string> only;      // property names; empty = all
+};
+
+struct PropertyInfo {
+  std::string name, statement, tolerance;
+};
+// Every property, in the order run_suite runs them.
+std::vector<PropertyInfo> list_properties();
+
+struct PropertyOutcome {
+  std::string property, statement;
+  int cases = 0, skipped = 0;       // cases run (passing + the failing one); of those, skipped
+                                    // (target does not implement the spec, or property not applicable)
+  double worst_margin = 0;          // max error / bound over the cases run; > 1 fails
+  bool passed = true;
+  std::string counterexample;       // one readable line: spec, positions, dims (the shrunk case)
+  std::string reproduce;            // how to rerun just this
+  std::optional<std::int64_t> failing_position;
+  std::vector<std::string> notes;   // measurements the property reports (first collision, first negative cosine sum, ...)
+};
+
+struct SuiteReport {
+  std::string target;
+  std::string spec;                 // spec name, or "generated"
+  std::uint64_t seed = 0;
+  std::vector<PropertyOutcome> outcomes;
+  bool passed() const;
+  nlohmann::json to_json() const;
+  std::string summary() const;      // one line per property: cases, worst margin, verdict
+};
+
+// spec == nullptr: specs are generated (presets and any valid preset-like configuration, odd but
+// valid ones included); else that spec only (properties that need another kind of spec derive it
+// from this one, or are skipped). Throws std::invalid_argument for an unknown name in options.only.
+SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptions& options);
+
+// One case of one property, for use inside a RapidCheck property (RC_GTEST_PROP): draws its inputs
+// with `*gen`, RC_FAIL()s with a readable counterexample when the bound is exceeded. Returns the
+// margin (error / bound; 0 when skipped). Throws std::invalid_argument for an unknown name.
+double run_property_case(const std::string& property, Target& target, const EncodingSpec* spec,
+                         std::int64_t max_position = 0);
+
+}  // namespace ropecheck::props

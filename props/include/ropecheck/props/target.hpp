@@ -1,0 +1,62 @@
+// A target: any RoPE / sinusoidal implementation the property suite runs against — the exact
+// reference at a chosen precision, one of our kernels, a C ABI plugin, or a C++ callable that
+// another project registers from its own test binary.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ropecheck/props/error_model.hpp"
+#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/reference/spec.hpp"
+
+namespace ropecheck::props {
+
+struct TargetInfo {
+  std::string name;          // e.g. "reference", "hf-fp32", "plugin:libmyrope.so"
+  std::string description;   // one line
+  // The accuracy class the target claims; every property's tolerance is derived from it
+  // (props/ERROR_MODEL.md). A correct target of that class never fails a property.
+  AccuracyClass accuracy = AccuracyClass::fp32_angle;
+  // The dtype its outputs are stored in (values are representable in it).
+  DType dtype = DType::f32;
+  // Whether positions may be negative (the exact reference: yes; most kernels: no).
+  bool negative_positions = false;
+};
+
+// Input/output layout of one call: `tokens` positions, `heads` vectors of head_dim per token,
+// x and out row-major [tokens][heads][head_dim]. x values are exactly representable in bf16.
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual const TargetInfo& info() const = 0;
+  // Rotates x with the spec's RoPE at each token's position, attention factor folded in
+  // (Hugging Face semantics, like golden's q_rot). Returns false when the target does not
+  // implement this spec (the property is then skipped for this target, and reported so).
+  virtual bool rope_apply(const EncodingSpec& spec, std::span<const Position> positions, int heads,
+                          std::span<const double> x, std::span<double> out) = 0;
+  // Sinusoidal rows [tokens][d_model]; false when unsupported.
+  virtual bool sinusoidal(const EncodingSpec& spec, std::span<const std::int64_t> positions, std::span<double> out) {
+    (void)spec;
+    (void)positions;
+    (void)out;
+    return false;
+  }
+};
+
+using RopeFunction = std::function<bool(const EncodingSpec&, std::span<const Position>, int heads,
+                                        std::span<const double> x, std::span<double> out)>;
+using SinusoidalFunction =
+    std::function<bool(const EncodingSpec&, std::span<const std::int64_t>, std::span<double> out)>;
+
+// Wraps C++ callables as a target (what another project registers from its own tests).
+std::unique_ptr<Target> make_function_target(TargetInfo info, RopeFunction rope, SinusoidalFunction sinusoidal = {});
+
+// The exact reference (MPFR at max(bits, the working precision for the angles)), rounded once to
+// binary64: class exact, dtype f64, negative positions allowed.
+std::unique_ptr<Target> make_reference_target(unsigned bits = 128);
+
+}  // namespace ropecheck::props

@@ -1,0 +1,182 @@
+// The runner: each property through RapidCheck (explicit seed and case count, shrinking on), the
+// report and its JSON.
+#include "ropecheck/props/suite.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include <rapidcheck.h>
+
+#include "properties.hpp"
+#include "ropecheck/reference/presets.hpp"
+
+namespace ropecheck::props {
+namespace {
+
+class QuietListener final : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+const detail::PropertyDef& find_def(const std::string& name) {
+  for (const auto& d : detail::property_defs())
+    if (name == d.name) return d;
+  std::string known;
+  for (const auto& d : detail::property_defs()) known += std::string(known.empty() ? "" : ", ") + d.name;
+  throw std::invalid_argument("unknown property '" + name + "' (known: " + known + ")");
+}
+
+std::string fmt_margin(double m) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", m);
+  return buf;
+}
+
+bool is_preset(const std::string& name) {
+  for (const auto& n : preset_names())
+    if (n == name) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<PropertyInfo> list_properties() {
+  std::vector<PropertyInfo> out;
+  for (const auto& d : detail::property_defs()) out.push_back({d.name, d.statement, d.tolerance});
+  return out;
+}
+
+double run_property_case(const std::string& property, Target& target, const EncodingSpec* spec, std::int64_t max_position) {
+  const detail::PropertyDef& def = find_def(property);
+  detail::Ctx ctx{target, spec, max_position};
+  def.run(ctx);
+  return ctx.worst;
+}
+
+SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptions& options) {
+  std::vector<const detail::PropertyDef*> defs;
+  if (options.only.empty())
+    for (const auto& d : detail::property_defs()) defs.push_back(&d);
+  else
+    for (const auto& n : options.only) defs.push_back(&find_def(n));
+
+  SuiteReport report;
+  report.target = target.info().name;
+  report.spec = spec ? (spec->name.empty() ? std::string("spec") : spec->name) : std::string("generated");
+  report.seed = options.seed;
+  for (const detail::PropertyDef* def : defs) {
+    detail::Ctx ctx{target, spec, options.max_position};
+    rc::detail::TestParams params;
+    params.seed = options.seed;
+    params.maxSuccess = options.cases;
+    params.maxSize = 100;
+    params.maxDiscardRatio = 10;
+    QuietListener listener;
+    // Counting stops at the first failure, before shrinking: wrap run() so the failing case is the last counted.
+    const auto result = rc::detail::checkProperty(
+        rc::detail::toProperty([&] {
+          const bool was = ctx.counting;
+          try {
+            if (was) ++ctx.cases;
+            def->run(ctx);
+          } catch (...) {
+            ctx.counting = false;
+            throw;
+          }
+        }),
+        rc::detail::TestMetadata{def->name, def->statement}, params, listener);
+
+    PropertyOutcome o;
+    o.property = def->name;
+    o.statement = def->statement;
+    o.cases = ctx.cases;
+    o.skipped = ctx.skipped;
+    o.worst_margin = ctx.worst;
+    rc::detail::FailureResult failure;
+    rc::detail::GaveUpResult gave_up;
+    rc::detail::Error error;
+    if (result.match(failure)) {
+      o.passed = false;
+      o.counterexample = ctx.fail_desc.empty() ? failure.description : ctx.fail_desc;
+      o.failing_position = ctx.fail_position;
+      if (!ctx.fail_spec_json.empty()) o.notes.push_back("failing spec: " + ctx.fail_spec_json);
+    } else if (result.match(gave_up)) {
+      o.passed = false;
+      o.counterexample = "gave up: " + gave_up.description;
+    } else if (result.match(error)) {
+      o.passed = false;
+      o.counterexample = "error: " + error.description;
+    }
+    std::string src;
+    if (spec) src = is_preset(spec->name) ? " --preset " + spec->name : " --spec SPEC.json";
+    o.reproduce = "ropecheck props --target " + report.target + src + " --only " + def->name + " --seed " +
+                  std::to_string(options.seed) + " --cases " + std::to_string(options.cases) +
+                  (options.max_position > 0 ? " --max-pos " + std::to_string(options.max_position) : std::string());
+    if (std::string(def->name) == "uniqueness") {
+      if (ctx.min_separation >= 0) o.notes.push_back("smallest row separation seen (max-norm): " + fmt_margin(ctx.min_separation));
+      if (ctx.first_collision)
+        o.notes.push_back("first colliding pair seen: positions " + std::to_string(ctx.first_collision->first) + " and " +
+                          std::to_string(ctx.first_collision->second));
+      if (spec)
+        for (auto& n : detail::collision_scan(target, *spec, options.max_position)) o.notes.push_back(n);
+    }
+    if (spec && std::string(def->name) == "cosine_sum")
+      for (auto& n : detail::cosine_sum_report(*spec, options.max_position)) o.notes.push_back(n);
+    if (spec && std::string(def->name) == "roformer_decay")
+      for (auto& n : detail::roformer_envelope_report(*spec)) o.notes.push_back(n);
+    for (const auto& n : ctx.notes) o.notes.push_back(n);
+    report.outcomes.push_back(std::move(o));
+  }
+  return report;
+}
+
+bool SuiteReport::passed() const {
+  for (const auto& o : outcomes)
+    if (!o.passed) return false;
+  return true;
+}
+
+nlohmann::json SuiteReport::to_json() const {
+  nlohmann::json j;
+  j["target"] = target;
+  j["spec"] = spec;
+  j["seed"] = seed;
+  j["passed"] = passed();
+  auto& arr = j["properties"] = nlohmann::json::array();
+  for (const auto& o : outcomes) {
+    nlohmann::json p;
+    p["name"] = o.property;
+    p["statement"] = o.statement;
+    p["cases"] = o.cases;
+    p["skipped"] = o.skipped;
+    p["worst_margin"] = std::isfinite(o.worst_margin) ? nlohmann::json(o.worst_margin) : nlohmann::json("inf");
+    p["passed"] = o.passed;
+    if (!o.passed) {
+      p["counterexample"] = o.counterexample;
+      p["reproduce"] = o.reproduce;
+      p["failing_position"] = o.failing_position ? nlohmann::json(*o.failing_position) : nlohmann::json(nullptr);
+    }
+    p["notes"] = o.notes;
+    arr.push_back(std::move(p));
+  }
+  return j;
+}
+
+std::string SuiteReport::summary() const {
+  std::string out;
+  std::size_t w = 8;
+  for (const auto& o : outcomes) w = std::max(w, o.property.size());
+  for (const auto& o : outcomes) {
+    char line[256];
+    const char* verdict = !o.passed ? "FAIL" : (o.skipped == o.cases ? "skipped" : "pass");
+    std::snprintf(line, sizeof line, "%-*s  cases %4d (skipped %4d)  worst margin %-9s  %s\n", static_cast<int>(w),
+                  o.property.c_str(), o.cases, o.skipped, fmt_margin(o.worst_margin).c_str(), verdict);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace ropecheck::props

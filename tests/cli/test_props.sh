@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `ropecheck props`: a preset against the exact reference passes (exit 0) with one line per property,
+# --list-targets, and unusable input exits 2 with one line on stderr.
+# Usage: test_props.sh ROPECHECK
+set -u
+rc_bin="$1"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$rc_bin" props --target reference --preset llama-3.1-8b --cases 20 --report "$tmp/r.json" >"$tmp/out" 2>"$tmp/err"
+code=$?
+[ "$code" -eq 0 ] || { cat "$tmp/out" "$tmp/err"; fail "reference on llama-3.1-8b exited $code"; }
+for p in relative_shift attention_shift norm composition matrix_orthogonal uniqueness roformer_decay cosine_sum \
+         layout_equivalence mrope_equal_streams linear_scaling yarn_frequencies partial_passthrough; do
+  grep -q "^$p .*cases   20" "$tmp/out" || { cat "$tmp/out"; fail "no line for $p"; }
+done
+grep -q "first turns negative at m = " "$tmp/out" || fail "cosine-sum report missing"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['passed'] and len(r['properties'])>=15" "$tmp/r.json" \
+  || fail "bad --report JSON"
+
+"$rc_bin" props --list-targets >"$tmp/out" 2>&1 || fail "--list-targets exited nonzero"
+grep -q "^reference " "$tmp/out" || fail "--list-targets does not list reference"
+
+expect2() {
+  "$rc_bin" props "$@" >"$tmp/out" 2>"$tmp/err"
+  local c=$?
+  [ "$c" -eq 2 ] || fail "props $* exited $c, expected 2"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || { cat "$tmp/err"; fail "props $*: expected one line on stderr"; }
+  [ ! -s "$tmp/out" ] || fail "props $*: stdout not empty"
+}
+expect2 --target no-such-target --preset llama-3.1-8b
+expect2 --preset llama-3.1-8b
+expect2 --target reference --preset no-such-preset
+expect2 --target reference --preset llama-3.1-8b --only no_such_property
+expect2 --target reference --preset llama-3.1-8b --cases 0
+expect2 --kernel "$tmp/missing.so" --preset llama-3.1-8b
+echo "props CLI: ok"
