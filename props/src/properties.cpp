@@ -235,13 +235,25 @@ std::optional<EncodingSpec> sinusoidal_spec_for(Ctx& ctx, bool even_pairs) {
 
 std::int64_t max_pos(const Ctx& ctx) { return ctx.max_position > 0 ? ctx.max_position : gen::kDefaultMaxPosition; }
 
+// A short readable vector: all of it up to 8 values, else its nonzero entries as channel=value.
 std::string vec_brief(const std::vector<double>& v) {
   std::string s = "[";
-  for (std::size_t i = 0; i < v.size() && i < 8; ++i) {
-    if (i) s += ',';
+  if (v.size() <= 8) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) s += ',';
+      s += num(v[i]);
+    }
+    return s + "]";
+  }
+  int shown = 0;
+  for (std::size_t i = 0; i < v.size() && shown < 8; ++i) {
+    if (v[i] == 0) continue;
+    if (shown++) s += ',';
+    s += std::to_string(i);
+    s += '=';
     s += num(v[i]);
   }
-  if (v.size() > 8) s += ",...";
+  s += shown == 0 ? "all 0" : (shown == 8 ? ",... (others 0 or not shown)" : " (others 0)");
   return s + "]";
 }
 
