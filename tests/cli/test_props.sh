@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `ropecheck props`: a preset against the exact reference passes (exit 0) with one line per property,
 # --list-targets, and unusable input exits 2 with one line on stderr.
-# Usage: test_props.sh ROPECHECK
+# Usage: test_props.sh ROPECHECK HF_PLUGIN BROKEN_PLUGIN
 set -u
 rc_bin="$1"
+hf_plugin="$2"
+broken_plugin="$3"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -35,4 +37,18 @@ expect2 --target reference --preset no-such-preset
 expect2 --target reference --preset llama-3.1-8b --only no_such_property
 expect2 --target reference --preset llama-3.1-8b --cases 0
 expect2 --kernel "$tmp/missing.so" --preset llama-3.1-8b
+# Targets beyond the reference: the built-in scalar kernel passes, a mutant fails (exit 1);
+# kernel plugins through the C ABI: the HF fp32 example passes, the bf16-inverse-frequency one fails.
+expect_exit() {
+  local want="$1"; shift
+  "$rc_bin" props "$@" --cases 10 >"$tmp/out" 2>"$tmp/err"
+  local c=$?
+  [ "$c" -eq "$want" ] || { cat "$tmp/out" "$tmp/err"; fail "props $* exited $c, expected $want"; }
+}
+expect_exit 0 --target hf-fp32 --preset llama-3.1-8b
+expect_exit 1 --target mutant:sin-sign-flipped --preset llama-2-7b
+grep -q "FAIL" "$tmp/out" || fail "mutant: no failing property line"
+expect_exit 0 --kernel "$hf_plugin" --preset llama-3.1-8b
+expect_exit 1 --kernel "$broken_plugin" --preset llama-3.1-8b
+grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "broken plugin: relative_shift did not fail"; }
 echo "props CLI: ok"
