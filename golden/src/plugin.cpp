@@ -116,15 +116,6 @@ KernelPlugin load_kernel_plugin(const std::filesystem::path& library) {
 
 namespace {
 
-std::int32_t abi_dtype(DType d) {
-  switch (d) {
-    case DType::f64: return ROPECHECK_DTYPE_F64;
-    case DType::f32: return ROPECHECK_DTYPE_F32;
-    case DType::f16: return ROPECHECK_DTYPE_F16;
-    case DType::bf16: return ROPECHECK_DTYPE_BF16;
-  }
-  return -1;
-}
 
 TensorDType tensor_dtype(DType d) {
   switch (d) {
@@ -136,27 +127,7 @@ TensorDType tensor_dtype(DType d) {
   return TensorDType::f64;
 }
 
-std::int32_t abi_scaling(ScalingType t) {
-  switch (t) {
-    case ScalingType::none: return ROPECHECK_SCALING_NONE;
-    case ScalingType::linear: return ROPECHECK_SCALING_LINEAR;
-    case ScalingType::dynamic: return ROPECHECK_SCALING_DYNAMIC;
-    case ScalingType::yarn: return ROPECHECK_SCALING_YARN;
-    case ScalingType::llama3: return ROPECHECK_SCALING_LLAMA3;
-    case ScalingType::longrope: return ROPECHECK_SCALING_LONGROPE;
-    case ScalingType::proportional: return ROPECHECK_SCALING_PROPORTIONAL;
-  }
-  return -1;
-}
 
-std::int32_t abi_mrope(MropeMode m) {
-  switch (m) {
-    case MropeMode::none: return ROPECHECK_MROPE_NONE;
-    case MropeMode::chunked: return ROPECHECK_MROPE_CHUNKED;
-    case MropeMode::interleaved: return ROPECHECK_MROPE_INTERLEAVED;
-  }
-  return -1;
-}
 
 // An output buffer: `bytes` of NaN (0xFF is a NaN in all four formats) followed by guard bytes.
 struct OutputBuffer {
@@ -268,6 +239,38 @@ std::vector<float> f32_values(const Tensor& t) {
 }
 
 }  // namespace
+
+std::int32_t abi_dtype(DType d) {
+  switch (d) {
+    case DType::f64: return ROPECHECK_DTYPE_F64;
+    case DType::f32: return ROPECHECK_DTYPE_F32;
+    case DType::f16: return ROPECHECK_DTYPE_F16;
+    case DType::bf16: return ROPECHECK_DTYPE_BF16;
+  }
+  return -1;
+}
+
+std::int32_t abi_scaling(ScalingType t) {
+  switch (t) {
+    case ScalingType::none: return ROPECHECK_SCALING_NONE;
+    case ScalingType::linear: return ROPECHECK_SCALING_LINEAR;
+    case ScalingType::dynamic: return ROPECHECK_SCALING_DYNAMIC;
+    case ScalingType::yarn: return ROPECHECK_SCALING_YARN;
+    case ScalingType::llama3: return ROPECHECK_SCALING_LLAMA3;
+    case ScalingType::longrope: return ROPECHECK_SCALING_LONGROPE;
+    case ScalingType::proportional: return ROPECHECK_SCALING_PROPORTIONAL;
+  }
+  return -1;
+}
+
+std::int32_t abi_mrope(MropeMode m) {
+  switch (m) {
+    case MropeMode::none: return ROPECHECK_MROPE_NONE;
+    case MropeMode::chunked: return ROPECHECK_MROPE_CHUNKED;
+    case MropeMode::interleaved: return ROPECHECK_MROPE_INTERLEAVED;
+  }
+  return -1;
+}
 
 KernelRun run_kernel_plugin(const KernelPlugin& plugin, const GoldenSet& golden) {
   const KernelPlugin::State& k = *plugin.s_;

@@ -17,28 +17,7 @@
 namespace ropecheck::golden {
 namespace {
 
-std::int32_t abi_dtype(DType d) {
-  switch (d) {
-    case DType::f64: return ROPECHECK_DTYPE_F64;
-    case DType::f32: return ROPECHECK_DTYPE_F32;
-    case DType::f16: return ROPECHECK_DTYPE_F16;
-    case DType::bf16: return ROPECHECK_DTYPE_BF16;
-  }
-  return ROPECHECK_DTYPE_F32;
-}
 
-std::int32_t abi_scaling(ScalingType t) {
-  switch (t) {
-    case ScalingType::none: return ROPECHECK_SCALING_NONE;
-    case ScalingType::linear: return ROPECHECK_SCALING_LINEAR;
-    case ScalingType::dynamic: return ROPECHECK_SCALING_DYNAMIC;
-    case ScalingType::yarn: return ROPECHECK_SCALING_YARN;
-    case ScalingType::llama3: return ROPECHECK_SCALING_LLAMA3;
-    case ScalingType::longrope: return ROPECHECK_SCALING_LONGROPE;
-    case ScalingType::proportional: return ROPECHECK_SCALING_PROPORTIONAL;
-  }
-  return ROPECHECK_SCALING_NONE;
-}
 
 double decode(const unsigned char* p, DType d) {
   switch (d) {
@@ -105,8 +84,7 @@ class PluginTarget final : public props::Target {
     p.layout = r.layout == RopeLayout::interleaved ? ROPECHECK_LAYOUT_INTERLEAVED : ROPECHECK_LAYOUT_HALF_SPLIT;
     p.base = r.base;
     p.scaling_type = abi_scaling(s.type);
-    p.mrope_mode = r.mrope == MropeMode::none ? ROPECHECK_MROPE_NONE
-                                              : (r.mrope == MropeMode::chunked ? ROPECHECK_MROPE_CHUNKED : ROPECHECK_MROPE_INTERLEAVED);
+    p.mrope_mode = abi_mrope(r.mrope);
     for (std::size_t i = 0; i < 3; ++i) p.mrope_section[i] = r.mrope == MropeMode::none ? 0 : r.mrope_section[i];
     p.yarn_truncate = s.type == ScalingType::yarn ? (s.truncate ? 1 : 0) : 0;
     p.factor = s.type == ScalingType::none ? 1.0 : effective_factor(r);

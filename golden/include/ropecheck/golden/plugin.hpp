@@ -36,6 +36,8 @@
 
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/reference/spec.hpp"
 
 namespace ropecheck::golden {
 
@@ -70,5 +72,11 @@ class KernelPlugin {
 KernelPlugin load_kernel_plugin(const std::filesystem::path& library);
 
 KernelRun run_kernel_plugin(const KernelPlugin& plugin, const GoldenSet& golden);
+
+// The ABI's codes for ropecheck's enums (kernel_abi.h), shared by the plugin runner and the
+// property-suite plugin target.
+std::int32_t abi_dtype(DType d);
+std::int32_t abi_scaling(ScalingType t);
+std::int32_t abi_mrope(MropeMode m);
 
 }  // namespace ropecheck::golden
