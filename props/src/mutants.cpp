@@ -356,9 +356,7 @@ const std::vector<MutantDef>& mutant_defs() {
        131072},
       {Bug::mrope_sections_swapped, "mrope-sections-swapped", "multimodal sections h and w swapped",
        "mrope_section read in the wrong order: image height and width positions exchanged (Qwen2-VL)", "qwen2-vl-7b",
-       32768,
-       "no property drives distinct t/h/w position streams against the exact reference yet (mrope_equal_streams "
-       "uses equal streams, where the swap is invisible)"},
+       32768},
       {Bug::dynamic_static_ntk, "dynamic-static-ntk",
        "dynamic NTK applied statically: the base for factor * max_position_embeddings used at every length",
        "dynamic scaling with the cache built once for the longest length; short prompts get the stretched base", "",

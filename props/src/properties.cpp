@@ -935,6 +935,60 @@ void prop_mrope_equal_streams(Ctx& ctx) {
             m, mm);
 }
 
+// ---------------------------------------------------------------- multimodal streams
+// Statement: with distinct t/h/w positions, every channel equals the exact reference (MPFR), each
+// pair rotated by the position of the stream its section assigns (Qwen2-VL chunked, Qwen3-VL
+// interleaved sections). This is what mrope_equal_streams cannot see: a swap of sections.
+// Tolerance: the target's class bound E_c at each pair's own stream position and frequency (the
+// checker's per-element verdict); the exact value is rounded to binary64 once (<= 2^-53 |y|,
+// far inside E_c for every class but exact, where the target's own value is that rounding).
+void prop_mrope_streams(Ctx& ctx) {
+  const auto spec = rope_spec_for(ctx);
+  if (!spec) return ctx.skip();
+  EncodingSpec mm = *spec;
+  if (mm.rope.mrope == MropeMode::none) {
+    const int P = rope_pairs(mm.rope);
+    const int t = *rc::gen::inRange(0, P + 1);
+    const int h = *rc::gen::inRange(0, P - t + 1);
+    mm.rope.mrope = *rc::gen::element(MropeMode::chunked, MropeMode::interleaved);
+    mm.rope.mrope_section = {t, h, P - t - h};
+    try {
+      validate(mm);
+    } catch (const SpecError&) {
+      return ctx.skip();
+    }
+  }
+  const RopeSpec& r = mm.rope;
+  const std::int64_t mx = max_pos(ctx);
+  const Position pos{*gen::position(mx), *gen::position(mx), *gen::position(mx)};
+  const auto x = *gen::bf16_vector(r.head_dim);
+  const auto y = call_rope(ctx, mm, {pos}, 1, x);
+  if (!y) return ctx.skip();
+  const RopeExact e = rope_exact(r);
+  const auto E = rope_bounds(bounds_of(ctx.target), r, e, pos, x);
+  const std::int64_t pmax = std::max({pos.t, pos.h, pos.w});
+  std::vector<double> exact;
+  {
+    ScopedPrecision prec(working_precision_bits(53, rope_max_abs_angle(r, std::nullopt, pmax)));
+    const RopeFrequencies<Real> f = rope_frequencies<Real>(r);
+    const std::vector<Real> xr(x.begin(), x.end());
+    for (const Real& v : rope_apply<Real>(r, f, pos, xr)) exact.push_back(to_f64(v));
+  }
+  double worst = 0;
+  std::size_t wc = 0;
+  for (std::size_t c = 0; c < x.size(); ++c) {
+    const double mg = ratio(std::fabs((*y)[c] - exact[c]), E[c]);
+    if (!(mg <= worst)) worst = mg, wc = c;
+  }
+  const auto& sec = r.mrope_section;
+  ctx.check(worst,
+            describe_spec(mm) + "; head_dim " + std::to_string(r.head_dim) + "; sections [" + std::to_string(sec[0]) + "," +
+                std::to_string(sec[1]) + "," + std::to_string(sec[2]) + "]; x " + vec_brief(x) + "; t/h/w " +
+                std::to_string(pos.t) + "/" + std::to_string(pos.h) + "/" + std::to_string(pos.w) + ": channel " +
+                std::to_string(wc) + " = " + num((*y)[wc]) + ", exact " + num(exact[wc]),
+            pmax, mm);
+}
+
 // ---------------------------------------------------------------- linear scaling
 // Statement: linear scaling by an integer factor F at position F q equals no scaling at q (the
 // angles are equal exactly: (w / F)(F q) = w q).
@@ -1126,6 +1180,8 @@ const std::vector<PropertyDef>& property_defs() {
        "E^half + E^interleaved per channel", prop_layout_equivalence},
       {"mrope_equal_streams", "multimodal RoPE with equal t/h/w positions equals 1-D RoPE", "2 E per channel",
        prop_mrope_equal_streams},
+      {"mrope_streams", "with distinct t/h/w positions every channel equals the exact reference, each pair driven by its section's stream",
+       "E_c per channel at the pair's own stream position (the class bound)", prop_mrope_streams},
       {"linear_scaling", "linear scaling by an integer F at position F q equals no scaling at q",
        "E^linear(Fq) + E^none(q) per channel", prop_linear_scaling},
       {"yarn_frequencies", "every YaRN frequency lies between the interpolated (w/factor) and the original w",
