@@ -185,7 +185,6 @@ Inputs resolve(const GoldenSet& g) {
   if (g.is_rope()) {
     const RopeSpec& r = spec.rope;
     const RopeScaling& s = r.scaling;
-    const int P = rope_pairs(r);
     {
       // Inverse frequencies: exact (MPFR, 128 bits) rounded to binary64.
       ScopedPrecision prec(kMinWorkingBits);
@@ -194,27 +193,7 @@ Inputs resolve(const GoldenSet& g) {
       if (s.type == ScalingType::longrope) in.longrope_ext = f.long_factors ? s.long_factor : s.short_factor;
     }
     ropecheck_rope_params& p = in.rope;
-    p.head_dim = r.head_dim;
-    p.rotary_dim = r.rotary_dim;
-    p.pairs = P;
-    p.layout = r.layout == RopeLayout::interleaved ? ROPECHECK_LAYOUT_INTERLEAVED : ROPECHECK_LAYOUT_HALF_SPLIT;
-    p.base = r.base;
-    p.scaling_type = abi_scaling(s.type);
-    p.mrope_mode = abi_mrope(r.mrope);
-    for (std::size_t i = 0; i < 3; ++i) p.mrope_section[i] = r.mrope == MropeMode::none ? 0 : r.mrope_section[i];
-    p.yarn_truncate = s.type == ScalingType::yarn ? (s.truncate ? 1 : 0) : 0;
-    p.factor = s.type == ScalingType::none ? 1.0 : effective_factor(r);
-    p.max_position_embeddings = r.max_position_embeddings;
-    const bool has_orig = s.type == ScalingType::yarn || s.type == ScalingType::longrope || s.type == ScalingType::llama3;
-    p.original_max_position_embeddings = has_orig ? effective_original_max_positions(r) : 0;
-    p.seq_len = g.seq_len().value_or(0);
-    const bool llama3 = s.type == ScalingType::llama3, yarn = s.type == ScalingType::yarn;
-    p.low_freq_factor = llama3 ? s.low_freq_factor : 0.0;
-    p.high_freq_factor = llama3 ? s.high_freq_factor : 0.0;
-    p.beta_fast = yarn ? s.beta_fast : 0.0;
-    p.beta_slow = yarn ? s.beta_slow : 0.0;
-    p.mscale = yarn ? s.mscale.value_or(0.0) : 0.0;
-    p.mscale_all_dim = yarn ? s.mscale_all_dim.value_or(0.0) : 0.0;
+    p = abi_rope_params(r, g.seq_len().value_or(0));
     p.longrope_ext = nullptr;  // pointers are set per call (the vectors may move)
     p.inv_freq = nullptr;
     p.attention_factor = g.attention_factor();
@@ -270,6 +249,36 @@ std::int32_t abi_mrope(MropeMode m) {
     case MropeMode::interleaved: return ROPECHECK_MROPE_INTERLEAVED;
   }
   return -1;
+}
+
+ropecheck_rope_params abi_rope_params(const RopeSpec& r, std::int64_t seq_len) {
+  const RopeScaling& s = r.scaling;
+  const int P = rope_pairs(r);
+  ropecheck_rope_params p{};
+  p.head_dim = r.head_dim;
+  p.rotary_dim = r.rotary_dim;
+  p.pairs = P;
+  p.layout = r.layout == RopeLayout::interleaved ? ROPECHECK_LAYOUT_INTERLEAVED : ROPECHECK_LAYOUT_HALF_SPLIT;
+  p.base = r.base;
+  p.scaling_type = abi_scaling(s.type);
+  p.mrope_mode = abi_mrope(r.mrope);
+  for (std::size_t i = 0; i < 3; ++i) p.mrope_section[i] = r.mrope == MropeMode::none ? 0 : r.mrope_section[i];
+  p.yarn_truncate = s.type == ScalingType::yarn ? (s.truncate ? 1 : 0) : 0;
+  p.factor = s.type == ScalingType::none ? 1.0 : effective_factor(r);
+  p.max_position_embeddings = r.max_position_embeddings;
+  const bool has_orig = s.type == ScalingType::yarn || s.type == ScalingType::longrope || s.type == ScalingType::llama3;
+  p.original_max_position_embeddings = has_orig ? effective_original_max_positions(r) : 0;
+  p.seq_len = seq_len;
+  const bool llama3 = s.type == ScalingType::llama3, yarn = s.type == ScalingType::yarn;
+  p.low_freq_factor = llama3 ? s.low_freq_factor : 0.0;
+  p.high_freq_factor = llama3 ? s.high_freq_factor : 0.0;
+  p.beta_fast = yarn ? s.beta_fast : 0.0;
+  p.beta_slow = yarn ? s.beta_slow : 0.0;
+  p.mscale = yarn ? s.mscale.value_or(0.0) : 0.0;
+  p.mscale_all_dim = yarn ? s.mscale_all_dim.value_or(0.0) : 0.0;
+  p.longrope_ext = nullptr;  // pointers and the attention factor are the caller's
+  p.inv_freq = nullptr;
+  return p;
 }
 
 KernelRun run_kernel_plugin(const KernelPlugin& plugin, const GoldenSet& golden) {

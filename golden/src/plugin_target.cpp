@@ -66,7 +66,6 @@ class PluginTarget final : public props::Target {
     if (!rope_ || spec.family != Family::rope) return false;
     const RopeSpec& r = spec.rope;
     const RopeScaling& s = r.scaling;
-    const int P = rope_pairs(r);
     std::vector<double> inv;
     std::vector<double> ext;
     double att = 1;
@@ -77,28 +76,9 @@ class PluginTarget final : public props::Target {
       att = to_f64(f.attention_factor);
       if (s.type == ScalingType::longrope) ext = f.long_factors ? s.long_factor : s.short_factor;
     }
-    ropecheck_rope_params p{};
-    p.head_dim = r.head_dim;
-    p.rotary_dim = r.rotary_dim;
-    p.pairs = P;
-    p.layout = r.layout == RopeLayout::interleaved ? ROPECHECK_LAYOUT_INTERLEAVED : ROPECHECK_LAYOUT_HALF_SPLIT;
-    p.base = r.base;
-    p.scaling_type = abi_scaling(s.type);
-    p.mrope_mode = abi_mrope(r.mrope);
-    for (std::size_t i = 0; i < 3; ++i) p.mrope_section[i] = r.mrope == MropeMode::none ? 0 : r.mrope_section[i];
-    p.yarn_truncate = s.type == ScalingType::yarn ? (s.truncate ? 1 : 0) : 0;
-    p.factor = s.type == ScalingType::none ? 1.0 : effective_factor(r);
-    p.max_position_embeddings = r.max_position_embeddings;
-    const bool has_orig = s.type == ScalingType::yarn || s.type == ScalingType::longrope || s.type == ScalingType::llama3;
-    p.original_max_position_embeddings = has_orig ? effective_original_max_positions(r) : 0;
-    p.seq_len = r.max_position_embeddings;
-    const bool llama3 = s.type == ScalingType::llama3, yarn = s.type == ScalingType::yarn;
-    p.low_freq_factor = llama3 ? s.low_freq_factor : 0.0;
-    p.high_freq_factor = llama3 ? s.high_freq_factor : 0.0;
-    p.beta_fast = yarn ? s.beta_fast : 0.0;
-    p.beta_slow = yarn ? s.beta_slow : 0.0;
-    p.mscale = yarn ? s.mscale.value_or(0.0) : 0.0;
-    p.mscale_all_dim = yarn ? s.mscale_all_dim.value_or(0.0) : 0.0;
+    // seq_len 0: the suite resolves frequencies without a run-time length (dynamic at
+    // max_position_embeddings, longrope short factors), and tells the kernel the same.
+    ropecheck_rope_params p = abi_rope_params(r, 0);
     p.longrope_ext = ext.empty() ? nullptr : ext.data();
     p.inv_freq = inv.data();
     p.attention_factor = att;

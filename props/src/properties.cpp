@@ -895,24 +895,33 @@ void prop_layout_equivalence(Ctx& ctx) {
 // ---------------------------------------------------------------- multimodal with equal streams
 // Statement: multimodal RoPE at (p, p, p) equals 1-D RoPE at p (any sections, chunked or interleaved).
 // Tolerance: the same exact value: E^mrope + E^1d.
+// The spec itself when it is multimodal, else the spec with generated sections (chunked or
+// interleaved); nullopt when those do not validate.
+std::optional<EncodingSpec> with_mrope(const EncodingSpec& spec) {
+  if (spec.rope.mrope != MropeMode::none) return spec;
+  EncodingSpec mm = spec;
+  const int P = rope_pairs(mm.rope);
+  const int t = *rc::gen::inRange(0, P + 1);
+  const int h = *rc::gen::inRange(0, P - t + 1);
+  mm.rope.mrope = *rc::gen::element(MropeMode::chunked, MropeMode::interleaved);
+  mm.rope.mrope_section = {t, h, P - t - h};
+  try {
+    validate(mm);
+  } catch (const SpecError&) {
+    return std::nullopt;
+  }
+  return mm;
+}
+
 void prop_mrope_equal_streams(Ctx& ctx) {
   const auto spec = rope_spec_for(ctx);
   if (!spec) return ctx.skip();
-  EncodingSpec mm = *spec, plain = *spec;
+  const auto mm_opt = with_mrope(*spec);
+  if (!mm_opt) return ctx.skip();
+  const EncodingSpec& mm = *mm_opt;
+  EncodingSpec plain = *spec;
   plain.rope.mrope = MropeMode::none;
   plain.rope.mrope_section = {0, 0, 0};
-  if (spec->rope.mrope == MropeMode::none) {
-    const int P = rope_pairs(spec->rope);
-    const int t = *rc::gen::inRange(0, P + 1);
-    const int h = *rc::gen::inRange(0, P - t + 1);
-    mm.rope.mrope = *rc::gen::element(MropeMode::chunked, MropeMode::interleaved);
-    mm.rope.mrope_section = {t, h, P - t - h};
-    try {
-      validate(mm);
-    } catch (const SpecError&) {
-      return ctx.skip();
-    }
-  }
   const RopeSpec& r = plain.rope;
   const std::int64_t m = *gen::position(max_pos(ctx));
   const auto x = *gen::bf16_vector(r.head_dim);
@@ -945,19 +954,9 @@ void prop_mrope_equal_streams(Ctx& ctx) {
 void prop_mrope_streams(Ctx& ctx) {
   const auto spec = rope_spec_for(ctx);
   if (!spec) return ctx.skip();
-  EncodingSpec mm = *spec;
-  if (mm.rope.mrope == MropeMode::none) {
-    const int P = rope_pairs(mm.rope);
-    const int t = *rc::gen::inRange(0, P + 1);
-    const int h = *rc::gen::inRange(0, P - t + 1);
-    mm.rope.mrope = *rc::gen::element(MropeMode::chunked, MropeMode::interleaved);
-    mm.rope.mrope_section = {t, h, P - t - h};
-    try {
-      validate(mm);
-    } catch (const SpecError&) {
-      return ctx.skip();
-    }
-  }
+  const auto mm_opt = with_mrope(*spec);
+  if (!mm_opt) return ctx.skip();
+  const EncodingSpec& mm = *mm_opt;
   const RopeSpec& r = mm.rope;
   const std::int64_t mx = max_pos(ctx);
   const Position pos{*gen::position(mx), *gen::position(mx), *gen::position(mx)};

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ropecheck/golden/golden_set.hpp"
+#include "ropecheck/kernel_abi.h"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/reference/rounding.hpp"
 #include "ropecheck/reference/spec.hpp"
@@ -78,5 +79,8 @@ KernelRun run_kernel_plugin(const KernelPlugin& plugin, const GoldenSet& golden)
 std::int32_t abi_dtype(DType d);
 std::int32_t abi_scaling(ScalingType t);
 std::int32_t abi_mrope(MropeMode m);
+// The resolved parameters of a RoPE spec as the ABI passes them; inv_freq, longrope_ext and
+// attention_factor are left for the caller.
+ropecheck_rope_params abi_rope_params(const RopeSpec& r, std::int64_t seq_len);
 
 }  // namespace ropecheck::golden
