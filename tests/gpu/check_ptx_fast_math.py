@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""The fast-math rule of the CUDA kernels, checked without a GPU.
+
+Rule (kernels/cuda/README.md): only the fast-sincos recipe uses fast-math intrinsics (__sinf /
+__cosf, which compile to the PTX instructions sin.approx.f32 / cos.approx.f32), and nothing is
+compiled with --use_fast_math.
+
+Checks:
+  1. In the PTX of the kernels (the ropecheck_cuda_ptx target: the library's device sources with the
+     library's nvcc options), every function that contains sin.approx / cos.approx is a kernel
+     instantiated for the fast-sincos recipe. Kernels are templates over a recipe tag type, so the
+     mangled name carries it: ...cuda_detail6recipe11fast_sincosE...
+  2. Not vacuous: every fast-sincos kernel does contain both instructions, and the other recipes'
+     kernels are present (one per recipe tag at least).
+  3. No sign of fast-math compilation anywhere in the PTX: no .ftz (flush to zero) modifier, no
+     div.approx / div.full (-prec-div=false), no sqrt.approx (-prec-sqrt=false).
+  4. With --compile-commands: every nvcc command that compiles kernels/cuda/*.cu (the library's and
+     the PTX target's) is free of --use_fast_math, -ftz=true, -prec-div=false, -prec-sqrt=false.
+
+Usage: check_ptx_fast_math.py [--compile-commands compile_commands.json] FILE.ptx...
+Exit 0 when every check holds, 1 with one line per violation otherwise, 2 on unusable input.
+"""
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+APPROX_TRIG = re.compile(r"\b(sin|cos)\.approx\b")
+FAST_MATH_SIGNS = re.compile(r"\.ftz\b|\bdiv\.(approx|full)\b|\bsqrt\.approx\b")
+HEADER = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)")
+RECIPE_TAG = re.compile(r"6recipe(\d+)")
+FAST_MATH_FLAGS = ("use_fast_math", "ftz=true", "prec-div=false", "prec-sqrt=false")
+EXPECTED_TAGS = {"accurate", "hf", "meta", "ggml", "bf16_table", "f16_table", "bf16_inv_freq", "f16_inv_freq",
+                 "bf16_positions", "f16_positions", "fast_sincos", "accurate_f64"}
+
+
+def recipe_tag(mangled):
+    """The recipe tag named in a mangled symbol (the identifier after 6recipe<len>), or None."""
+    m = RECIPE_TAG.search(mangled)
+    if not m:
+        return None
+    n = int(m.group(1))
+    return mangled[m.end():m.end() + n]
+
+
+def demangle(names):
+    """Readable names for the report: c++filt (binutils) when present, else the mangled ones."""
+    tool = shutil.which("cu++filt") or shutil.which("c++filt")
+    if not tool or not names:
+        return {n: n for n in names}
+    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, check=False).stdout
+    lines = out.splitlines()
+    return {n: (lines[i] if i < len(lines) else n) for i, n in enumerate(names)}
+
+
+def functions(ptx_text):
+    """[(kind, name, body lines)] for every function with a body in a PTX module."""
+    result, pending, depth, body, current = [], None, 0, [], None
+    for line in ptx_text.splitlines():
+        code = line.split("//", 1)[0]
+        if current is None:
+            m = HEADER.match(code)
+            if m and not code.rstrip().endswith(";"):
+                pending = (m.group(1), m.group(2))
+            if pending and "{" in code:
+                current, depth, body = pending, 0, []
+                pending = None
+            else:
+                continue
+        depth += code.count("{") - code.count("}")
+        body.append(code)
+        if depth == 0:
+            result.append((current[0], current[1], body))
+            current = None
+    if current is not None:
+        raise ValueError("unterminated function body: " + current[1])
+    return result
+
+
+def check_ptx(path, problems):
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        print(f"check_ptx_fast_math: cannot read {path}: {e}", file=sys.stderr)
+        sys.exit(2)
+    funcs = functions(text)
+    if not funcs:
+        print(f"check_ptx_fast_math: no PTX functions in {path}", file=sys.stderr)
+        sys.exit(2)
+    names = demangle([name for _, name, _ in funcs])
+    tags_seen, fast_kernels = set(), 0
+    for kind, name, body in funcs:
+        tag = recipe_tag(name)
+        if tag:
+            tags_seen.add(tag)
+        ops = {m.group(0) for line in body for m in APPROX_TRIG.finditer(line)}
+        if ops and tag != "fast_sincos":
+            problems.append(f"{path}: {kind} {names[name]} (recipe {tag}) uses {', '.join(sorted(ops))}")
+        if tag == "fast_sincos" and kind == "entry":
+            fast_kernels += 1
+            missing = {"sin.approx", "cos.approx"} - ops
+            if missing:
+                problems.append(f"{path}: fast-sincos kernel {names[name]} has no {', '.join(sorted(missing))}")
+        for line in body:
+            m = FAST_MATH_SIGNS.search(line)
+            if m:
+                problems.append(f"{path}: {names[name]} has '{line.strip()}' ({m.group(0)}: fast-math compilation)")
+                break
+    missing_tags = EXPECTED_TAGS - tags_seen
+    if missing_tags:
+        problems.append(f"{path}: no kernel for recipe tag(s) {', '.join(sorted(missing_tags))}")
+    if fast_kernels == 0:
+        problems.append(f"{path}: no fast-sincos kernel found (the check would be vacuous)")
+    print(f"{path}: {len(funcs)} functions, {len(tags_seen)} recipe tags, {fast_kernels} fast-sincos kernels")
+
+
+def check_compile_commands(path, problems):
+    try:
+        with open(path, encoding="utf-8") as f:
+            entries = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"check_ptx_fast_math: cannot read {path}: {e}", file=sys.stderr)
+        sys.exit(2)
+    seen = 0
+    for e in entries:
+        src = e.get("file", "")
+        if "/kernels/cuda/" not in src or not src.endswith(".cu"):
+            continue
+        seen += 1
+        cmd = e.get("command") or " ".join(e.get("arguments", []))
+        for flag in FAST_MATH_FLAGS:
+            if flag in cmd:
+                problems.append(f"{path}: {src} is compiled with {flag}")
+    if seen == 0:
+        problems.append(f"{path}: no compile command for kernels/cuda/*.cu")
+    print(f"{path}: {seen} nvcc commands for kernels/cuda/*.cu checked")
+
+
+SELF_TEST_PTX = """
+.visible .entry _ZN9ropecheck7kernels11cuda_detail12_GLOBAL__N_114rope_fast_kernelINS1_6recipe2hfELNS1_2DTE1EEEvNS1_9ApplyArgsEiii(
+	.param .u32 p
+)
+{
+	.reg .f32 %f<3>;
+	sin.approx.f32 %f1, %f2;
+}
+.visible .entry _ZN9ropecheck7kernels11cuda_detail12_GLOBAL__N_114rope_fast_kernelINS1_6recipe11fast_sincosELNS1_2DTE1EEEvNS1_9ApplyArgsEiii(
+	.param .u32 p
+)
+{
+	.reg .f32 %f<3>;
+	{ // a nested block
+	cos.approx.f32 %f1, %f2;
+	}
+	mul.rn.ftz.f32 %f1, %f1, %f2;
+}
+"""
+
+
+def self_test():
+    """The checks must catch what they are for: an hf kernel with sin.approx, a fast-sincos kernel
+    without sin.approx, an .ftz operation, and missing recipes (synthetic PTX)."""
+    import os
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(SELF_TEST_PTX)
+        name = f.name
+    problems = []
+    try:
+        check_ptx(name, problems)
+    finally:
+        os.unlink(name)
+    expected = ["(recipe hf) uses sin.approx", "has no sin.approx", "(.ftz: fast-math compilation)",
+                "no kernel for recipe tag(s)"]
+    missed = [e for e in expected if not any(e in p for p in problems)]
+    if missed:
+        print("FAILED: the checker's self-test did not report: " + "; ".join(missed))
+        return False
+    print(f"self-test: the checker reports all {len(expected)} planted violations")
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--compile-commands", help="compile_commands.json of the build")
+    ap.add_argument("ptx", nargs="+", help="PTX files of the kernels")
+    args = ap.parse_args()
+    if not self_test():
+        return 1
+    problems = []
+    for p in args.ptx:
+        check_ptx(p, problems)
+    if args.compile_commands:
+        check_compile_commands(args.compile_commands, problems)
+    for p in problems:
+        print("FAILED: " + p)
+    if problems:
+        print(f"{len(problems)} violation(s) of the fast-math rule; reproduce with: {' '.join(sys.argv)}")
+        return 1
+    print("PASSED: sin.approx / cos.approx only in fast-sincos kernels, no fast-math compilation")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
