@@ -18,8 +18,8 @@ What it does:
      for activations in bfloat16, float16 and float32;
   4. saves each result as a candidate safetensors file (q_rot.<dt>, k_rot.<dt>, cos.<dt>, sin.<dt>);
   5. runs `ropecheck check --golden ... --candidate ... --report ...` on each and prints the accuracy
-     class it lands in: the strictest class it satisfies (exact, fp64-angle, fp32-angle, f16-table,
-     bf16-table).
+     class it lands in: the strictest class it satisfies (exact, fp64-angle, f32-reduced, fp32-angle,
+     f16-table, bf16-table).
 
 For contrast it also checks a classic bug (inv_freq cast to bf16 with the model, f32 activations),
 which must not satisfy fp32-angle.
@@ -46,7 +46,7 @@ import ml_dtypes
 import safetensors.numpy as st_numpy
 
 # Strictest first (props/include/ropecheck/props/error_model.hpp).
-CLASSES = ["exact", "fp64-angle", "fp32-angle", "f16-table", "bf16-table"]
+CLASSES = ["exact", "fp64-angle", "f32-reduced", "fp32-angle", "f16-table", "bf16-table"]
 
 # Activation dtypes of the three recipes, and the class each should land in (or a stricter one).
 RECIPES: List[Tuple[str, np.dtype, str]] = [

@@ -9,6 +9,7 @@ std::string_view to_string(AccuracyClass c) {
   switch (c) {
     case AccuracyClass::exact: return "exact";
     case AccuracyClass::fp64_angle: return "fp64-angle";
+    case AccuracyClass::f32_reduced: return "f32-reduced";
     case AccuracyClass::fp32_angle: return "fp32-angle";
     case AccuracyClass::f16_table: return "f16-table";
     case AccuracyClass::bf16_table: return "bf16-table";
@@ -30,6 +31,10 @@ std::string_view describe(AccuracyClass c) {
     case AccuracyClass::fp64_angle:
       return "angle, sin, cos and rotation in binary64, rounded once to the output dtype: error <= "
              "(6|ln w| + 14) 2^-53 |theta| M + 8 2^-53 M + u_dt M (times 1 + 2^-5)";
+    case AccuracyClass::f32_reduced:
+      return "angle formed and reduced in binary64, the reduced argument rounded to f32, f32 sin/cos within 2 ulp, "
+             "f32 rotation, one rounding to the output dtype (ropecheck's `accurate` recipe): error <= "
+             "(6|ln w| + 14) 2^-53 |theta| M + 8 2^-24 M + u_dt M (times 1 + 2^-5)";
     case AccuracyClass::fp32_angle:
       return "the Hugging Face / Meta fp32 recipe: f32 inverse frequencies, f32 angle, f32 sin/cos within 2 ulp, "
              "f32 rotation, one rounding to the output dtype: error <= (6|ln w| + 14) 2^-24 |theta| M + 8 2^-24 M + "
@@ -77,16 +82,19 @@ ClassBound class_bound(AccuracyClass c, DType dt, Quantity q) {
     b.floor = 0.5 * min_subnormal(dt);
     return b;
   }
-  // The format the angle, sin and cos are computed in, and the table / rotation format.
-  const DType angle_fmt = c == AccuracyClass::fp64_angle ? DType::f64 : DType::f32;
+  // The format the angle is formed in (u_a of the angle term), the format sin, cos, the attention
+  // factor and (angle classes) the rotation are computed in (u_s), and the table / rotation format.
+  // f32-reduced forms the angle like fp64-angle and evaluates everything else like fp32-angle.
+  const DType angle_fmt = c == AccuracyClass::fp64_angle || c == AccuracyClass::f32_reduced ? DType::f64 : DType::f32;
+  const DType trig_fmt = c == AccuracyClass::fp64_angle ? DType::f64 : DType::f32;
   const bool table_class = c == AccuracyClass::f16_table || c == AccuracyClass::bf16_table;
-  const DType table_fmt = c == AccuracyClass::f16_table ? DType::f16 : (c == AccuracyClass::bf16_table ? DType::bf16 : angle_fmt);
-  const double u_a = unit_roundoff(angle_fmt), u_t = unit_roundoff(table_fmt);
+  const DType table_fmt = c == AccuracyClass::f16_table ? DType::f16 : (c == AccuracyClass::bf16_table ? DType::bf16 : trig_fmt);
+  const double u_a = unit_roundoff(angle_fmt), u_s = unit_roundoff(trig_fmt), u_t = unit_roundoff(table_fmt);
 
   // Underflow: at most four roundings (two products, the sum, the store) whose absolute error is
   // half a subnormal spacing of the coarsest-range format involved. The table classes share the
   // f16 floor so that f16-table stays contained in bf16-table.
-  const DType floor_fmt = table_class ? DType::f16 : angle_fmt;
+  const DType floor_fmt = table_class ? DType::f16 : trig_fmt;
   b.floor = 2 * std::max(min_subnormal(floor_fmt), min_subnormal(dt));
 
   if (q == Quantity::passthrough) {
@@ -99,11 +107,11 @@ ClassBound class_bound(AccuracyClass c, DType dt, Quantity q) {
   double k = 0;
   if (q == Quantity::table) {
     // sin / cos evaluation, the table rounding (table classes), the store.
-    k = kTrig * u_a + (table_class ? u_t : 0.0) + u_dt;
+    k = kTrig * u_s + (table_class ? u_t : 0.0) + u_dt;
   } else {
     // sin / cos, attention factor folded in the working format, then either the rotation in the
     // working format (angle classes) or the table cast plus the rotation in the table dtype.
-    k = (kTrig + kAttention) * u_a + (table_class ? u_t : 0.0) + kRotation * u_t + u_dt;
+    k = (kTrig + kAttention) * u_s + (table_class ? u_t : 0.0) + kRotation * u_t + u_dt;
   }
   b.k_const = g1 * k;
   return b;

@@ -12,7 +12,7 @@
 //           <= sum_c E^y_c |z_c| + (|y_c| + E^y_c) E^z_c      (|y*_c| <= |y_c| + E^y_c)
 //   fp64 rows: where an "exact" row would cost MPFR per element, it is computed in binary64 from the
 //           correctly rounded frequencies: that computation is an fp64-angle computation, so its own
-//           error is bounded by class_bound(fp64-angle, f64) (ERROR_MODEL.md section 10).
+//           error is bounded by class_bound(fp64-angle, f64) (ERROR_MODEL.md section 11).
 // A sub-check's margin is |difference| / tolerance; a case fails when a margin exceeds 1.
 #include "properties.hpp"
 

@@ -270,4 +270,71 @@ class F64Kernel {
   DType out_;
 };
 
+// ---- the `accurate` recipe (kernels/recipe.hpp): angle in binary64, sin / cos in f32 ----------------
+
+// theta reduced modulo pi/2 in binary64 with a three-part Cody-Waite constant: returns the reduced
+// argument r in about [-pi/4, pi/4] and the quadrant k mod 4, theta = k pi/2 + r. C1 and C2 carry 33
+// significant bits each (fdlibm's pio2_1, pio2_2), C3 the next 53 (pio2_2t), so pi/2 is held to
+// about 2^-119 relative; each step is one fused multiply-add, the first of which is exact (theta -
+// k C1 is a multiple of ulp(k C1) below 1 in magnitude).
+struct Reduced {
+  double r = 0;
+  int quadrant = 0;
+};
+inline Reduced reduce_pio2_cody_waite(double theta) {
+  constexpr double kTwoOverPi = 6.36619772367581382433e-01;
+  constexpr double C1 = 1.57079632673412561417e+00, C2 = 6.07710050630396597660e-11, C3 = 2.02226624879595063154e-21;
+  const double k = std::nearbyint(theta * kTwoOverPi);
+  double r = std::fma(-k, C1, theta);
+  r = std::fma(-k, C2, r);
+  r = std::fma(-k, C3, r);
+  const std::int64_t ki = static_cast<std::int64_t>(k);
+  return {r, static_cast<int>(((ki % 4) + 4) % 4)};
+}
+
+// cos / sin of theta = k pi/2 + r as the recipe computes them: r rounded once to f32, glibc's sinf /
+// cosf on it (< 1 ulp; standing in for the kernel's minimax polynomials on [-pi/4, pi/4]), the
+// quadrant applied exactly (swaps and sign changes).
+inline std::pair<float, float> reduced_cos_sin_f32(double theta) {
+  const Reduced red = reduce_pio2_cody_waite(theta);
+  const float rf = static_cast<float>(red.r);
+  const float c = std::cos(rf), s = std::sin(rf);
+  switch (red.quadrant) {
+    case 0: return {c, s};
+    case 1: return {-s, c};
+    case 2: return {-c, -s};
+    default: return {s, -c};
+  }
+}
+
+// The `accurate` recipe with a float storage dtype (f32, f16, bf16): inverse frequencies in binary64
+// (the reference's formulas on double), theta = p * w in binary64, reduced in binary64,
+// reduced_cos_sin_f32, the attention factor folded in f32, the rotation in f32 (no FMA), one
+// rounding to `out`. The class it is derived to land in: f32-reduced (ERROR_MODEL.md section 10).
+class AccurateKernel {
+ public:
+  AccurateKernel(const RopeSpec& r, std::optional<std::int64_t> seq_len, DType out)
+      : f_(rope_frequencies<double>(r, seq_len)), att_(static_cast<float>(f_.attention_factor)), out_(out) {}
+  double angle(std::int64_t p, int j) const { return static_cast<double>(p) * f_.inv_freq[static_cast<std::size_t>(j)]; }
+  std::pair<float, float> cos_sin_table(std::int64_t p, int j) const {
+    const auto [c, s] = reduced_cos_sin_f32(angle(p, j));
+    return {round_float_to(c, out_), round_float_to(s, out_)};
+  }
+  std::pair<float, float> rotate(float a, float b, std::int64_t p, int j) const {
+    auto [c, s] = reduced_cos_sin_f32(angle(p, j));
+    if (att_ != 1.0f) {
+      c *= att_;
+      s *= att_;
+    }
+    const float ac = a * c, bs = b * s, bc = b * c, as = a * s;
+    const float ya = ac - bs, yb = bc + as;
+    return {round_float_to(ya, out_), round_float_to(yb, out_)};
+  }
+
+ private:
+  RopeFrequencies<double> f_;
+  float att_ = 1.0f;
+  DType out_;
+};
+
 }  // namespace ropecheck::recipes

@@ -16,7 +16,7 @@
 //
 // Classes nest (each is contained in the next): a kernel satisfying a class satisfies every later
 // one, for every dtype, angle and M:
-//   exact  ⊂  fp64-angle  ⊂  fp32-angle  ⊂  f16-table  ⊂  bf16-table
+//   exact  ⊂  fp64-angle  ⊂  f32-reduced  ⊂  fp32-angle  ⊂  f16-table  ⊂  bf16-table
 #pragma once
 
 #include <array>
@@ -30,20 +30,22 @@ namespace ropecheck::props {
 enum class AccuracyClass {
   exact,       // identical to the correctly rounded value of the same dtype
   fp64_angle,  // angle, sin, cos and rotation in binary64, one rounding to the output dtype
+  f32_reduced, // angle formed and reduced in binary64, sin / cos and rotation in f32 (the `accurate` recipe)
   fp32_angle,  // the Hugging Face / Meta fp32 recipe: f32 frequencies, angle, sin, cos, rotation
   f16_table,   // fp32 angles, cos / sin tables cast to f16 and the rotation done in f16
   bf16_table,  // ... in bf16 (the Hugging Face recipe with bf16 activations)
 };
 
 // Strictest first; each class is contained in the next.
-inline constexpr std::array<AccuracyClass, 5> kAccuracyClasses = {
-    AccuracyClass::exact, AccuracyClass::fp64_angle, AccuracyClass::fp32_angle, AccuracyClass::f16_table,
-    AccuracyClass::bf16_table};
+inline constexpr std::array<AccuracyClass, 6> kAccuracyClasses = {
+    AccuracyClass::exact,      AccuracyClass::fp64_angle, AccuracyClass::f32_reduced,
+    AccuracyClass::fp32_angle, AccuracyClass::f16_table,  AccuracyClass::bf16_table};
 
 // The checker's verdict class when the user names none.
 inline constexpr AccuracyClass kDefaultAccuracyClass = AccuracyClass::fp32_angle;
 
-std::string_view to_string(AccuracyClass c);  // "exact", "fp64-angle", "fp32-angle", "f16-table", "bf16-table"
+// "exact", "fp64-angle", "f32-reduced", "fp32-angle", "f16-table", "bf16-table"
+std::string_view to_string(AccuracyClass c);
 std::optional<AccuracyClass> parse_accuracy_class(std::string_view s);  // exactly those names
 // One paragraph for the README and --help: what computation the class stands for and its bound.
 std::string_view describe(AccuracyClass c);
