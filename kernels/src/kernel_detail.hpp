@@ -13,8 +13,6 @@
 
 #include <cstdint>
 
-#include "ropecheck/reference/rounding.hpp"
-
 namespace ropecheck::kernels::detail {
 
 // ---- accurate sin / cos: reduction modulo pi/2 in binary64 ------------------------------------------
@@ -69,6 +67,11 @@ void sincos_slow(double theta, float* s, float* c);
 // The arithmetic a rotation runs in: the recipe's table dtype (recipe.hpp table_dtype).
 enum class Mode : std::uint8_t { f32, bf16, f16, f64 };
 
+// A storage dtype as the backends see it: ropecheck::DType lives in reference/rounding.hpp, which
+// pulls in Boost.Multiprecision, whose inline code must stay out of the AVX-512 translation unit.
+// storage.hpp converts (fmt_of).
+enum class Fmt : std::uint8_t { f64, f32, f16, bf16 };
+
 // One token of one tensor: `heads` head vectors, each rotated by the same prepared row. The row is in
 // channel order: y[i] = R(R(x[i] * cc[i]) + R(x[partner(i)] * ss[i])) where partner(i) is the other
 // channel of i's pair, ss = -s on the pair's first channel and +s on its second, R the rounding to
@@ -97,7 +100,7 @@ struct Backend {
   void (*fast_sincos)(const float* theta, std::int64_t n, float* s, float* c);
   // The rotation of one token's heads, or nullptr where this backend has no specialisation
   // (then the portable one runs).
-  RotateFn (*rotate_fn)(DType in, DType out, Mode mode, bool interleaved, bool unit_dim_stride);
+  RotateFn (*rotate_fn)(Fmt in, Fmt out, Mode mode, bool interleaved, bool unit_dim_stride);
   const char* name;
 };
 

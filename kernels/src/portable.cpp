@@ -152,6 +152,16 @@ void rotate_portable(const RotateJob& job) {
   }
 }
 
+DType dtype_of(Fmt f) {
+  switch (f) {
+    case Fmt::f64: return DType::f64;
+    case Fmt::f32: return DType::f32;
+    case Fmt::f16: return DType::f16;
+    case Fmt::bf16: return DType::bf16;
+  }
+  return DType::f32;
+}
+
 template <DType In, DType Out>
 RotateFn pick_mode(Mode m) {
   switch (m) {
@@ -175,12 +185,13 @@ RotateFn pick_out(DType out, Mode m) {
 }
 
 // Every (in, out, mode), any strides and either layout: never nullptr.
-RotateFn portable_rotate_fn(DType in, DType out, Mode mode, bool /*interleaved*/, bool /*unit_dim_stride*/) {
+RotateFn portable_rotate_fn(Fmt in, Fmt out, Mode mode, bool /*interleaved*/, bool /*unit_dim_stride*/) {
+  const DType o = dtype_of(out);
   switch (in) {
-    case DType::f32: return pick_out<DType::f32>(out, mode);
-    case DType::bf16: return pick_out<DType::bf16>(out, mode);
-    case DType::f16: return pick_out<DType::f16>(out, mode);
-    case DType::f64: return pick_out<DType::f64>(out, mode);
+    case Fmt::f32: return pick_out<DType::f32>(o, mode);
+    case Fmt::bf16: return pick_out<DType::bf16>(o, mode);
+    case Fmt::f16: return pick_out<DType::f16>(o, mode);
+    case Fmt::f64: return pick_out<DType::f64>(o, mode);
   }
   return nullptr;
 }

@@ -102,8 +102,9 @@ struct TensorTask {
 TensorTask make_task(const RopePlan& plan, const Backend& be, const TensorView& in, const TensorView& out) {
   TensorTask t{in, out, detail::mode_of(table_dtype(plan.recipe, out.dtype)), nullptr};
   const bool unit = in.stride_dim == 1 && out.stride_dim == 1;
-  t.fn = be.rotate_fn(in.dtype, out.dtype, t.mode, plan.interleaved, unit);
-  if (t.fn == nullptr) t.fn = detail::portable_backend().rotate_fn(in.dtype, out.dtype, t.mode, plan.interleaved, unit);
+  const detail::Fmt fi = detail::fmt_of(in.dtype), fo = detail::fmt_of(out.dtype);
+  t.fn = be.rotate_fn(fi, fo, t.mode, plan.interleaved, unit);
+  if (t.fn == nullptr) t.fn = detail::portable_backend().rotate_fn(fi, fo, t.mode, plan.interleaved, unit);
   return t;
 }
 

@@ -6,10 +6,21 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernel_detail.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
 #include "ropecheck/reference/rounding.hpp"
 
 namespace ropecheck::kernels::detail {
+
+constexpr Fmt fmt_of(DType t) {
+  switch (t) {
+    case DType::f64: return Fmt::f64;
+    case DType::f32: return Fmt::f32;
+    case DType::f16: return Fmt::f16;
+    case DType::bf16: return Fmt::bf16;
+  }
+  return Fmt::f32;
+}
 
 constexpr std::int64_t dtype_size(DType t) { return t == DType::f64 ? 8 : (t == DType::f32 ? 4 : 2); }
 
