@@ -1,0 +1,123 @@
+// A drift sweep: every candidate (recipe or plugin) measured against the exact reference at the
+// positions of a sampling plan, summarised per bin, with the first sampled position where each
+// accuracy class's bound is exceeded (the breakdown position) and, over all positions 0 .. N-1,
+// the uniqueness of the encodings (drift/DRIFT.md says what every number means).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ropecheck/drift/metrics.hpp"
+#include "ropecheck/drift/sampling.hpp"
+#include "ropecheck/drift/uniqueness.hpp"
+#include "ropecheck/kernels/recipe.hpp"
+#include "ropecheck/props/error_model.hpp"
+#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/reference/spec.hpp"
+
+namespace ropecheck::drift {
+
+struct DriftOptions {
+  SamplingOptions sampling;
+  DType storage = DType::bf16;           // the dtype rotated values and tables are stored in
+  std::optional<std::int64_t> seq_len;   // dynamic / LongRoPE resolution; default N (the swept length)
+  int heads = 4;                         // random head vectors per position, 1 .. 64
+  std::uint64_t seed = 0;                // of the input generator (golden/input_generator.hpp)
+  std::vector<std::int64_t> shifts = {1, 16, 1024};  // relative-shift violation: 1 .. 8 shifts in [1, 2^24]
+  std::int64_t key_distance = 16;        // the key sits key_distance positions before the query (>= 0)
+  bool uniqueness = true;                // the exact pass over all positions 0 .. N-1
+  int threads = 0;                       // 0: all cores
+  // Told one line per finished step ("hf: sweep 0.41 s"); may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+// The first sampled position where a candidate exceeds a class's bound, with the worst element
+// there (largest error / allowed).
+struct Breakdown {
+  props::AccuracyClass cls = props::AccuracyClass::exact;
+  std::optional<std::int64_t> position;  // nullopt: within the bound at every sampled position
+  std::string quantity;                  // "rotated" or "table"
+  int head = -1;                         // rotated: the head; table: -1
+  int pair = -1;
+  int channel = -1;                      // rotated: the channel; table: 0 = cos, 1 = sin
+  double error = 0;                      // |candidate - exact| (absolute; infinity for non-finite)
+  double allowed = 0;                    // the class's allowance for that element
+};
+
+struct CandidateResult {
+  std::string name, description;
+  bool known_bad = false;
+  bool is_recipe = false;
+  std::optional<DType> table_dtype;  // recipes
+  bool has_rows = false;             // angles and f32 cos / sin measured
+  bool has_table = false;
+  std::vector<Metrics> positions;    // per sampled position (plan.positions order)
+  std::vector<Metrics> bins;         // per bin (plan.bins order)
+  Metrics total;
+  std::vector<Breakdown> breakdown;  // one per props::kAccuracyClasses entry, same order
+  std::optional<Uniqueness> uniqueness;  // edges: every bin's hi
+  double seconds = 0;                    // sweep + uniqueness
+};
+
+struct DriftResult {
+  EncodingSpec spec;
+  DriftOptions options;  // progress cleared
+  SamplingPlan plan;
+  std::int64_t seq_len = 0;
+  double attention_factor = 1;
+  std::vector<CandidateResult> candidates;
+  double seconds = 0;
+};
+
+// Throws SpecError for a sinusoidal spec (drift is RoPE-only), an unknown recipe or bad options;
+// golden::TensorError for a plugin that does not load or fails; std::invalid_argument for a bad
+// sampling plan.
+DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> candidates, const DriftOptions& options);
+
+// ---- --compare A,B ----------------------------------------------------------------------------------
+
+// Differences between two candidates on the same inputs at the same positions.
+struct CompareMetrics {
+  std::int64_t samples = 0;
+  Stat diff_ulp;    // |A - B| / ulp(max(|A|, |B|)) in the storage dtype, rotated channels
+  Stat diff_rel;    // |A - B| / M
+  std::int64_t differing = 0, elements = 0;  // rotated elements that differ / compared
+  Stat angle_diff;  // |wrapped angle A - angle B| (both recipes)
+  Stat trig_diff;   // |f32 cos / sin A - B| (both recipes)
+  Stat table_diff;  // |table A - table B| (both have tables)
+  Stat err_a_ulp, err_b_ulp;  // each side against the exact reference (as Metrics::rot_ulp)
+  Stat err_a_rel, err_b_rel;  // ... relative to M (as Metrics::rot_rel)
+  std::int64_t nonfinite_a = 0, nonfinite_b = 0;
+  void merge(const CompareMetrics& o);
+};
+
+struct FirstDifference {
+  std::optional<std::int64_t> position;  // nullopt: identical everywhere examined
+  int head = -1, pair = -1, channel = -1;
+  double a = 0, b = 0;    // the two values there (the element with the largest difference)
+  double diff_ulp = 0;    // |a - b| in ulps of the storage dtype
+};
+
+struct CompareResult {
+  EncodingSpec spec;
+  DriftOptions options;
+  SamplingPlan plan;
+  std::int64_t seq_len = 0;
+  double attention_factor = 1;
+  std::string a, b, a_description, b_description;
+  std::vector<CompareMetrics> positions, bins;
+  CompareMetrics total;
+  FirstDifference first_sampled;  // rotated random vectors at the sampled positions
+  FirstDifference first_all;      // rotated unit pair vectors at every position 0 .. N-1 (options.uniqueness)
+  std::int64_t positions_differing_all = 0;  // positions of 0 .. N-1 whose unit rotations differ
+  double seconds = 0;
+};
+
+CompareResult run_compare(const EncodingSpec& spec, const std::string& a, const std::string& b,
+                          const DriftOptions& options);
+
+}  // namespace ropecheck::drift

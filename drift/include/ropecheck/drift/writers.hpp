@@ -1,0 +1,87 @@
+// Output of a drift investigation (drift/DRIFT.md documents every file, column and key):
+//   drift.json        everything but the per-position rows: options, sampling plan, per candidate
+//                     the totals, per-bin metrics, breakdown positions and uniqueness
+//   bins.csv          candidate x bin metrics
+//   positions.csv     candidate x sampled position metrics (what the plots draw)
+//   breakdown.csv     candidate x accuracy class: the breakdown position and the element there
+//   uniqueness.csv    candidate: distinct positions and the first collision
+//   summary.md        Markdown tables: candidate x metric, breakdown positions, angle error per bin
+//   plot_data.csv     what the plots draw (upper envelopes of positions.csv's values)
+//   drift.gp + PNGs   the gnuplot script (kept so the plots can be restyled) and what it drew
+// For --compare: compare.json, compare_bins.csv, compare_positions.csv, compare_plot_data.csv,
+// summary.md, compare.gp and its PNG.
+//
+// Everything is written into a temporary sibling folder that is renamed into place at the end, so
+// a failure never leaves a partly written output folder.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ropecheck/drift/sweep.hpp"
+
+namespace ropecheck::drift {
+
+// The gnuplot executable: $ROPECHECK_GNUPLOT when set (a path; empty = none), else `gnuplot` on
+// PATH. Empty when there is none that can be executed.
+std::string find_gnuplot();
+
+// An output folder being written: made (as a temporary sibling) before the computation so that an
+// unwritable destination fails early; removed unless commit() moved it into place.
+class OutputDir {
+ public:
+  // Throws SpecError (one line) when `out` exists and overwrite is false, or the temporary folder
+  // cannot be made (an unwritable parent).
+  OutputDir(const std::filesystem::path& out, bool overwrite);
+  ~OutputDir();
+  OutputDir(const OutputDir&) = delete;
+  OutputDir& operator=(const OutputDir&) = delete;
+
+  const std::filesystem::path& tmp() const { return tmp_; }
+  const std::filesystem::path& out() const { return out_; }
+  // Writes a text file into the temporary folder (SpecError when it cannot).
+  void write(const std::string& name, const std::string& text) const;
+  // Renames the temporary folder to `out` (an existing `out` is replaced when overwrite was given).
+  void commit();
+
+ private:
+  std::filesystem::path out_, tmp_;
+  bool overwrite_ = false, committed_ = false;
+};
+
+nlohmann::json to_json(const DriftResult& r, const std::string& command_line);
+nlohmann::json to_json(const CompareResult& r, const std::string& command_line);
+
+// The CSV files and the Markdown summary as text.
+std::string bins_csv(const DriftResult& r);
+std::string positions_csv(const DriftResult& r);
+std::string breakdown_csv(const DriftResult& r);
+std::string uniqueness_csv(const DriftResult& r);
+std::string summary_markdown(const DriftResult& r, const std::string& command_line);
+std::string compare_bins_csv(const CompareResult& r);
+std::string compare_positions_csv(const CompareResult& r);
+std::string compare_markdown(const CompareResult& r, const std::string& command_line);
+
+// The plots' data (plot_data.csv, compare_plot_data.csv): per sampled position p the upper envelope
+// of each plotted metric, the largest value over the sampled positions in [p / 2^(1/8), p], so that
+// a curve shows how large the error gets near p rather than the noise between neighbours.
+std::string drift_plot_data_csv(const DriftResult& r);
+std::string compare_plot_data_csv(const CompareResult& r);
+// The gnuplot scripts (they read the plot data from their own folder).
+std::string drift_gnuplot_script(const DriftResult& r);
+std::string compare_gnuplot_script(const CompareResult& r);
+
+// Runs `gnuplot SCRIPT` inside dir; SpecError with gnuplot's first error line when it fails.
+void run_gnuplot(const std::string& gnuplot, const std::filesystem::path& dir, const std::string& script);
+
+// Writes every file (and the plots when gnuplot is not empty) into dir.tmp(); returns the file
+// names written.
+std::vector<std::string> write_drift(const DriftResult& r, const OutputDir& dir, const std::string& gnuplot,
+                                     const std::string& command_line);
+std::vector<std::string> write_compare(const CompareResult& r, const OutputDir& dir, const std::string& gnuplot,
+                                       const std::string& command_line);
+
+}  // namespace ropecheck::drift

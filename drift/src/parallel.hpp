@@ -1,0 +1,44 @@
+// A minimal parallel loop over std::thread (drift's own work: exact values, metrics, hashing). The
+// kernels thread themselves; drift never nests its threads inside a kernel call.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ropecheck::drift::detail {
+
+inline int resolve_threads(int threads) {
+  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Calls fn(begin, end, worker) on `threads` contiguous slices of [0, n); rethrows the first
+// exception a worker threw. Runs inline with one thread or a small n.
+template <class Fn>
+void parallel_for(std::int64_t n, int threads, Fn&& fn) {
+  const int t = static_cast<int>(std::min<std::int64_t>(resolve_threads(threads), std::max<std::int64_t>(n, 1)));
+  if (t <= 1) {
+    fn(std::int64_t{0}, n, 0);
+    return;
+  }
+  std::vector<std::thread> pool;
+  std::exception_ptr error;
+  std::mutex m;
+  for (int w = 0; w < t; ++w)
+    pool.emplace_back([&, w] {
+      const std::int64_t b = n * w / t, e = n * (w + 1) / t;
+      try {
+        fn(b, e, w);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(m);
+        if (!error) error = std::current_exception();
+      }
+    });
+  for (std::thread& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace ropecheck::drift::detail
