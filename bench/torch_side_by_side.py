@@ -150,6 +150,15 @@ class Shim:
 # Measurement.
 # --------------------------------------------------------------------------------------------------
 
+def openmp_runtimes() -> List[str]:
+    """The OpenMP runtime libraries mapped into this process (Linux /proc; empty elsewhere)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return sorted({line.split()[-1] for line in f if "gomp" in line or "libomp" in line or "libiomp" in line})
+    except OSError:
+        return []
+
+
 def time_calls(fn: Callable[[], object], warmup: int, reps: int) -> List[float]:
     for _ in range(warmup):
         fn()
@@ -243,8 +252,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     S, Hq, Hk, D = args.tokens, args.q_heads, args.k_heads, args.head_dim
     load_start = os.getloadavg()
+    omp = openmp_runtimes()
     print(f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}), numpy {np.__version__}, "
-          f"python {platform.python_version()}; our CPU path: {shim.cpu_path}")
+          f"python {platform.python_version()}; our CPU path: {shim.cpu_path}; "
+          f"OpenMP runtime(s) loaded: {', '.join(omp) or 'unknown'}")
     print(f"q [{S}, {Hq}, {D}], k [{S}, {Hk}, {D}], positions 0..{S - 1}, base {args.base:g}, half-split; "
           f"inputs N(0,1) from torch.Generator seed {args.seed}; warmup {args.warmup}, reps {args.reps}")
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} "
@@ -374,7 +385,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "warmup": args.warmup, "seed": args.seed},
             "environment": {"torch": torch.__version__, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
                             "numpy": np.__version__, "python": platform.python_version(),
-                            "our_cpu_path": shim.cpu_path, "cpus": os.cpu_count(),
+                            "our_cpu_path": shim.cpu_path, "openmp_runtimes": omp, "cpus": os.cpu_count(),
                             "load_start": list(load_start), "load_end": list(load_end)},
             "timings": results,
             "accuracy": accuracy,
