@@ -154,7 +154,9 @@ class PluginCandidate final : public Candidate {
     p.out = buf_.data();
     p.message = message;
     p.message_capacity = sizeof message;
-    check(rope_(&p), "ropecheck_rope_apply", message);
+    const int rc = rope_(&p);
+    message[sizeof message - 1] = '\0';  // a kernel may forget the terminator
+    check(rc, "ropecheck_rope_apply", message);
     decode(buf_.data(), storage_, out);
   }
 
@@ -177,7 +179,9 @@ class PluginCandidate final : public Candidate {
     p.sin = buf_.data() + bytes;
     p.message = message;
     p.message_capacity = sizeof message;
-    check(table_(&p), "ropecheck_rope_cos_sin", message);
+    const int rc = table_(&p);
+    message[sizeof message - 1] = '\0';
+    check(rc, "ropecheck_rope_cos_sin", message);
     decode(buf_.data(), storage_, cos_out);
     decode(buf_.data() + bytes, storage_, sin_out);
     return true;
@@ -203,8 +207,12 @@ class PluginCandidate final : public Candidate {
     else std::memcpy(nan_bytes, &h, 2);
     for (std::size_t i = 0; i < n; ++i) std::memcpy(buf_.data() + i * e, nan_bytes, e);
   }
-  void check(int rc, const char* entry, const char* message) const {
+  void check(int rc, const char* entry, const char* raw_message) const {
     if (rc == ROPECHECK_OK) return;
+    // The kernel's reason, first line only (errors are one line).
+    std::string m(raw_message);
+    m = m.substr(0, m.find_first_of("\r\n"));
+    const char* message = m.c_str();
     if (rc == ROPECHECK_UNSUPPORTED)
       throw golden::TensorError("kernel '" + plugin_.name() + "': " + entry + " answered UNSUPPORTED for this spec / dtype" +
                                 (message[0] ? std::string(" (") + message + ")" : std::string()));

@@ -57,6 +57,8 @@ SamplingPlan make_sampling_plan(const SamplingOptions& o) {
       const std::int64_t p = pow2_floor(k, i, o.per_octave);
       if (p < N) pos.push_back(p);
     }
+  // The last position before every power of two: the largest angle of its octave.
+  for (std::int64_t s = 2; s <= N; s *= 2) pos.push_back(s - 1);
   pos.push_back(N - 1);
   std::sort(pos.begin(), pos.end());
   pos.erase(std::unique(pos.begin(), pos.end()), pos.end());

@@ -6,7 +6,7 @@
 //   - dense windows of `window` consecutive positions at 0, at every power of two below N, and at
 //     the end of the range (N - window .. N - 1);
 //   - `per_octave` log-spaced positions in every octave [2^k, 2^(k+1)): floor(2^(k + i / per_octave));
-//   - the last position N - 1.
+//   - the last position before every power of two (2^k - 1, the largest angle of its octave) and N - 1.
 // Bins: [0, 1) and then `bins_per_octave` bins per octave, edges ceil(2^(k + i / bins_per_octave)),
 // the last one clipped at N. Every sampled position lies in exactly one bin.
 #pragma once
