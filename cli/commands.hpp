@@ -20,5 +20,6 @@ Command add_spec_command(CLI::App& app);
 Command add_golden_command(CLI::App& app);
 Command add_check_command(CLI::App& app);
 Command add_props_command(CLI::App& app);
+Command add_drift_command(CLI::App& app);  // drift_command.cpp
 
 }  // namespace ropecheck::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       ropecheck::cli::add_golden_command(app),
       ropecheck::cli::add_check_command(app),
       ropecheck::cli::add_props_command(app),
+      ropecheck::cli::add_drift_command(app),
   };
 
   try {

@@ -1,0 +1,245 @@
+// `ropecheck drift`: precision drift investigations (drift/DRIFT.md). A thin front end over
+// ropecheck::drift: options, the output folder (atomic), one line per candidate on stdout.
+//
+// Exit codes: 0 written; 2 unusable input (bad options, unknown recipe, a plugin that does not
+// load, a sinusoidal spec, an unwritable or existing --out, gnuplot missing) with one line on
+// stderr and no output folder. A drift investigation reports; it never "fails" with 1.
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "ropecheck/drift/candidate.hpp"
+#include "ropecheck/drift/sweep.hpp"
+#include "ropecheck/drift/writers.hpp"
+#include "ropecheck/kernels/recipe.hpp"
+#include "spec_source.hpp"
+
+namespace ropecheck::cli {
+namespace {
+
+struct DriftCliOptions {
+  SpecSource source;
+  std::string recipes = "all";
+  std::string compare;
+  std::string dtype = "bf16";
+  std::int64_t max_pos = 0;
+  std::string out;
+  bool overwrite = false;
+  int window = 256, per_octave = 64, bins_per_octave = 1;
+  int heads = 4;
+  std::uint64_t seed = 0;
+  std::string shifts = "1,16,1024";
+  std::int64_t key_distance = 16;
+  std::int64_t seq_len = 0;
+  bool no_uniqueness = false, no_plots = false, quiet = false;
+  int threads = 0;
+  CLI::Option* max_pos_opt = nullptr;  // given or not (0 is out of range, not "default")
+};
+
+std::vector<std::string> split(const std::string& list, char sep = ',') {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<std::int64_t> parse_shifts(const std::string& list) {
+  std::vector<std::int64_t> out;
+  for (const std::string& s : split(list)) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size()) throw SpecError("--shifts: '" + s + "' is not an integer");
+    out.push_back(v);
+  }
+  return out;
+}
+
+// "drift-<name>" with the name reduced to characters that are safe in a folder name.
+std::string default_out(const EncodingSpec& spec) {
+  std::string n;
+  for (char c : spec.name)
+    n += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '-';
+  return n.empty() || n.find_first_not_of("-.") == std::string::npos ? "drift-out" : "drift-" + n;
+}
+
+std::string fmt_stat(const drift::Stat& s) { return s.empty() ? "—" : fmt::format("{:.3g}", s.max); }
+
+int run_drift_command(const DriftCliOptions& o) {
+  const EncodingSpec spec = o.source.load();
+  if (spec.family != Family::rope)
+    throw SpecError("drift measures RoPE only; '" + spec.name + "' is a sinusoidal spec");
+  const std::optional<DType> dt = parse_dtype(o.dtype);
+  if (!dt) throw SpecError("--dtype: unknown dtype '" + o.dtype + "' (f64, f32, f16, bf16)");
+
+  // N: --max-pos, else the model's context (capped at 2^24).
+  std::int64_t N = o.max_pos;
+  std::string note;
+  if (o.max_pos_opt->count() == 0) {
+    N = spec.rope.max_position_embeddings;
+    if (N <= 0) throw SpecError("--max-pos: the spec gives no max_position_embeddings; pass --max-pos N");
+    if (N > drift::kMaxSweepPositions) {
+      note = fmt::format("note: max_position_embeddings {} is beyond 2^24; sweeping 0..2^24-1", N);
+      N = drift::kMaxSweepPositions;
+    }
+  } else if (N < 1 || N > drift::kMaxSweepPositions) {
+    throw SpecError("--max-pos must be in [1, 2^24 = 16777216], got " + std::to_string(N));
+  }
+
+  std::vector<std::string> names;
+  if (!o.compare.empty()) {
+    names = split(o.compare);
+    if (names.size() != 2) throw SpecError("--compare needs exactly two names A,B (recipes or plugin:PATH.so), got '" + o.compare + "'");
+  } else if (o.recipes == "all") {
+    for (const kernels::RecipeInfo& r : kernels::recipes()) names.emplace_back(r.name);
+  } else {
+    names = split(o.recipes);
+    if (names.empty()) throw SpecError("--recipes: empty list");
+  }
+  // Unknown recipe names fail here, before anything is made.
+  for (const std::string& n : names)
+    if (!n.starts_with("plugin:") && !kernels::parse_recipe(n))
+      throw SpecError("unknown recipe '" + n + "' (known: " + drift::recipe_names() + ", or plugin:PATH.so)");
+
+  drift::DriftOptions d;
+  d.sampling.max_pos = N;
+  d.sampling.window = o.window;
+  d.sampling.per_octave = o.per_octave;
+  d.sampling.bins_per_octave = o.bins_per_octave;
+  d.storage = *dt;
+  if (o.seq_len > 0) d.seq_len = o.seq_len;
+  d.heads = o.heads;
+  d.seed = o.seed;
+  d.shifts = parse_shifts(o.shifts);
+  d.key_distance = o.key_distance;
+  d.uniqueness = !o.no_uniqueness;
+  d.threads = o.threads;
+  try {
+    (void)drift::make_sampling_plan(d.sampling);  // option ranges, before the output folder is made
+  } catch (const std::invalid_argument& e) {
+    throw SpecError(e.what());
+  }
+
+  std::string gnuplot;
+  if (!o.no_plots) {
+    gnuplot = drift::find_gnuplot();
+    if (gnuplot.empty())
+      throw SpecError("gnuplot not found (install gnuplot-nox, set ROPECHECK_GNUPLOT, or pass --no-plots)");
+  }
+
+  // The command as run, with every default resolved (recorded in the outputs).
+  std::string cmd = "ropecheck drift";
+  if (!o.source.preset.empty()) cmd += " --preset " + o.source.preset;
+  if (!o.source.hf_config.empty()) cmd += " --hf-config " + o.source.hf_config;
+  if (!o.source.spec_file.empty()) cmd += " --spec " + o.source.spec_file;
+  cmd += o.compare.empty() ? " --recipes " + o.recipes : " --compare " + o.compare;
+  cmd += fmt::format(" --dtype {} --max-pos {}", to_string(*dt), N);
+
+  const std::string out = o.out.empty() ? default_out(spec) : o.out;
+  drift::OutputDir dir(out, o.overwrite);
+  const bool tty = !o.quiet && ::isatty(STDERR_FILENO);
+  if (!note.empty()) fmt::print(stderr, "ropecheck drift: {}\n", note);
+  if (!o.quiet)
+    d.progress = [tty](const std::string& line) {
+      if (tty) fmt::print(stderr, "ropecheck drift: {}\n", line);
+    };
+
+  std::vector<std::string> files;
+  if (!o.compare.empty()) {
+    const drift::CompareResult r = drift::run_compare(spec, names[0], names[1], d);
+    files = drift::write_compare(r, dir, gnuplot, cmd);
+    dir.commit();
+    fmt::print("{} (A) vs {} (B) on {}, positions 0..{} ({} sampled), storage {}\n", r.a, r.b, spec.name, N - 1,
+               r.plan.positions.size(), to_string(*dt));
+    auto line = [&](const drift::FirstDifference& f, const char* where) {
+      if (!f.position) return fmt::print("  {}: identical\n", where);
+      fmt::print("  {}: first differ at position {} (pair {}, channel {}): A = {}, B = {} ({:.3g} ulp)\n", where,
+                 *f.position, f.pair, f.channel, f.a, f.b, f.diff_ulp);
+    };
+    line(r.first_sampled, "random vectors, sampled positions");
+    if (d.uniqueness) {
+      line(r.first_all, "unit vectors, every position");
+      fmt::print("  positions whose unit rotations differ: {} of {}\n", r.positions_differing_all, N);
+    }
+    fmt::print("  max |A - B|: {} ulp; A vs exact: {} ulp, B vs exact: {} ulp\n", fmt_stat(r.total.diff_ulp),
+               fmt_stat(r.total.err_a_ulp), fmt_stat(r.total.err_b_ulp));
+    fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
+    return 0;
+  }
+
+  const drift::DriftResult r = drift::run_drift(spec, names, d);
+  files = drift::write_drift(r, dir, gnuplot, cmd);
+  dir.commit();
+  fmt::print("{}: positions 0..{} ({} sampled, {} bins), storage {}, {} candidates\n", spec.name, N - 1,
+             r.plan.positions.size(), r.plan.bins.size(), to_string(*dt), r.candidates.size());
+  fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>12} {:>12}  {}\n", "candidate", "angle rad", "cos/sin", "rot ulp",
+             "fp32-angle", "bf16-table", "distinct / first collision");
+  for (const drift::CandidateResult& c : r.candidates) {
+    auto bd = [&](props::AccuracyClass cls) -> std::string {
+      for (const drift::Breakdown& b : c.breakdown)
+        if (b.cls == cls) return b.position ? std::to_string(*b.position) : "never";
+      return "?";
+    };
+    std::string uq = "—";
+    if (c.uniqueness)
+      uq = fmt::format("{} / {}", c.uniqueness->distinct,
+                       c.uniqueness->first_collision ? std::to_string(*c.uniqueness->first_collision) : "none");
+    fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>12} {:>12}  {}\n", c.name, fmt_stat(c.total.angle),
+               fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp), bd(props::AccuracyClass::fp32_angle),
+               bd(props::AccuracyClass::bf16_table), uq);
+  }
+  fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
+  return 0;
+}
+
+}  // namespace
+
+Command add_drift_command(CLI::App& app) {
+  auto o = std::make_shared<DriftCliOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "drift", "precision drift: how each recipe's error grows with position, as CSV, JSON, Markdown and plots");
+  o->source.add_options(*sub);
+  sub->add_option("--recipes", o->recipes,
+                  "comma-separated recipes and/or plugin:PATH.so, or all (" + drift::recipe_names() + ")")
+      ->capture_default_str();
+  sub->add_option("--compare", o->compare, "A,B: compare two recipes / plugin:PATH.so over the same sweep");
+  sub->add_option("--dtype", o->dtype, "storage dtype of rotated values and tables (f64, f32, f16, bf16)")
+      ->capture_default_str();
+  o->max_pos_opt =
+      sub->add_option("--max-pos", o->max_pos, "sweep positions 0..N-1 (default: max_position_embeddings; at most 2^24)");
+  sub->add_option("--out", o->out, "output folder (default drift-<spec name>; must not exist unless --overwrite)");
+  sub->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
+  sub->add_option("--window", o->window, "dense window length at 0, every power of two and the end")
+      ->capture_default_str();
+  sub->add_option("--per-octave", o->per_octave, "log-spaced positions per octave")->capture_default_str();
+  sub->add_option("--bins-per-octave", o->bins_per_octave, "summary bins per octave")->capture_default_str();
+  sub->add_option("--heads", o->heads, "random head vectors per position (1..64)")->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed of the input generator")->capture_default_str();
+  sub->add_option("--shifts", o->shifts, "relative-shift violation: comma-separated shifts s")->capture_default_str();
+  sub->add_option("--key-distance", o->key_distance, "the key sits this many positions before the query")
+      ->capture_default_str();
+  sub->add_option("--seq-len", o->seq_len, "sequence length for dynamic / longrope (default: N)");
+  sub->add_flag("--no-uniqueness", o->no_uniqueness, "skip the pass over every position 0..N-1");
+  sub->add_flag("--no-plots", o->no_plots, "write no PNGs (the gnuplot script is still written)");
+  sub->add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
+  sub->add_flag("--quiet", o->quiet, "no progress lines");
+  return {sub, [o] { return run_drift_command(*o); }};
+}
+
+}  // namespace ropecheck::cli
