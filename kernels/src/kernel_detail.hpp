@@ -85,6 +85,11 @@ struct RotateJob {
   std::int64_t out_stride_head = 0, out_stride_dim = 1;
   int pairs = 0, head_dim = 0;
   bool interleaved = false;  // pair j = channels (2j, 2j + 1); else (j, j + pairs)
+  // Software prefetch: the same head this many bytes ahead in the input (and output) is fetched
+  // while this one is rotated: the head of a token `ahead` tokens later, so the distance follows the
+  // view's layout. 0: none (the last tokens). The hardware prefetchers alone leave the AVX-512 loop
+  // well below memcpy speed (they stop at page boundaries); performance only, never the results.
+  std::int64_t prefetch_in_bytes = 0, prefetch_out_bytes = 0;
   const float* cc = nullptr;
   const float* ss = nullptr;
   const double* ccd = nullptr;
@@ -98,6 +103,10 @@ struct Backend {
   void (*sincos)(const double* theta, std::int64_t n, float* s, float* c);
   // The fast-math model of f32 angles.
   void (*fast_sincos)(const float* theta, std::int64_t n, float* s, float* c);
+  // The prepared rows of a rotation in an f32-family mode (RotateJob::cc / ss, 2 * pairs values each):
+  // c' = R(fl32(c * att)), s' = R(fl32(s * att)), R the rounding to the mode's format, in channel order.
+  void (*prepare)(const float* c, const float* s, std::int64_t pairs, float att, Mode mode, bool interleaved, float* cc,
+                  float* ss);
   // The rotation of one token's heads, or nullptr where this backend has no specialisation
   // (then the portable one runs).
   RotateFn (*rotate_fn)(Fmt in, Fmt out, Mode mode, bool interleaved, bool unit_dim_stride);

@@ -98,7 +98,6 @@ void portable_fast_sincos(const float* theta, std::int64_t n, float* s, float* c
 
 // ---- rotation ----------------------------------------------------------------------------------------
 
-// Round an f32 value to the mode's grid (f32: identity).
 template <Mode M>
 inline float rmode(float v) {
   if constexpr (M == Mode::bf16)
@@ -119,6 +118,28 @@ inline auto load_in(const void* base, std::int64_t i) {
     return round_double_to_float(load_as_double<In>(base, i), M == Mode::bf16 ? DType::bf16 : (M == Mode::f16 ? DType::f16 : DType::f32));
   else
     return rmode<M>(load_as_float<In>(base, i));
+}
+
+// The prepared rows (Backend::prepare).
+template <Mode M>
+void prepare_mode(const float* c, const float* s, std::int64_t P, float att, bool interleaved, float* cc, float* ss) {
+  for (std::int64_t j = 0; j < P; ++j) {
+    const float cj = rmode<M>(c[j] * att), sj = rmode<M>(s[j] * att);
+    const std::int64_t ia = interleaved ? 2 * j : j, ib = interleaved ? 2 * j + 1 : j + P;
+    cc[ia] = cj;
+    cc[ib] = cj;
+    ss[ia] = -sj;
+    ss[ib] = sj;
+  }
+}
+
+void portable_prepare(const float* c, const float* s, std::int64_t P, float att, Mode mode, bool interleaved, float* cc,
+                      float* ss) {
+  switch (mode) {
+    case Mode::bf16: prepare_mode<Mode::bf16>(c, s, P, att, interleaved, cc, ss); break;
+    case Mode::f16: prepare_mode<Mode::f16>(c, s, P, att, interleaved, cc, ss); break;
+    default: prepare_mode<Mode::f32>(c, s, P, att, interleaved, cc, ss); break;
+  }
 }
 
 template <DType In, DType Out, Mode M>
@@ -199,7 +220,7 @@ RotateFn portable_rotate_fn(Fmt in, Fmt out, Mode mode, bool /*interleaved*/, bo
 }  // namespace
 
 const Backend& portable_backend() {
-  static const Backend b{&portable_sincos, &portable_fast_sincos, &portable_rotate_fn, "portable"};
+  static const Backend b{&portable_sincos, &portable_fast_sincos, &portable_prepare, &portable_rotate_fn, "portable"};
   return b;
 }
 

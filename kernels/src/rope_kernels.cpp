@@ -75,13 +75,14 @@ std::pair<const unsigned char*, const unsigned char*> extent(const TensorView& v
 
 void check_pair(const char* name, const RopePlan& plan, const TensorView& in, const TensorView& out) {
   const std::string n(name);
-  if (in.data == nullptr) fail(n + "_in.data is null");
-  if (out.data == nullptr) fail(n + "_out.data is null");
+  const bool empty = in.tokens == 0 || in.heads == 0 || in.head_dim == 0;  // may have no data
   if (in.head_dim != plan.head_dim)
     fail(n + "_in.head_dim (" + std::to_string(in.head_dim) + ") != spec head_dim (" + std::to_string(plan.head_dim) + ")");
   if (in.tokens < 0 || in.heads < 0) fail(n + "_in has a negative extent");
   if (out.tokens != in.tokens || out.heads != in.heads || out.head_dim != in.head_dim)
     fail(n + "_out shape differs from " + n + "_in shape");
+  if (in.data == nullptr && !empty) fail(n + "_in.data is null");
+  if (out.data == nullptr && !empty) fail(n + "_out.data is null");
   for (const TensorView* v : {&in, &out})
     if (v->stride_token < 0 || v->stride_head < 0 || v->stride_dim < 0) fail(n + " strides must be >= 0");
   const bool same = in.data == out.data && in.dtype == out.dtype && in.stride_token == out.stride_token &&
@@ -109,6 +110,7 @@ TensorTask make_task(const RopePlan& plan, const Backend& be, const TensorView& 
 }
 
 void run_task(const TensorTask& task, const RopePlan& plan, const RowEngine& eng, std::int64_t token) {
+  if (task.in.heads == 0) return;
   RotateJob job;
   job.in = static_cast<const unsigned char*>(task.in.data) + token * task.in.stride_token * detail::dtype_size(task.in.dtype);
   job.out = static_cast<unsigned char*>(task.out.data) + token * task.out.stride_token * detail::dtype_size(task.out.dtype);
@@ -120,6 +122,13 @@ void run_task(const TensorTask& task, const RopePlan& plan, const RowEngine& eng
   job.pairs = plan.pairs;
   job.head_dim = plan.head_dim;
   job.interleaved = plan.interleaved;
+  // Prefetch the same head some 16 KiB of this tensor ahead (at least one token), while there is one.
+  const std::int64_t in_bytes = task.in.stride_token * detail::dtype_size(task.in.dtype);
+  const std::int64_t ahead = std::clamp<std::int64_t>(in_bytes > 0 ? 16384 / in_bytes : 1, 1, 64);
+  if (token + ahead < task.in.tokens && in_bytes > 0) {
+    job.prefetch_in_bytes = ahead * in_bytes;
+    if (task.out.data != task.in.data) job.prefetch_out_bytes = ahead * task.out.stride_token * detail::dtype_size(task.out.dtype);
+  }
   job.cc = eng.cc();
   job.ss = eng.ss();
   job.ccd = eng.ccd();
@@ -148,7 +157,7 @@ void recipe_angle_row(const RopePlan& plan, const Position& p, double* angle_out
 void rope_apply(const RopePlan& plan, const PositionsView& positions, const TensorView& q_in, const TensorView& q_out,
                 const TensorView& k_in, const TensorView& k_out, const KernelOptions& opts) {
   check_pair("q", plan, q_in, q_out);
-  const bool has_k = k_in.data != nullptr || k_out.data != nullptr;
+  const bool has_k = k_in.data != nullptr || k_out.data != nullptr || k_in.heads != 0 || k_out.heads != 0;
   if (has_k) {
     check_pair("k", plan, k_in, k_out);
     if (k_in.tokens != q_in.tokens) fail("k tokens differ from q tokens");

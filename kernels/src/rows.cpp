@@ -69,6 +69,7 @@ void RowEngine::angles(const Position& pos) {
   const int P = plan_.pairs;
   const std::int64_t pt[3] = {pos.t, pos.h, pos.w};
   const std::uint8_t* stream = plan_.stream.data();
+  const bool uniform = plan_.spec.mrope == MropeMode::none || (pos.t == pos.h && pos.t == pos.w);
   double* td = theta_d_.data();
   float* tf = theta_f_.data();
   switch (plan_.recipe) {
@@ -76,7 +77,11 @@ void RowEngine::angles(const Position& pos) {
       // theta = p * w in binary64 (p exact below 2^53).
       const double pd[3] = {static_cast<double>(pt[0]), static_cast<double>(pt[1]), static_cast<double>(pt[2])};
       const double* w = plan_.inv_freq_f64.data();
-      for (int j = 0; j < P; ++j) td[j] = pd[stream[j]] * w[j];
+      if (uniform) {  // one stream: a loop the compiler vectorises
+        for (int j = 0; j < P; ++j) td[j] = pd[0] * w[j];
+      } else {
+        for (int j = 0; j < P; ++j) td[j] = pd[stream[j]] * w[j];
+      }
       return;
     }
     case Recipe::ggml: {
@@ -98,7 +103,11 @@ void RowEngine::angles(const Position& pos) {
       const float pf[3] = {recipe_position_f32(plan_.recipe, pt[0]), recipe_position_f32(plan_.recipe, pt[1]),
                            recipe_position_f32(plan_.recipe, pt[2])};
       const float* w = plan_.inv_freq_f32.data();
-      for (int j = 0; j < P; ++j) tf[j] = pf[stream[j]] * w[j];
+      if (uniform) {
+        for (int j = 0; j < P; ++j) tf[j] = pf[0] * w[j];
+      } else {
+        for (int j = 0; j < P; ++j) tf[j] = pf[stream[j]] * w[j];
+      }
       break;
     }
   }
@@ -150,10 +159,8 @@ void RowEngine::prepare(Mode mode) {
     }
     return;
   }
-  const DType t = mode == Mode::bf16 ? DType::bf16 : (mode == Mode::f16 ? DType::f16 : DType::f32);
-  const float att = plan_.attention_factor_f32;
-  for (std::size_t j = 0; j < P; ++j)
-    fill_channels(il, P, j, round_to_dtype(c_[j] * att, t), round_to_dtype(s_[j] * att, t), cc_.data(), ss_.data());
+  be_.prepare(c_.data(), s_.data(), static_cast<std::int64_t>(P), plan_.attention_factor_f32, mode, il, cc_.data(),
+              ss_.data());
 }
 
 }  // namespace ropecheck::kernels::detail

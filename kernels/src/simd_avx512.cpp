@@ -26,7 +26,9 @@ namespace {
 
 constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
-__mmask16 tail_mask16(std::int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u); }
+__mmask16 tail_mask16(std::int64_t left) {
+  return left >= 16 ? __mmask16(0xFFFF) : (left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1u));
+}
 __mmask8 tail_mask8(std::int64_t left) {
   return left >= 8 ? __mmask8(0xFF) : (left <= 0 ? __mmask8(0) : __mmask8((1u << left) - 1u));
 }
@@ -144,12 +146,14 @@ __m512i bf16_bits(__m512 v) {
   return _mm512_mask_blend_epi32(nan, rounded, quiet);
 }
 
+// A full vector (m == 0xFFFF) takes the unmasked instructions: masked loads and especially masked
+// narrowing stores (vpmovdw to memory) are several times slower on current Intel cores.
 template <Fmt T>
 __m512 load16(const void* p, __mmask16 m) {
   if constexpr (T == Fmt::f32) {
-    return _mm512_maskz_loadu_ps(m, p);
+    return m == 0xFFFF ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
   } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    const __m256i h = m == 0xFFFF ? _mm256_loadu_si256(static_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi16(m, p);
     if constexpr (T == Fmt::bf16)
       return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     else
@@ -159,12 +163,18 @@ __m512 load16(const void* p, __mmask16 m) {
 
 template <Fmt T>
 void store16(void* p, __mmask16 m, __m512 v) {
-  if constexpr (T == Fmt::f32)
-    _mm512_mask_storeu_ps(p, m, v);
-  else if constexpr (T == Fmt::bf16)
-    _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(bf16_bits(v)));
-  else
-    _mm256_mask_storeu_epi16(p, m, _mm512_maskz_cvtps_ph(0xFFFF, v, kRne));
+  if constexpr (T == Fmt::f32) {
+    if (m == 0xFFFF)
+      _mm512_storeu_ps(p, v);
+    else
+      _mm512_mask_storeu_ps(p, m, v);
+  } else {
+    const __m256i h = T == Fmt::bf16 ? _mm512_cvtepi32_epi16(bf16_bits(v)) : _mm512_maskz_cvtps_ph(0xFFFF, v, kRne);
+    if (m == 0xFFFF)
+      _mm256_storeu_si256(static_cast<__m256i*>(p), h);
+    else
+      _mm256_mask_storeu_epi16(p, m, h);
+  }
 }
 
 // Rounds to the mode's format, kept as f32 (f32: identity).
@@ -178,9 +188,63 @@ __m512 rmode(__m512 v) {
     return v;
 }
 
+// ---- the prepared rows -------------------------------------------------------------------------------
+
+template <Mode M>
+void prepare_mode(const float* c, const float* s, std::int64_t P, float att, bool interleaved, float* cc, float* ss) {
+  const __m512 va = _mm512_set1_ps(att);
+  // Interleaved: lanes 0..7 / 8..15 of c, each twice; the even channel of a pair carries -s.
+  const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i hi = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+  const __mmask16 even = 0x5555;
+  for (std::int64_t j = 0; j < P; j += 16) {
+    const std::int64_t left = P - j;
+    const __mmask16 m = tail_mask16(left);
+    const __m512 cj = rmode<M>(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, c + j), va));
+    const __m512 sj = rmode<M>(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), va));
+    if (!interleaved) {
+      _mm512_mask_storeu_ps(cc + j, m, cj);
+      _mm512_mask_storeu_ps(cc + P + j, m, cj);
+      _mm512_mask_storeu_ps(ss + j, m, neg_where(0xFFFF, sj));
+      _mm512_mask_storeu_ps(ss + P + j, m, sj);
+    } else {
+      const __mmask16 m0 = tail_mask16(2 * left), m1 = tail_mask16(2 * left - 16 > 0 ? 2 * left - 16 : 0);
+      _mm512_mask_storeu_ps(cc + 2 * j, m0, _mm512_permutexvar_ps(lo, cj));
+      _mm512_mask_storeu_ps(ss + 2 * j, m0, neg_where(even, _mm512_permutexvar_ps(lo, sj)));
+      if (m1 != 0) {
+        _mm512_mask_storeu_ps(cc + 2 * j + 16, m1, _mm512_permutexvar_ps(hi, cj));
+        _mm512_mask_storeu_ps(ss + 2 * j + 16, m1, neg_where(even, _mm512_permutexvar_ps(hi, sj)));
+      }
+    }
+  }
+}
+
+void avx512_prepare(const float* c, const float* s, std::int64_t P, float att, Mode mode, bool interleaved, float* cc,
+                    float* ss) {
+  switch (mode) {
+    case Mode::bf16: prepare_mode<Mode::bf16>(c, s, P, att, interleaved, cc, ss); break;
+    case Mode::f16: prepare_mode<Mode::f16>(c, s, P, att, interleaved, cc, ss); break;
+    default: prepare_mode<Mode::f32>(c, s, P, att, interleaved, cc, ss); break;
+  }
+}
+
 constexpr std::int64_t size_of(Fmt t) { return t == Fmt::f32 ? 4 : 2; }
 
 // ---- rotation --------------------------------------------------------------------------------------------
+
+// Prefetches one head `ahead` bytes after x (input) and y (output, for writing when it is another
+// buffer). Address arithmetic in integers: the target may lie past the tensor, and a prefetch never faults.
+template <Fmt In, Fmt Out>
+void prefetch_head(const RotateJob& job, const unsigned char* x, const unsigned char* y) {
+  if (job.prefetch_in_bytes == 0) return;
+  const auto xi = reinterpret_cast<std::uintptr_t>(x) + static_cast<std::uintptr_t>(job.prefetch_in_bytes);
+  for (std::int64_t l = 0; l < job.head_dim * size_of(In); l += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(xi + static_cast<std::uintptr_t>(l)), _MM_HINT_T0);
+  if (job.prefetch_out_bytes == 0) return;
+  const auto yi = reinterpret_cast<std::uintptr_t>(y) + static_cast<std::uintptr_t>(job.prefetch_out_bytes);
+  for (std::int64_t l = 0; l < job.head_dim * size_of(Out); l += 64)
+    __builtin_prefetch(reinterpret_cast<const char*>(yi + static_cast<std::uintptr_t>(l)), 1, 3);
+}
 
 template <Fmt In, Fmt Out>
 void pass_through(const unsigned char* x, unsigned char* y, int from, int to) {
@@ -190,15 +254,93 @@ void pass_through(const unsigned char* x, unsigned char* y, int from, int to) {
   }
 }
 
+// ---- bf16 in and out, half-split, 32 pairs a step -------------------------------------------------------
+//
+// The hot case of bf16 activations (Llama at bf16): a and b each come in one 64-byte load of 32 values;
+// unpacking them against zero gives their f32 bit patterns directly, in the order "lo" = values
+// 8k..8k+3, "hi" = 8k+4..8k+7 of each 128-bit lane k, and packus_epi32 puts the results back in the
+// original order. The prepared rows are permuted into that order once per call.
+//
+// Rounding to bf16 without the NaN fix-up of bf16_bits(): every NaN here has zero low 16 bits (a NaN
+// loaded from bf16, one propagated from it, or the default NaN of an invalid operation), so
+// u + 0x7FFF + lsb cannot carry out of a NaN; the result is still a NaN (possibly not quieted, where
+// portable.cpp sets the quiet bit: NaN payloads are not part of the contract).
+constexpr int kMaxFastPairs = 256;
+
+__m512i bf16_round_bits_nonan(__m512 v) {  // the rounded bf16 in the high half of each lane
+  // u + 0x7FFF, plus 1 where bit 16 (the bf16 lsb) is set: ties to even.
+  const __m512i u = _mm512_castps_si512(v);
+  const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
+  const __m512i t = _mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF));
+  return _mm512_mask_add_epi32(t, odd, t, _mm512_set1_epi32(1));
+}
+__m512 rbf_nonan(__m512 v) {
+  return _mm512_castsi512_ps(_mm512_and_si512(bf16_round_bits_nonan(v), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+template <Mode M>
+void rotate_bf16_half_split_32(const RotateJob& job) {
+  const int P = job.pairs, D = job.head_dim;
+  // Rows in unpack order: c, s_a (= -s), s_b (= +s), each [chunk][lo 16 | hi 16].
+  alignas(64) float rows[3][kMaxFastPairs];
+  const __m512i idx_lo = _mm512_set_epi32(27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0);
+  const __m512i idx_hi = _mm512_set_epi32(31, 30, 29, 28, 23, 22, 21, 20, 15, 14, 13, 12, 7, 6, 5, 4);
+  const float* src[3] = {job.cc, job.ss, job.ss + P};
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < P; j += 32) {
+      const __m512 v0 = _mm512_loadu_ps(src[r] + j), v1 = _mm512_loadu_ps(src[r] + j + 16);
+      _mm512_store_ps(rows[r] + j, _mm512_permutex2var_ps(v0, idx_lo, v1));
+      _mm512_store_ps(rows[r] + j + 16, _mm512_permutex2var_ps(v0, idx_hi, v1));
+    }
+  const auto* in = static_cast<const unsigned char*>(job.in);
+  auto* out = static_cast<unsigned char*>(job.out);
+  const __m512i zero = _mm512_setzero_si512();
+  for (std::int64_t h = 0; h < job.heads; ++h) {
+    const unsigned char* x = in + h * job.in_stride_head * 2;
+    unsigned char* y = out + h * job.out_stride_head * 2;
+    prefetch_head<Fmt::bf16, Fmt::bf16>(job, x, y);
+    pass_through<Fmt::bf16, Fmt::bf16>(x, y, 2 * P, D);
+    for (int j = 0; j < P; j += 32) {
+      const __m512i va = _mm512_loadu_si512(x + 2 * j), vb = _mm512_loadu_si512(x + 2 * (P + j));
+      const __m512 a[2] = {_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, va)), _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, va))};
+      const __m512 b[2] = {_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, vb)), _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, vb))};
+      __m512i ya[2], yb[2];
+      for (int k = 0; k < 2; ++k) {
+        const __m512 c = _mm512_load_ps(rows[0] + j + 16 * k);
+        const __m512 sa = _mm512_load_ps(rows[1] + j + 16 * k), sb = _mm512_load_ps(rows[2] + j + 16 * k);
+        __m512 ra, rb;
+        if constexpr (M == Mode::bf16) {  // every product and sum rounded to bf16 (a, b, c, s are bf16 values)
+          ra = _mm512_add_ps(rbf_nonan(_mm512_mul_ps(a[k], c)), rbf_nonan(_mm512_mul_ps(b[k], sa)));
+          rb = _mm512_add_ps(rbf_nonan(_mm512_mul_ps(b[k], c)), rbf_nonan(_mm512_mul_ps(a[k], sb)));
+        } else {
+          ra = _mm512_add_ps(_mm512_mul_ps(a[k], c), _mm512_mul_ps(b[k], sa));
+          rb = _mm512_add_ps(_mm512_mul_ps(b[k], c), _mm512_mul_ps(a[k], sb));
+        }
+        ya[k] = _mm512_srli_epi32(bf16_round_bits_nonan(ra), 16);
+        yb[k] = _mm512_srli_epi32(bf16_round_bits_nonan(rb), 16);
+      }
+      _mm512_storeu_si512(y + 2 * j, _mm512_packus_epi32(ya[0], ya[1]));
+      _mm512_storeu_si512(y + 2 * (P + j), _mm512_packus_epi32(yb[0], yb[1]));
+    }
+  }
+}
+
 // Half-split: pair j = channels (j, j + P); a and b come from two contiguous runs.
 template <Fmt In, Fmt Out, Mode M>
 void rotate_half_split(const RotateJob& job) {
   const int P = job.pairs, D = job.head_dim;
+  if constexpr (In == Fmt::bf16 && Out == Fmt::bf16 && (M == Mode::f32 || M == Mode::bf16)) {
+    if (P % 32 == 0 && P <= kMaxFastPairs) {
+      rotate_bf16_half_split_32<M>(job);
+      return;
+    }
+  }
   const auto* in = static_cast<const unsigned char*>(job.in);
   auto* out = static_cast<unsigned char*>(job.out);
   for (std::int64_t h = 0; h < job.heads; ++h) {
     const unsigned char* x = in + h * job.in_stride_head * size_of(In);
     unsigned char* y = out + h * job.out_stride_head * size_of(Out);
+    prefetch_head<In, Out>(job, x, y);
     pass_through<In, Out>(x, y, 2 * P, D);
     for (int j = 0; j < P; j += 16) {
       const __mmask16 m = tail_mask16(P - j);
@@ -223,6 +365,7 @@ void rotate_interleaved(const RotateJob& job) {
   for (std::int64_t h = 0; h < job.heads; ++h) {
     const unsigned char* x = in + h * job.in_stride_head * size_of(In);
     unsigned char* y = out + h * job.out_stride_head * size_of(Out);
+    prefetch_head<In, Out>(job, x, y);
     pass_through<In, Out>(x, y, 2 * P, D);
     for (int i = 0; i < 2 * P; i += 16) {
       const __mmask16 m = tail_mask16(2 * P - i);  // 2P is even: a pair is never split
@@ -274,7 +417,7 @@ RotateFn avx512_rotate_fn(Fmt in, Fmt out, Mode mode, bool interleaved, bool uni
 }  // namespace
 
 const Backend& avx512_backend_impl() {
-  static const Backend b{&avx512_sincos, &avx512_fast_sincos, &avx512_rotate_fn, "avx512"};
+  static const Backend b{&avx512_sincos, &avx512_fast_sincos, &avx512_prepare, &avx512_rotate_fn, "avx512"};
   return b;
 }
 

@@ -614,13 +614,19 @@ TEST(KernelApply, RejectsBadArguments) {
   TensorView shifted = v;
   shifted.data = buf.data() + 1;
   throws_with([&] { rope_apply(plan, PositionsView::of(pos), v, shifted); }, "overlap");
-  throws_with([&] { rope_apply(plan, PositionsView::of(pos), v, TensorView{}); }, "q_out.data");
+  TensorView null_out = v;
+  null_out.data = nullptr;
+  throws_with([&] { rope_apply(plan, PositionsView::of(pos), v, null_out); }, "q_out.data");
+  throws_with([&] { rope_apply(plan, PositionsView::of(pos), v, TensorView{}); }, "shape");
   throws_with([&] { rope_apply(plan, PositionsView::of(pos), v, v, {}, {}, {.threads = -1}); }, "threads");
   PositionsView two = PositionsView::of(pos);
   two.streams = 2;
   throws_with([&] { rope_apply(plan, two, v, v); }, "streams");
   TensorView k = TensorView::contiguous(buf.data() + 4 * 128, DType::f32, 3, 1, 128);
   throws_with([&] { rope_apply(plan, PositionsView::of(pos), v, v, k, k); }, "tokens");
+  // No heads: nothing to read, no data needed.
+  EXPECT_NO_THROW(rope_apply(plan, PositionsView::of(pos), TensorView::contiguous(nullptr, DType::f32, 4, 0, 128),
+                             TensorView::contiguous(nullptr, DType::f32, 4, 0, 128)));
   // A disjoint out of place call is fine.
   TensorView out = TensorView::contiguous(buf.data() + 4 * 128, DType::f32, 4, 1, 128);
   EXPECT_NO_THROW(rope_apply(plan, PositionsView::of(pos), v, out));
