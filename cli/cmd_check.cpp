@@ -19,6 +19,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "ropecheck/golden/builtin_kernel.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/npy.hpp"
@@ -47,6 +48,12 @@ struct CheckCliOptions {
   CLI::Option* max_ulp_opt = nullptr;
   CLI::Option* atol_opt = nullptr;
 };
+
+std::string recipe_names() {
+  std::string s;
+  for (const kernels::RecipeInfo& r : kernels::recipes()) s += (s.empty() ? "" : ", ") + std::string(r.name);
+  return s;
+}
 
 std::string class_names() {
   std::string s;
@@ -147,8 +154,9 @@ Command add_check_command(CLI::App& app) {
   auto* cand = cmd->add_option("--candidate", o->candidate,
                                "candidate tensors: .safetensors, .npz, or .npy (the tensor is named after the file stem)");
   auto* kern = cmd->add_option("--kernel", o->kernel,
-                               "kernel plugin (shared library implementing ropecheck/kernel_abi.h, golden/KERNEL_ABI.md), "
-                               "run on the golden inputs");
+                               "kernel run on the golden inputs: a plugin (shared library implementing ropecheck/kernel_abi.h, "
+                               "golden/KERNEL_ABI.md), or builtin:RECIPE for ropecheck's own fast CPU kernel with that "
+                               "precision recipe (" + recipe_names() + ")");
   cand->excludes(kern);
   cmd->add_option("--map", o->maps, "GOLDEN=CANDIDATE: check candidate tensor CANDIDATE against golden output GOLDEN (repeatable)");
   o->class_opt = cmd->add_option("--class", o->accuracy_class,
@@ -169,7 +177,8 @@ Command add_check_command(CLI::App& app) {
   return {cmd, [o] {
             // Options first: nothing is loaded for a command line that cannot run.
             if (o->candidate.empty() == o->kernel.empty())
-              throw TensorError("exactly one of --candidate FILE or --kernel LIB.so is required");
+              throw TensorError("exactly one of --candidate FILE or --kernel LIB.so|builtin:RECIPE is required");
+            const std::optional<kernels::Recipe> builtin = golden::parse_builtin_kernel(o->kernel);
             golden::CheckOptions opt;
             opt.criterion = criterion_of(*o);
             opt.name_map = name_map_of(o->maps);
@@ -181,7 +190,21 @@ Command add_check_command(CLI::App& app) {
             std::vector<golden::Tensor> candidate;
             std::vector<std::string> header;
             nlohmann::json source;
-            if (!o->kernel.empty()) {
+            if (builtin) {
+              // ropecheck's own kernel: no plugin, no notes; the header names the recipe and CPU path.
+              kernels::KernelOptions ko;
+              ko.threads = o->threads;
+              const std::string name = golden::builtin_kernel_name(*builtin, ko);
+              golden::KernelRun run = golden::run_builtin_kernel(*builtin, g, ko);
+              header.push_back(fmt::format("kernel '{}': ropecheck's fast CPU kernel, recipe {}: {} output tensors", name,
+                                           kernels::recipe_info(*builtin).description, run.tensors.size()));
+              source = {{"kind", "builtin"},
+                        {"name", "builtin:" + std::string(kernels::to_string(*builtin))},
+                        {"recipe", std::string(kernels::to_string(*builtin))},
+                        {"cpu_path", std::string(kernels::cpu_path())},
+                        {"notes", run.notes}};
+              candidate = std::move(run.tensors);
+            } else if (!o->kernel.empty()) {
               const golden::KernelPlugin plugin = golden::load_kernel_plugin(o->kernel);
               golden::KernelRun run = golden::run_kernel_plugin(plugin, g);
               header.push_back(fmt::format("kernel '{}' ({}), kernel ABI version {}: {} output tensors", plugin.name(),

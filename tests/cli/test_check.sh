@@ -250,6 +250,41 @@ grep -q '^FAIL: class fp32-angle violated by ' "$OUT"
 check "broken kernel: the verdict line says fp32-angle is violated" "$([ $? -eq 0 ] || echo "$(grep -E '^(PASS|FAIL)' "$OUT")")"
 
 # ---------------------------------------------------------------------------------------------
+echo "== built-in kernels (--kernel builtin:RECIPE)"
+
+expect_rc "check --kernel builtin:accurate --class f32-reduced passes (exit 0)" 0 \
+  check --golden "$G" --kernel builtin:accurate --class f32-reduced --report "$REPORT"
+p=""
+grep -q "^kernel 'builtin:accurate (\(avx512\|portable\))': ropecheck's fast CPU kernel" "$OUT" || p+="no kernel line naming builtin:accurate; "
+grep -q '^PASS: class f32-reduced holds .*classes satisfied: f32-reduced, fp32-angle' "$OUT" ||
+  p+="verdict line is '$(grep -E '^(PASS|FAIL)' "$OUT")'; "
+check "builtin:accurate lands in f32-reduced (f32, bf16 and f64 outputs all checked)" "$p"
+report_check "builtin:accurate report: best classes per dtype, candidate source" '
+if d.get("satisfied_classes", [None])[0] != "f32-reduced": problems.append("satisfied %r" % d.get("satisfied_classes"))
+want = {n + "." + t for n in ("cos", "sin", "q_rot", "k_rot") for t in ("f64", "f32", "bf16")}
+if set(by) != want: problems.append("tensors %r" % sorted(by))
+for n, t in by.items():
+    ok = ("f32-reduced",) if t["dtype"] == "f32" else ("fp64-angle", "exact")
+    if t["best_class"] not in ok: problems.append("%s best class %r (want %s)" % (n, t["best_class"], " or ".join(ok)))
+src = d.get("candidate_source", {})
+if src.get("kind") != "builtin" or src.get("name") != "builtin:accurate" or src.get("recipe") != "accurate":
+    problems.append("candidate_source %r" % src)
+if src.get("cpu_path") not in ("avx512", "portable"): problems.append("cpu_path %r" % src.get("cpu_path"))
+'
+expect_rc "check --kernel builtin:accurate --class fp64-angle fails (exit 1): its f32 sin/cos" 1 \
+  check --golden "$G" --kernel builtin:accurate --class fp64-angle
+expect_rc "check --kernel builtin:hf fails the default fp32-angle (exit 1): bf16 outputs rotate in bf16" 1 \
+  check --golden "$G" --kernel builtin:hf
+expect_rc "check --kernel builtin:hf --class bf16-table passes (exit 0)" 0 \
+  check --golden "$G" --kernel builtin:hf --class bf16-table
+expect_rc "check --kernel builtin:meta passes fp32-angle (exit 0)" 0 check --golden "$G" --kernel builtin:meta
+expect_rc "check --kernel builtin:bf16-inv-freq fails (exit 1)" 1 \
+  check --golden "$G" --kernel builtin:bf16-inv-freq --class bf16-table
+expect_input_error "an unknown built-in recipe lists the known ones" "accurate, hf, meta" \
+  check --golden "$G" --kernel builtin:fastest
+expect_input_error "builtin: with no recipe" "unknown built-in recipe" check --golden "$G" --kernel builtin:
+
+# ---------------------------------------------------------------------------------------------
 echo "== candidate files"
 
 expect_rc "the golden set's own f32 outputs pass --class exact" 0 \

@@ -51,4 +51,12 @@ grep -q "FAIL" "$tmp/out" || fail "mutant: no failing property line"
 expect_exit 0 --kernel "$hf_plugin" --preset llama-3.1-8b
 expect_exit 1 --kernel "$broken_plugin" --preset llama-3.1-8b
 grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "broken plugin: relative_shift did not fail"; }
+# ropecheck's own fast kernels (kernel:<recipe>): accurate passes as f32-reduced, bf16 inverse frequencies fail.
+"$rc_bin" props --list-targets >"$tmp/out" 2>&1 || fail "--list-targets exited nonzero"
+grep -q "^kernel:accurate .*class f32-reduced" "$tmp/out" || { cat "$tmp/out"; fail "--list-targets: no kernel:accurate (f32-reduced)"; }
+grep -q "^kernel:hf-bf16out .*class bf16-table" "$tmp/out" || fail "--list-targets: no kernel:hf-bf16out (bf16-table)"
+expect_exit 0 --target kernel:accurate --preset llama-3.1-8b
+grep -q "target kernel:accurate (f32-reduced)" "$tmp/out" || { cat "$tmp/out"; fail "kernel:accurate: no header naming its class"; }
+expect_exit 1 --target kernel:bf16-inv-freq --preset llama-3.1-8b
+grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "kernel:bf16-inv-freq: relative_shift did not fail"; }
 echo "props CLI: ok"
