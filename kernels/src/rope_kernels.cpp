@@ -197,6 +197,10 @@ namespace {
 // One row of `n` cos / sin values (f32, or binary64 when `d` is set) rounded to the table dtype, then
 // stored as `dtype`.
 void store_row(const float* v, const double* d, std::int64_t n, DType table, DType dtype, void* out, std::int64_t offset) {
+  if (d == nullptr && dtype == DType::f32 && (table == DType::f32 || table == DType::f64)) {  // no rounding at all
+    std::memcpy(static_cast<float*>(out) + offset, v, static_cast<std::size_t>(n) * sizeof(float));
+    return;
+  }
   for (std::int64_t j = 0; j < n; ++j) {
     const std::int64_t o = offset + j;
     if (d != nullptr) {  // binary64 values (accurate, f64)
