@@ -10,6 +10,7 @@
 #include "ropecheck/golden/plugin.hpp"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/kernel_abi.h"
+#include "ropecheck/kernels/scalar_recipes.hpp"
 #include "ropecheck/reference/spec_json.hpp"
 
 namespace ropecheck::drift {
@@ -32,12 +33,18 @@ void decode(const unsigned char* in, DType d, std::span<double> out) {
         out[i] = v;
       }
       return;
-    case DType::f16:
+    case DType::f16:  // the kernels' exact bit conversions (fast; no libm)
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t b;
+        std::memcpy(&b, in + 2 * i, 2);
+        out[i] = kernels::f16_bits_to_f32(b);
+      }
+      return;
     case DType::bf16:
       for (std::size_t i = 0; i < n; ++i) {
         std::uint16_t b;
         std::memcpy(&b, in + 2 * i, 2);
-        out[i] = bits_to_double(b, d);
+        out[i] = kernels::bf16_bits_to_f32(b);
       }
       return;
   }
