@@ -72,6 +72,7 @@ struct ApplyArgs {
   // the same for every tensor of one launch (the host launches q and k apart when they differ).
   DT table_dt = DT::f32;
   void* stream = nullptr;
+  bool emulate = false;  // run the kernels' code on the host (emulation.hpp): every pointer is host memory
 };
 void launch_rope_apply(const ApplyArgs& a);
 
@@ -85,6 +86,7 @@ struct TableArgs {
   DT table_dt = DT::f32;
   RC recipe = RC::accurate;
   void* stream = nullptr;
+  bool emulate = false;
 };
 void launch_rope_table(const TableArgs& a);
 
@@ -103,6 +105,7 @@ struct SinusoidalArgs {
   DT table_dt = DT::f32;
   RC recipe = RC::accurate;
   void* stream = nullptr;
+  bool emulate = false;
 };
 void launch_sinusoidal(const SinusoidalArgs& a);
 

@@ -3,8 +3,9 @@
 // Determinism rule: wherever the CPU kernels (kernels/src) define the computation operation by
 // operation (storage conversions, the accurate reduction and polynomials, the angle products, the
 // attention factor, the rotation), this file performs the same IEEE operations in the same order,
-// with the _rn intrinsics so that nvcc cannot contract a product and a sum into an FMA (the CPU is
-// built with -ffp-contract=off and uses no FMA either). Where a recipe names a vendor function
+// through fp.cuh's wrappers (the _rn intrinsics on the device, which nvcc cannot contract into an
+// FMA; the CPU is built with -ffp-contract=off and uses no FMA either). Every function here is
+// __host__ __device__ so that the host emulation (emulation.hpp) runs the same code. Where a recipe names a vendor function
 // (hf and the other f32 recipes: sinf / cosf; fast-sincos: __sinf / __cosf) the GPU calls CUDA's and
 // the results differ from the CPU's within the recipe's accuracy class.
 //
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "fp.cuh"
 #include "launch.hpp"
 
 namespace ropecheck::kernels::cuda_detail {
@@ -66,19 +68,19 @@ void with_recipe(RC r, F&& f) {
 
 // ---- storage formats: bit for bit the CPU's conversions (scalar_recipes.cpp) ---------------------
 
-__device__ __forceinline__ std::uint16_t f32_to_bf16_bits(float v) {
-  std::uint32_t u = __float_as_uint(v);
+RC_HD std::uint16_t f32_to_bf16_bits(float v) {
+  std::uint32_t u = fp::bits(v);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
   u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even (PyTorch c10::round_to_nearest_even)
   return static_cast<std::uint16_t>(u >> 16);
 }
 
-__device__ __forceinline__ float bf16_bits_to_f32(std::uint16_t b) {
-  return __uint_as_float(static_cast<std::uint32_t>(b) << 16);
+RC_HD float bf16_bits_to_f32(std::uint16_t b) {
+  return fp::from_bits(static_cast<std::uint32_t>(b) << 16);
 }
 
-__device__ __forceinline__ std::uint16_t f32_to_f16_bits(float v) {
-  const std::uint32_t u = __float_as_uint(v);
+RC_HD std::uint16_t f32_to_f16_bits(float v) {
+  const std::uint32_t u = fp::bits(v);
   const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   const std::uint32_t a = u & 0x7FFFFFFFu;
   if (a >= 0x7F800000u) return static_cast<std::uint16_t>(sign | (a > 0x7F800000u ? 0x7E00u : 0x7C00u));
@@ -87,31 +89,31 @@ __device__ __forceinline__ std::uint16_t f32_to_f16_bits(float v) {
     const std::uint32_t r = a + 0x0FFFu + ((a >> 13) & 1u);
     return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
   }
-  // Below 2^-14: a multiple of 2^-24; |v| * 2^24 is exact, rintf rounds to nearest even.
-  const float units = rintf(__fmul_rn(fabsf(v), 16777216.0f));
+  // Below 2^-14: a multiple of 2^-24; |v| * 2^24 is exact, round_even rounds to nearest even.
+  const float units = fp::round_even(fp::mul(fp::abs(v), 16777216.0f));
   return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(units));
 }
 
-__device__ __forceinline__ float f16_bits_to_f32(std::uint16_t b) {
+RC_HD float f16_bits_to_f32(std::uint16_t b) {
   const std::uint32_t sign = static_cast<std::uint32_t>(b & 0x8000u) << 16;
   const std::uint32_t e = (b >> 10) & 0x1Fu, m = b & 0x3FFu;
-  if (e == 0x1F) return __uint_as_float(sign | 0x7F800000u | (m << 13));
+  if (e == 0x1F) return fp::from_bits(sign | 0x7F800000u | (m << 13));
   if (e == 0) {  // zero or subnormal: m * 2^-24, exact
-    const float mag = __fmul_rn(static_cast<float>(m), 0x1p-24f);
+    const float mag = fp::mul(static_cast<float>(m), 0x1p-24f);
     return sign ? -mag : mag;
   }
-  return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+  return fp::from_bits(sign | ((e + 112u) << 23) | (m << 13));
 }
 
 // v rounded once to T, held as a float (every f16 / bf16 value is a float). f32 / f64: v.
 template <DT T>
-__device__ __forceinline__ float round_to(float v) {
+RC_HD float round_to(float v) {
   if constexpr (T == DT::bf16) return bf16_bits_to_f32(f32_to_bf16_bits(v));
   else if constexpr (T == DT::f16) return f16_bits_to_f32(f32_to_f16_bits(v));
   else return v;
 }
 
-__device__ __forceinline__ float round_to(float v, DT t) {
+RC_HD float round_to(float v, DT t) {
   switch (t) {
     case DT::bf16: return round_to<DT::bf16>(v);
     case DT::f16: return round_to<DT::f16>(v);
@@ -122,18 +124,18 @@ __device__ __forceinline__ float round_to(float v, DT t) {
 // d rounded once to t (f32, f16, bf16), held as a float. For f16 / bf16 d is first rounded to f32
 // with round-to-odd (13 / 16 spare bits make the second rounding correct): the CPU's
 // round_double_to_float (kernels/src/storage.hpp).
-__device__ __forceinline__ float round_double_to_float(double d, DT t) {
-  if (t == DT::f32 || t == DT::f64) return __double2float_rn(d);
-  float f = __double2float_rz(d);  // toward zero: never overflows to infinity
-  if (isfinite(d) && static_cast<double>(f) != d) f = __uint_as_float(__float_as_uint(f) | 1u);  // sticky bit
+RC_HD float round_double_to_float(double d, DT t) {
+  if (t == DT::f32 || t == DT::f64) return fp::f64_to_f32_rn(d);
+  float f = fp::f64_to_f32_rz(d);  // toward zero: never overflows to infinity
+  if (fp::is_finite(d) && static_cast<double>(f) != d) f = fp::from_bits(fp::bits(f) | 1u);  // sticky bit
   return round_to(f, t);
 }
 
 // ---- element access with a run-time dtype (the generic, strided path) -----------------------------
 
-__device__ __forceinline__ float load_as_float(const void* p, std::int64_t i, DT t) {
+RC_HD float load_as_float(const void* p, std::int64_t i, DT t) {
   switch (t) {
-    case DT::f64: return static_cast<float>(static_cast<const double*>(p)[i]);  // cvt.rn: one rounding
+    case DT::f64: return fp::f64_to_f32_rn(static_cast<const double*>(p)[i]);  // one rounding
     case DT::f32: return static_cast<const float*>(p)[i];
     case DT::f16: return f16_bits_to_f32(static_cast<const std::uint16_t*>(p)[i]);
     case DT::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(p)[i]);
@@ -141,11 +143,11 @@ __device__ __forceinline__ float load_as_float(const void* p, std::int64_t i, DT
   return 0.0f;
 }
 
-__device__ __forceinline__ double load_as_double(const void* p, std::int64_t i, DT t) {
+RC_HD double load_as_double(const void* p, std::int64_t i, DT t) {
   return t == DT::f64 ? static_cast<const double*>(p)[i] : static_cast<double>(load_as_float(p, i, t));
 }
 
-__device__ __forceinline__ void store_float(void* p, std::int64_t i, DT t, float v) {
+RC_HD void store_float(void* p, std::int64_t i, DT t, float v) {
   switch (t) {
     case DT::f64: static_cast<double*>(p)[i] = static_cast<double>(v); break;
     case DT::f32: static_cast<float*>(p)[i] = v; break;
@@ -156,7 +158,7 @@ __device__ __forceinline__ void store_float(void* p, std::int64_t i, DT t, float
 
 // ---- positions --------------------------------------------------------------------------------------
 
-__device__ __forceinline__ std::int64_t load_position(const PosArgs& p, std::int64_t token, int stream) {
+RC_HD std::int64_t load_position(const PosArgs& p, std::int64_t token, int stream) {
   const std::int64_t i = token * p.token_stride + (p.streams == 3 ? stream * p.stream_stride : 0);
   return p.is_int64 ? static_cast<const std::int64_t*>(p.data)[i]
                     : static_cast<std::int64_t>(static_cast<const std::int32_t*>(p.data)[i]);
@@ -178,37 +180,37 @@ constexpr float kC2 = -1.388731625493765e-3f;
 constexpr float kC3 = 2.443315711809948e-5f;
 
 // sin / cos of r in [-pi/4, pi/4] (f32), left to right, every operation rounded to f32.
-__device__ __forceinline__ void poly_sincos(float r, float& s, float& c) {
-  const float z = __fmul_rn(r, r);
+RC_HD void poly_sincos(float r, float& s, float& c) {
+  const float z = fp::mul(r, r);
   // sin r = ((kS3*z + kS2)*z + kS1)*z*r + r
-  float ps = __fadd_rn(__fmul_rn(kS3, z), kS2);
-  ps = __fadd_rn(__fmul_rn(ps, z), kS1);
-  ps = __fmul_rn(__fmul_rn(ps, z), r);
-  s = __fadd_rn(ps, r);
+  float ps = fp::add(fp::mul(kS3, z), kS2);
+  ps = fp::add(fp::mul(ps, z), kS1);
+  ps = fp::mul(fp::mul(ps, z), r);
+  s = fp::add(ps, r);
   // cos r = ((kC3*z + kC2)*z + kC1)*z*z - 0.5*z + 1
-  float pc = __fadd_rn(__fmul_rn(kC3, z), kC2);
-  pc = __fadd_rn(__fmul_rn(pc, z), kC1);
-  pc = __fmul_rn(__fmul_rn(pc, z), z);
-  pc = __fsub_rn(pc, __fmul_rn(0.5f, z));
-  c = __fadd_rn(pc, 1.0f);
+  float pc = fp::add(fp::mul(kC3, z), kC2);
+  pc = fp::add(fp::mul(pc, z), kC1);
+  pc = fp::mul(fp::mul(pc, z), z);
+  pc = fp::sub(pc, fp::mul(0.5f, z));
+  c = fp::add(pc, 1.0f);
 }
 
 // The accurate recipe's sin / cos of a binary64 angle. Beyond the Cody-Waite range (and for inf /
 // NaN) the CPU uses glibc's binary64 sin / cos rounded to f32; here CUDA's (within 2 ulp of
 // binary64, so the f32 results agree except when the binary64 value lies within 2 ulp of a
 // rounding boundary of f32: about 2^-28 of the cases).
-__device__ __forceinline__ void accurate_sincos(double theta, float& s, float& c) {
-  if (!(fabs(theta) <= kReduceLimit)) {
-    s = __double2float_rn(sin(theta));
-    c = __double2float_rn(cos(theta));
+RC_HD void accurate_sincos(double theta, float& s, float& c) {
+  if (!(fp::abs(theta) <= kReduceLimit)) {
+    s = fp::f64_to_f32_rn(fp::sin_f64(theta));
+    c = fp::f64_to_f32_rn(fp::cos_f64(theta));
     return;
   }
-  const double k = rint(__dmul_rn(theta, kTwoOverPi));
-  double r = __dsub_rn(theta, __dmul_rn(k, kPio2_1));
-  r = __dsub_rn(r, __dmul_rn(k, kPio2_2));
-  r = __dsub_rn(r, __dmul_rn(k, kPio2_3));
+  const double k = fp::round_even(fp::mul(theta, kTwoOverPi));
+  double r = fp::sub(theta, fp::mul(k, kPio2_1));
+  r = fp::sub(r, fp::mul(k, kPio2_2));
+  r = fp::sub(r, fp::mul(k, kPio2_3));
   float ps, pc;
-  poly_sincos(__double2float_rn(r), ps, pc);
+  poly_sincos(fp::f64_to_f32_rn(r), ps, pc);
   switch (static_cast<int>(static_cast<long long>(k) & 3)) {
     case 0: s = ps; c = pc; break;
     case 1: s = pc; c = -ps; break;
@@ -221,8 +223,8 @@ __device__ __forceinline__ void accurate_sincos(double theta, float& s, float& c
 
 // The recipe's f32 position: hf's fl32(p); bf16-positions / f16-positions hold it in bf16 / f16.
 template <RC R>
-__device__ __forceinline__ float recipe_position_f32(std::int64_t p) {
-  const float f = __ll2float_rn(p);
+RC_HD float recipe_position_f32(std::int64_t p) {
+  const float f = fp::i64_to_f32(p);
   if constexpr (R == RC::bf16_positions) return round_to<DT::bf16>(f);
   else if constexpr (R == RC::f16_positions) return round_to<DT::f16>(f);
   else return f;
@@ -230,13 +232,13 @@ __device__ __forceinline__ float recipe_position_f32(std::int64_t p) {
 
 // sin / cos of an f32 angle as the recipe evaluates them. Only fast-sincos uses the intrinsics.
 template <RC R>
-__device__ __forceinline__ void recipe_sincos_f32(float theta, float& s, float& c) {
+RC_HD void recipe_sincos_f32(float theta, float& s, float& c) {
   if constexpr (R == RC::fast_sincos) {
-    s = __sinf(theta);
-    c = __cosf(theta);
+    s = fp::fast_sin_f32(theta);
+    c = fp::fast_cos_f32(theta);
   } else {
-    s = sinf(theta);
-    c = cosf(theta);
+    s = fp::sin_f32(theta);
+    c = fp::cos_f32(theta);
   }
 }
 

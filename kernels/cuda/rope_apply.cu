@@ -1,10 +1,10 @@
-// cuda_rope_apply's kernels. One block per chunk of tokens: phase 1 computes cos / sin of the chunk's
-// (token, pair)s once into shared memory (cos_sin_block.cuh), phase 2 streams every head row of q
-// and k through the rotation. Two variants of phase 2:
+// cuda_rope_apply's kernels. One block per chunk of tokens: phases 0 and 1 compute cos / sin of the
+// chunk's (token, pair)s once into shared memory (cos_sin_block.cuh), phase 2 streams every head row
+// of q and k through the rotation. Two variants of phase 2:
 //   fast    same dtype in and out (f32, f16, bf16), unit stride along head_dim, rows 16-byte
 //           aligned: one 16-byte load and store per 4 (f32) or 8 (f16 / bf16) channels;
 //   generic any dtypes, any strides: one pair (or pass-through channel) at a time.
-// Both compute the same values (tests/gpu checks fast against generic through strided views).
+// Both compute the same values (the tests compare them through strided views).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,8 +12,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "check.cuh"
 #include "cos_sin_block.cuh"
+#include "exec.cuh"
+#include "fp.cuh"
 #include "launch.hpp"
 #include "recipe_math.cuh"
 #include "rotate.cuh"
@@ -21,17 +22,17 @@
 namespace ropecheck::kernels::cuda_detail {
 namespace {
 
-constexpr int kThreads = 256;
-// Elements per block the chunking aims at: enough 16-byte units per thread to hide the cos / sin
-// phase, few enough blocks per token chunk that the grid still fills every SM several times.
-constexpr std::int64_t kElementsPerBlock = 8192;
+// Input bytes per block the chunking aims at (32 KiB: eight 16-byte loads per thread of 256): enough
+// work per block to hide its cos / sin phase behind the other resident blocks' streaming, few
+// enough tokens per block that the grid fills every SM many times.
+constexpr std::int64_t kBytesPerBlock = 32768;
 constexpr int kMaxTokensPerBlock = 64;
 constexpr std::size_t kMaxSharedBytes = 48 * 1024;
 
 // The table dtype the fast path is instantiated with; the host's table_dtype() (recipe.hpp) must
-// agree (launch_rope_apply checks).
+// agree (launch_fast checks).
 template <RC R, DT S>
-__host__ __device__ constexpr DT fast_table_dt() {
+RC_HD constexpr DT fast_table_dt() {
   if constexpr (R == RC::hf) return S;
   else if constexpr (R == RC::bf16_table) return DT::bf16;
   else if constexpr (R == RC::f16_table) return DT::f16;
@@ -39,17 +40,17 @@ __host__ __device__ constexpr DT fast_table_dt() {
 }
 
 template <DT S>
-__host__ __device__ constexpr int vec_elems() {
+RC_HD constexpr int vec_elems() {
   return S == DT::f32 ? 4 : 8;  // 16 bytes
 }
 
 template <DT S>
-__device__ __forceinline__ void unpack(const uint4& r, float (&x)[vec_elems<S>()]) {
+RC_HD void unpack(const uint4& r, float (&x)[vec_elems<S>()]) {
   const std::uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
+RC_UNROLL
   for (int i = 0; i < 4; ++i) {
     if constexpr (S == DT::f32) {
-      x[i] = __uint_as_float(w[i]);
+      x[i] = fp::from_bits(w[i]);
     } else {
       const auto lo = static_cast<std::uint16_t>(w[i] & 0xFFFFu), hi = static_cast<std::uint16_t>(w[i] >> 16);
       x[2 * i] = S == DT::bf16 ? bf16_bits_to_f32(lo) : f16_bits_to_f32(lo);
@@ -59,12 +60,12 @@ __device__ __forceinline__ void unpack(const uint4& r, float (&x)[vec_elems<S>()
 }
 
 template <DT S>
-__device__ __forceinline__ uint4 pack(const float (&y)[vec_elems<S>()]) {
+RC_HD uint4 pack(const float (&y)[vec_elems<S>()]) {
   std::uint32_t w[4];
-#pragma unroll
+RC_UNROLL
   for (int i = 0; i < 4; ++i) {
     if constexpr (S == DT::f32) {
-      w[i] = __float_as_uint(y[i]);
+      w[i] = fp::bits(y[i]);
     } else {
       const std::uint32_t lo = S == DT::bf16 ? f32_to_bf16_bits(y[2 * i]) : f32_to_f16_bits(y[2 * i]);
       const std::uint32_t hi = S == DT::bf16 ? f32_to_bf16_bits(y[2 * i + 1]) : f32_to_f16_bits(y[2 * i + 1]);
@@ -74,49 +75,63 @@ __device__ __forceinline__ uint4 pack(const float (&y)[vec_elems<S>()]) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// Which tensor a block-local row belongs to: rows [0, hq) are q's heads, [hq, hq + hk) k's.
+// Tokens [t0, t0 + nt) of a block.
+RC_HD std::int64_t first_token(unsigned block, int tokens_per_block) {
+  return static_cast<std::int64_t>(block) * tokens_per_block;
+}
+RC_HD int token_count(std::int64_t tokens, std::int64_t t0, int tokens_per_block) {
+  const std::int64_t left = tokens - t0;
+  return static_cast<int>(left < tokens_per_block ? left : tokens_per_block);
+}
+
+// Block-local head row `row` of token `token`: rows [0, heads_q) are q's heads, the rest k's.
 struct RowRef {
   const unsigned char* in;
   unsigned char* out;
 };
-
-template <std::size_t Size>
-__device__ __forceinline__ RowRef row_ref(const ApplyArgs& a, std::int64_t token, std::int64_t row) {
+template <std::int64_t Size>
+RC_HD RowRef row_ref(const ApplyArgs& a, std::int64_t token, std::int64_t row) {
   const bool is_k = row >= a.t[0].heads;
   const TensorArgs& t = is_k ? a.t[1] : a.t[0];
   const std::int64_t h = is_k ? row - a.t[0].heads : row;
-  return {static_cast<const unsigned char*>(t.in) + (token * t.in_tok + h * t.in_head) * std::int64_t{Size},
-          static_cast<unsigned char*>(t.out) + (token * t.out_tok + h * t.out_head) * std::int64_t{Size}};
+  return {static_cast<const unsigned char*>(t.in) + (token * t.in_tok + h * t.in_head) * Size,
+          static_cast<unsigned char*>(t.out) + (token * t.out_tok + h * t.out_head) * Size};
 }
+
+struct FastArgs {
+  ApplyArgs a;
+  int tokens_per_block, units_rot, units_row;
+};
 
 // Fast path: S in and out, unit stride, 16-byte aligned rows. units_rot rotation units per row
 // (half-split: pairs / V, each the V-channel vectors at j and j + pairs; interleaved: 2 pairs / V,
-// each V / 2 adjacent pairs), then units_pass pass-through vectors.
+// each V / 2 adjacent pairs), then the pass-through vectors up to units_row.
 template <class Tag, DT S>
-__global__ void __launch_bounds__(kThreads) rope_fast_kernel(const ApplyArgs a, int tokens_per_block, int units_rot,
-                                                              int units_row) {
-  constexpr RC R = Tag::id;
-  constexpr int V = vec_elems<S>();
-  constexpr DT M = fast_table_dt<R, S>();
-  constexpr std::size_t kSize = S == DT::f32 ? 4 : 2;
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int P = a.plan.pairs;
-  float* sc = reinterpret_cast<float*>(smem);
-  float* ss = sc + tokens_per_block * P;
+struct FastKernel {
+  using Args = FastArgs;
+  static constexpr RC R = Tag::id;
+  static constexpr int V = vec_elems<S>();
+  static constexpr DT M = fast_table_dt<R, S>();
+  static constexpr std::int64_t kSize = S == DT::f32 ? 4 : 2;
 
-  const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * tokens_per_block;
-  const int nt = static_cast<int>(min(static_cast<std::int64_t>(tokens_per_block), a.tokens - t0));
-  block_cos_sin<R>(a.plan, a.pos, t0, nt, true, M, sc, ss);
-
-  const int rows_per_token = static_cast<int>(a.t[0].heads + (a.ntensors > 1 ? a.t[1].heads : 0));
-  const int items = nt * rows_per_token * units_row;
-  for (int i = threadIdx.x; i < items; i += blockDim.x) {
-    const int row = i / units_row, u = i - row * units_row;
-    const int ti = row / rows_per_token, h = row - ti * rows_per_token;
+  RC_HD static void phase0(const Args& f, unsigned b, int tid, int n, unsigned char* smem) {
+    const std::int64_t t0 = first_token(b, f.tokens_per_block);
+    cos_sin_phase0<R>(f.a.plan, f.a.pos, t0, token_count(f.a.tokens, t0, f.tokens_per_block),
+                      reinterpret_cast<float*>(smem), tid, n);
+  }
+  RC_HD static void phase1(const Args& f, unsigned b, int tid, int n, unsigned char* smem) {
+    const std::int64_t t0 = first_token(b, f.tokens_per_block);
+    float* sc = reinterpret_cast<float*>(smem);
+    cos_sin_phase1<R>(f.a.plan, f.a.pos, t0, token_count(f.a.tokens, t0, f.tokens_per_block), true, M, sc,
+                      sc + f.tokens_per_block * f.a.plan.pairs, tid, n);
+  }
+  RC_HD static void unit(const Args& f, std::int64_t t0, const float* sc, const float* ss, int ti, int h, int u) {
+    const ApplyArgs& a = f.a;
+    const int P = a.plan.pairs;
     const RowRef r = row_ref<kSize>(a, t0 + ti, h);
     const float* c = sc + ti * P;
     const float* s = ss + ti * P;
-    if (u < units_rot) {
+    if (u < f.units_rot) {
       if (!a.plan.interleaved) {
         const int j0 = u * V;
         const uint4 ra = *reinterpret_cast<const uint4*>(r.in + j0 * kSize);
@@ -124,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) rope_fast_kernel(const ApplyArgs a, 
         float xa[V], xb[V], ya[V], yb[V];
         unpack<S>(ra, xa);
         unpack<S>(rb, xb);
-#pragma unroll
+RC_UNROLL
         for (int e = 0; e < V; ++e)
           rotate_pair<M>(round_to<M>(xa[e]), round_to<M>(xb[e]), c[j0 + e], s[j0 + e], ya[e], yb[e]);
         *reinterpret_cast<uint4*>(r.out + j0 * kSize) = pack<S>(ya);
@@ -134,68 +149,115 @@ __global__ void __launch_bounds__(kThreads) rope_fast_kernel(const ApplyArgs a, 
         const uint4 rx = *reinterpret_cast<const uint4*>(r.in + ch0 * kSize);
         float x[V], y[V];
         unpack<S>(rx, x);
-#pragma unroll
+RC_UNROLL
         for (int e = 0; e < V / 2; ++e)
           rotate_pair<M>(round_to<M>(x[2 * e]), round_to<M>(x[2 * e + 1]), c[j0 + e], s[j0 + e], y[2 * e],
                          y[2 * e + 1]);
         *reinterpret_cast<uint4*>(r.out + ch0 * kSize) = pack<S>(y);
       }
     } else {  // pass-through channels: same dtype, a plain copy
-      const int ch0 = 2 * P + (u - units_rot) * V;
+      const int ch0 = 2 * P + (u - f.units_rot) * V;
       *reinterpret_cast<uint4*>(r.out + ch0 * kSize) = *reinterpret_cast<const uint4*>(r.in + ch0 * kSize);
     }
   }
-}
+  RC_HD static void phase2(const Args& f, unsigned b, int tid, int n, unsigned char* smem) {
+    const std::int64_t t0 = first_token(b, f.tokens_per_block);
+    const int nt = token_count(f.a.tokens, t0, f.tokens_per_block);
+    const float* sc = reinterpret_cast<const float*>(smem);
+    const float* ss = sc + f.tokens_per_block * f.a.plan.pairs;
+    const int rows_per_token = static_cast<int>(f.a.t[0].heads + (f.a.ntensors > 1 ? f.a.t[1].heads : 0));
+    const int units_row = f.units_row;
+    // Consecutive threads take consecutive units of a row (coalesced). When the thread count is a
+    // multiple of the units per row (the usual case: 8, 16 or 32), each thread keeps its unit and
+    // walks the rows without a division per step.
+    if (n % units_row == 0) {
+      const int u = tid % units_row, step = n / units_row, row0 = tid / units_row;
+      int ti = row0 / rows_per_token, h = row0 - ti * rows_per_token;
+      while (ti < nt) {
+        unit(f, t0, sc, ss, ti, h, u);
+        h += step;
+        while (h >= rows_per_token) {
+          h -= rows_per_token;
+          ++ti;
+        }
+      }
+    } else {
+      const int items = nt * rows_per_token * units_row;
+      for (int i = tid; i < items; i += n) {
+        const int row = i / units_row, ti = row / rows_per_token;
+        unit(f, t0, sc, ss, ti, row - ti * rows_per_token, i - row * units_row);
+      }
+    }
+  }
+};
+
+struct GenericArgs {
+  ApplyArgs a;
+  int tokens_per_block;
+};
 
 // Generic path: any dtypes (per tensor, in and out), any element strides. units_row = pairs +
 // pass-through channels; unit u < pairs rotates pair u, the rest copy one channel each.
 template <class Tag>
-__global__ void __launch_bounds__(kThreads) rope_generic_kernel(const ApplyArgs a, int tokens_per_block) {
-  constexpr RC R = Tag::id;
+struct GenericKernel {
+  using Args = GenericArgs;
+  static constexpr RC R = Tag::id;
   using Tab = TabT<R>;
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int P = a.plan.pairs, D = a.plan.head_dim;
-  Tab* sc = reinterpret_cast<Tab*>(smem);
-  Tab* ss = sc + tokens_per_block * P;
 
-  const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * tokens_per_block;
-  const int nt = static_cast<int>(min(static_cast<std::int64_t>(tokens_per_block), a.tokens - t0));
-  block_cos_sin<R>(a.plan, a.pos, t0, nt, true, a.table_dt, sc, ss);
-
-  const int units_row = P + (D - 2 * P);
-  const int rows_per_token = static_cast<int>(a.t[0].heads + (a.ntensors > 1 ? a.t[1].heads : 0));
-  const int items = nt * rows_per_token * units_row;
-  for (int i = threadIdx.x; i < items; i += blockDim.x) {
-    const int row = i / units_row, u = i - row * units_row;
-    const int ti = row / rows_per_token;
-    const std::int64_t hrow = row - ti * rows_per_token;
-    const bool is_k = hrow >= a.t[0].heads;
-    const TensorArgs& t = is_k ? a.t[1] : a.t[0];
-    const std::int64_t h = is_k ? hrow - a.t[0].heads : hrow, token = t0 + ti;
-    const std::int64_t ib = token * t.in_tok + h * t.in_head, ob = token * t.out_tok + h * t.out_head;
-    if (u >= P) {
-      const std::int64_t ch = P + u;  // 2P + (u - P)
-      copy_converted(t.in, ib + ch * t.in_dim, t.in_dt, t.out, ob + ch * t.out_dim, t.out_dt);
-      continue;
-    }
-    const std::int64_t ca = a.plan.interleaved ? 2 * u : u, cb = a.plan.interleaved ? 2 * u + 1 : u + P;
-    const Tab c = sc[ti * P + u], s = ss[ti * P + u];
-    if (a.table_dt == DT::f64) {
-      double ya, yb;
-      rotate_pair_f64(load_as_double(t.in, ib + ca * t.in_dim, t.in_dt), load_as_double(t.in, ib + cb * t.in_dim, t.in_dt),
-                      static_cast<double>(c), static_cast<double>(s), ya, yb);
-      store_double(t.out, ob + ca * t.out_dim, t.out_dt, ya);
-      store_double(t.out, ob + cb * t.out_dim, t.out_dt, yb);
-    } else {
-      float ya, yb;
-      rotate_pair(load_on_grid(t.in, ib + ca * t.in_dim, t.in_dt, a.table_dt),
-                  load_on_grid(t.in, ib + cb * t.in_dim, t.in_dt, a.table_dt), static_cast<float>(c),
-                  static_cast<float>(s), ya, yb, a.table_dt);
-      store_float(t.out, ob + ca * t.out_dim, t.out_dt, ya);
-      store_float(t.out, ob + cb * t.out_dim, t.out_dt, yb);
+  RC_HD static void phase0(const Args& g, unsigned b, int tid, int n, unsigned char* smem) {
+    const std::int64_t t0 = first_token(b, g.tokens_per_block);
+    cos_sin_phase0<R>(g.a.plan, g.a.pos, t0, token_count(g.a.tokens, t0, g.tokens_per_block),
+                      reinterpret_cast<Tab*>(smem), tid, n);
+  }
+  RC_HD static void phase1(const Args& g, unsigned b, int tid, int n, unsigned char* smem) {
+    const std::int64_t t0 = first_token(b, g.tokens_per_block);
+    Tab* sc = reinterpret_cast<Tab*>(smem);
+    cos_sin_phase1<R>(g.a.plan, g.a.pos, t0, token_count(g.a.tokens, t0, g.tokens_per_block), true, g.a.table_dt,
+                      sc, sc + g.tokens_per_block * g.a.plan.pairs, tid, n);
+  }
+  RC_HD static void phase2(const Args& g, unsigned b, int tid, int n, unsigned char* smem) {
+    const ApplyArgs& a = g.a;
+    const std::int64_t t0 = first_token(b, g.tokens_per_block);
+    const int nt = token_count(a.tokens, t0, g.tokens_per_block);
+    const Tab* sc = reinterpret_cast<const Tab*>(smem);
+    const Tab* ss = sc + g.tokens_per_block * a.plan.pairs;
+    const int P = a.plan.pairs, D = a.plan.head_dim;
+    const int units_row = P + (D - 2 * P);
+    const int rows_per_token = static_cast<int>(a.t[0].heads + (a.ntensors > 1 ? a.t[1].heads : 0));
+    const int items = nt * rows_per_token * units_row;
+    for (int i = tid; i < items; i += n) {
+      const int row = i / units_row, u = i - row * units_row;
+      const int ti = row / rows_per_token;
+      const std::int64_t hrow = row - ti * rows_per_token;
+      const bool is_k = hrow >= a.t[0].heads;
+      const TensorArgs& t = is_k ? a.t[1] : a.t[0];
+      const std::int64_t h = is_k ? hrow - a.t[0].heads : hrow, token = t0 + ti;
+      const std::int64_t ib = token * t.in_tok + h * t.in_head, ob = token * t.out_tok + h * t.out_head;
+      if (u >= P) {
+        const std::int64_t ch = P + u;  // 2P + (u - P)
+        copy_converted(t.in, ib + ch * t.in_dim, t.in_dt, t.out, ob + ch * t.out_dim, t.out_dt);
+        continue;
+      }
+      const std::int64_t ca = a.plan.interleaved ? 2 * u : u, cb = a.plan.interleaved ? 2 * u + 1 : u + P;
+      const Tab c = sc[ti * P + u], s = ss[ti * P + u];
+      if (a.table_dt == DT::f64) {
+        double ya, yb;
+        rotate_pair_f64(load_as_double(t.in, ib + ca * t.in_dim, t.in_dt),
+                        load_as_double(t.in, ib + cb * t.in_dim, t.in_dt), static_cast<double>(c),
+                        static_cast<double>(s), ya, yb);
+        store_double(t.out, ob + ca * t.out_dim, t.out_dt, ya);
+        store_double(t.out, ob + cb * t.out_dim, t.out_dt, yb);
+      } else {
+        float ya, yb;
+        rotate_pair(load_on_grid(t.in, ib + ca * t.in_dim, t.in_dt, a.table_dt),
+                    load_on_grid(t.in, ib + cb * t.in_dim, t.in_dt, a.table_dt), static_cast<float>(c),
+                    static_cast<float>(s), ya, yb, a.table_dt);
+        store_float(t.out, ob + ca * t.out_dim, t.out_dt, ya);
+        store_float(t.out, ob + cb * t.out_dim, t.out_dt, yb);
+      }
     }
   }
-}
+};
 
 // ---- host side -----------------------------------------------------------------------------------
 
@@ -227,9 +289,9 @@ struct Chunking {
 
 Chunking chunk(const ApplyArgs& a, std::size_t tab_size) {
   const std::int64_t rows = a.t[0].heads + (a.ntensors > 1 ? a.t[1].heads : 0);
-  const std::int64_t per_token = std::max<std::int64_t>(1, rows * a.plan.head_dim);
+  const std::int64_t per_token = std::max<std::int64_t>(1, rows * a.plan.head_dim * dt_size(a.t[0].in_dt));
   const std::size_t per_token_shared = 2 * tab_size * static_cast<std::size_t>(a.plan.pairs);
-  std::int64_t tpb = std::clamp<std::int64_t>(kElementsPerBlock / per_token, 1, kMaxTokensPerBlock);
+  std::int64_t tpb = std::clamp<std::int64_t>(kBytesPerBlock / per_token, 1, kMaxTokensPerBlock);
   tpb = std::min<std::int64_t>(tpb, static_cast<std::int64_t>(kMaxSharedBytes / std::max<std::size_t>(per_token_shared, 1)));
   if (tpb < 1)
     throw std::invalid_argument("ropecheck::kernels (CUDA): head_dim " + std::to_string(a.plan.head_dim) +
@@ -244,22 +306,18 @@ Chunking chunk(const ApplyArgs& a, std::size_t tab_size) {
 
 template <class Tag, DT S>
 void launch_fast(const ApplyArgs& a) {
-  constexpr RC R = Tag::id;
-  if (a.table_dt != fast_table_dt<R, S>())
+  if (a.table_dt != fast_table_dt<Tag::id, S>())
     throw std::logic_error("ropecheck::kernels (CUDA): table dtype of the host and of the fast kernel disagree");
   const Chunking ch = chunk(a, sizeof(float));
   const int V = vec_elems<S>(), P = a.plan.pairs, D = a.plan.head_dim;
   const int units_rot = (a.plan.interleaved ? 2 * P : P) / V;
-  const int units_row = units_rot + (D - 2 * P) / V;
-  rope_fast_kernel<Tag, S><<<ch.blocks, kThreads, ch.shared_bytes, static_cast<cudaStream_t>(a.stream)>>>(
-      a, ch.tokens_per_block, units_rot, units_row);
-  check(cudaGetLastError(), "launching the RoPE kernel (fast path)");
+  run<FastKernel<Tag, S>>(FastArgs{a, ch.tokens_per_block, units_rot, units_rot + (D - 2 * P) / V}, ch.blocks,
+                          ch.shared_bytes, a.stream, a.emulate, "launching the RoPE kernel (fast path)");
 }
 
 template <class Tag>
 void launch_recipe(const ApplyArgs& a) {
-  constexpr RC R = Tag::id;
-  if constexpr (R != RC::accurate_f64) {
+  if constexpr (Tag::id != RC::accurate_f64) {
     const DT s = a.t[0].in_dt;
     if (fast_eligible(a, s)) {
       switch (s) {
@@ -270,10 +328,9 @@ void launch_recipe(const ApplyArgs& a) {
       }
     }
   }
-  const Chunking ch = chunk(a, sizeof(TabT<R>));
-  rope_generic_kernel<Tag><<<ch.blocks, kThreads, ch.shared_bytes, static_cast<cudaStream_t>(a.stream)>>>(
-      a, ch.tokens_per_block);
-  check(cudaGetLastError(), "launching the RoPE kernel (generic path)");
+  const Chunking ch = chunk(a, sizeof(TabT<Tag::id>));
+  run<GenericKernel<Tag>>(GenericArgs{a, ch.tokens_per_block}, ch.blocks, ch.shared_bytes, a.stream, a.emulate,
+                          "launching the RoPE kernel (generic path)");
 }
 
 }  // namespace
