@@ -61,43 +61,52 @@ void reduce8(__m512d t, __m256* r32, __m256i* q, __mmask8* bad) {
   *q = _mm512_cvtepi64_epi32(_mm512_cvtpd_epi64(k));
 }
 
+// 16 angles from theta[0 .. left): sin / cos stored, the out-of-range lanes returned (for the slow path).
+[[gnu::always_inline]] inline unsigned sincos16(const double* theta, std::int64_t left, float* s, float* c) {
+  const __mmask8 m0 = tail_mask8(left), m1 = tail_mask8(left - 8);
+  __m256 r0, r1;
+  __m256i q0, q1;
+  __mmask8 b0, b1;
+  reduce8(_mm512_maskz_loadu_pd(m0, theta), &r0, &q0, &b0);
+  reduce8(_mm512_maskz_loadu_pd(m1, theta + 8), &r1, &q1, &b1);
+  const __m512 x = _mm512_insertf32x8(_mm512_castps256_ps512(r0), r1, 1);
+  const __m512i q = _mm512_inserti32x8(_mm512_castsi256_si512(q0), q1, 1);
+  const __m512 z = _mm512_mul_ps(x, x);
+  __m512 ps = _mm512_mul_ps(_mm512_set1_ps(kS3), z);
+  ps = _mm512_add_ps(ps, _mm512_set1_ps(kS2));
+  ps = _mm512_mul_ps(ps, z);
+  ps = _mm512_add_ps(ps, _mm512_set1_ps(kS1));
+  ps = _mm512_mul_ps(ps, z);
+  ps = _mm512_mul_ps(ps, x);
+  ps = _mm512_add_ps(ps, x);
+  __m512 pc = _mm512_mul_ps(_mm512_set1_ps(kC3), z);
+  pc = _mm512_add_ps(pc, _mm512_set1_ps(kC2));
+  pc = _mm512_mul_ps(pc, z);
+  pc = _mm512_add_ps(pc, _mm512_set1_ps(kC1));
+  pc = _mm512_mul_ps(pc, z);
+  pc = _mm512_mul_ps(pc, z);
+  pc = _mm512_sub_ps(pc, _mm512_mul_ps(_mm512_set1_ps(0.5f), z));
+  pc = _mm512_add_ps(pc, _mm512_set1_ps(1.0f));
+  __m512 sv, cv;
+  quadrant(q, ps, pc, &sv, &cv);
+  const __mmask16 m = tail_mask16(left);
+  _mm512_mask_storeu_ps(s, m, sv);
+  _mm512_mask_storeu_ps(c, m, cv);
+  return (static_cast<unsigned>(b0) | (static_cast<unsigned>(b1) << 8)) & static_cast<unsigned>(m);
+}
+
 void avx512_sincos(const double* theta, std::int64_t n, float* s, float* c) {
-  for (std::int64_t i = 0; i < n; i += 16) {
-    const std::int64_t left = n - i;
-    const __mmask8 m0 = tail_mask8(left), m1 = tail_mask8(left - 8);
-    __m256 r0, r1;
-    __m256i q0, q1;
-    __mmask8 b0, b1;
-    reduce8(_mm512_maskz_loadu_pd(m0, theta + i), &r0, &q0, &b0);
-    reduce8(_mm512_maskz_loadu_pd(m1, theta + i + 8), &r1, &q1, &b1);
-    const __m512 x = _mm512_insertf32x8(_mm512_castps256_ps512(r0), r1, 1);
-    const __m512i q = _mm512_inserti32x8(_mm512_castsi256_si512(q0), q1, 1);
-    const __m512 z = _mm512_mul_ps(x, x);
-    __m512 ps = _mm512_mul_ps(_mm512_set1_ps(kS3), z);
-    ps = _mm512_add_ps(ps, _mm512_set1_ps(kS2));
-    ps = _mm512_mul_ps(ps, z);
-    ps = _mm512_add_ps(ps, _mm512_set1_ps(kS1));
-    ps = _mm512_mul_ps(ps, z);
-    ps = _mm512_mul_ps(ps, x);
-    ps = _mm512_add_ps(ps, x);
-    __m512 pc = _mm512_mul_ps(_mm512_set1_ps(kC3), z);
-    pc = _mm512_add_ps(pc, _mm512_set1_ps(kC2));
-    pc = _mm512_mul_ps(pc, z);
-    pc = _mm512_add_ps(pc, _mm512_set1_ps(kC1));
-    pc = _mm512_mul_ps(pc, z);
-    pc = _mm512_mul_ps(pc, z);
-    pc = _mm512_sub_ps(pc, _mm512_mul_ps(_mm512_set1_ps(0.5f), z));
-    pc = _mm512_add_ps(pc, _mm512_set1_ps(1.0f));
-    __m512 sv, cv;
-    quadrant(q, ps, pc, &sv, &cv);
-    const __mmask16 m = tail_mask16(left);
-    _mm512_mask_storeu_ps(s + i, m, sv);
-    _mm512_mask_storeu_ps(c + i, m, cv);
-    const unsigned bad = (static_cast<unsigned>(b0) | (static_cast<unsigned>(b1) << 8)) & static_cast<unsigned>(m);
-    if (bad != 0)
-      for (int l = 0; l < 16; ++l)
-        if (bad & (1u << l)) sincos_slow(theta[i + l], s + i + l, c + i + l);
+  // Two independent groups a step: each is one long dependency chain (reduction, polynomial), so
+  // interleaving them roughly halves the time of a row. Out-of-range lanes are redone at the end.
+  unsigned any_bad = 0;
+  for (std::int64_t i = 0; i < n; i += 32) {
+    const unsigned b0 = sincos16(theta + i, n - i, s + i, c + i);
+    const unsigned b1 = n - i > 16 ? sincos16(theta + i + 16, n - i - 16, s + i + 16, c + i + 16) : 0u;
+    any_bad |= b0 | b1;
   }
+  if (any_bad != 0)
+    for (std::int64_t i = 0; i < n; ++i)
+      if (!((theta[i] < 0 ? -theta[i] : theta[i]) <= kReduceLimit)) sincos_slow(theta[i], s + i, c + i);  // also NaN
 }
 
 void avx512_fast_sincos(const float* theta, std::int64_t n, float* s, float* c) {
