@@ -35,6 +35,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ropecheck/kernels/recipe.hpp"
@@ -187,10 +188,10 @@ inline std::map<std::string, Stats>& stats_table() {
 }
 
 inline void print_stats(const char* title) {
-  std::printf("%s (seed %llu)\n%-28s %10s %10s %12s %12s %10s\n", title, static_cast<unsigned long long>(kSeed),
+  std::printf("%s (seed %llu)\n%-34s %10s %10s %12s %12s %10s\n", title, static_cast<unsigned long long>(kSeed),
               "recipe / dtype", "elements", "bit diffs", "exact/bound", "|g-c|/bound", "|g-c|/u32M");
   for (const auto& [k, s] : stats_table())
-    std::printf("%-28s %10lld %10lld %12.4g %12.4g %10.4g\n", k.c_str(), static_cast<long long>(s.elements),
+    std::printf("%-34s %10lld %10lld %12.4g %12.4g %10.4g\n", k.c_str(), static_cast<long long>(s.elements),
                 static_cast<long long>(s.bit_differences), s.worst_exact, s.worst_cpu, s.worst_cpu_u32);
   stats_table().clear();
 }
@@ -457,6 +458,41 @@ inline void run_apply_matrix(Candidate& cand, const std::string& preset) {
             }
           }
       EXPECT_EQ(st.failures, 0) << st.first_failure;
+
+      // q in f64 and k in bf16 in one call: table dtypes that differ (hf, accurate) take one launch each.
+      std::vector<unsigned char> cq64 = encode(q, DType::f64), ckb = encode(k, DType::bf16), gq64 = cq64, gkb = ckb;
+      const TensorView cqv = TensorView::contiguous(cq64.data(), DType::f64, T, Hq, D),
+                       ckv = TensorView::contiguous(ckb.data(), DType::bf16, T, Hk, D),
+                       gqv = TensorView::contiguous(gq64.data(), DType::f64, T, Hq, D),
+                       gkv = TensorView::contiguous(gkb.data(), DType::bf16, T, Hk, D);
+      rope_apply(plan, pos64, cqv, cqv, ckv, ckv);
+      cand.apply(plan, pos64, gqv, gqv, gkv, gkv);
+      Stats& st2 = stats_table()[std::string(info.name) + " / q f64 + k bf16"];
+      for (const auto& [cpu_b, got_b, H, dt2] :
+           {std::tuple{&cq64, &gq64, Hq, DType::f64}, std::tuple{&ckb, &gkb, Hk, DType::bf16}}) {
+        const std::vector<double> cv = decode(*cpu_b, dt2), gv = decode(*got_b, dt2);
+        const std::vector<double>& x = H == Hq ? q : k;
+        Expectation e2 = expectation(info.recipe, dt2);
+        e2.cls.reset();
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t h = 0; h < H; ++h)
+            for (int j = 0; j < P; ++j) {
+              const auto [ia, ib] = pair_channels(r, j);
+              const auto base = static_cast<std::size_t>((t * H + h) * D);
+              const double M = static_cast<double>(ex.att) * (std::fabs(x[base + static_cast<std::size_t>(ia)]) +
+                                                              std::fabs(x[base + static_cast<std::size_t>(ib)]));
+              const std::int64_t p = stream_position(r, pos[static_cast<std::size_t>(t)], j);
+              const double w = ex.w[static_cast<std::size_t>(j)];
+              for (int ch : {ia, ib}) {
+                const std::size_t i = base + static_cast<std::size_t>(ch);
+                judge(e2, dt2,
+                      {gv[i], cv[i], std::numeric_limits<long double>::quiet_NaN(), M, Quantity::rotated,
+                       props::pair_angle(static_cast<double>(p), w), std::fabs(static_cast<double>(p) * w)},
+                      st2, where_of(ctx + " (q f64 + k bf16)", t, p, h, ch));
+              }
+            }
+      }
+      EXPECT_EQ(st2.failures, 0) << st2.first_failure;
     }
   }
 }
