@@ -14,7 +14,8 @@ One process, one run, the same buffers: q [tokens, 32 heads, 128] and k [tokens,
            computes cos / sin inline, so its one time compares with both torch times.
 
 Timing: torch.set_num_threads(n) and our threads = n for each n of --threads; --warmup untimed
-calls, then --reps timed calls; best and median reported, ratios from the best. GB/s counts the
+calls of each implementation, then --reps rounds calling each once in turn (load changes on a shared
+machine hit all alike); best and median reported, ratios from the best. GB/s counts the
 bytes a single pass must move: q and k read once and written once (2 x (|q| + |k|) x element size);
 torch moves more (temporaries), which is the point of the comparison.
 
@@ -159,14 +160,18 @@ def openmp_runtimes() -> List[str]:
         return []
 
 
-def time_calls(fn: Callable[[], object], warmup: int, reps: int) -> List[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
+def time_round_robin(runs: Sequence[Tuple[str, Callable[[], object]]], warmup: int, reps: int) -> Dict[str, List[float]]:
+    """Warm-up calls of each, then `reps` rounds that call each implementation once in turn: a change
+    of load on the shared machine then hits every implementation alike instead of one block."""
+    for _, fn in runs:
+        for _ in range(warmup):
+            fn()
+    times: Dict[str, List[float]] = {name: [] for name, _ in runs}
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        for name, fn in runs:
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
     return times
 
 
@@ -272,8 +277,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for dname in dtype_names:
         dt = torch_dtypes[dname]
         # The projection outputs [1, S, H, D]; HF's attention sees them as [1, H, S, D] views.
-        q_store = q32.to(dt).contiguous()
-        k_store = k32.to(dt).contiguous()
+        # Copies (.to(float32) alone would alias q32, and our in-place timing calls would rotate it).
+        q_store = q32.to(dt, copy=True)
+        k_store = k32.to(dt, copy=True)
         q_hf, k_hf = q_store.transpose(1, 2), k_store.transpose(1, 2)
         elem = q_store.element_size()
         useful_bytes = 2 * (q_store.numel() + k_store.numel()) * elem
@@ -324,10 +330,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for r in recipes:
                 # In place on the same storage torch reads: repeated rotations keep values bounded.
                 runs.append((f"ours {r}", lambda r=r: shim.apply(plans[r], dname, q_store, k_store, position_ids, n)))
-            row_times = {}
-            for impl, fn in runs:
-                ts = time_calls(fn, args.warmup, args.reps)
-                row_times[impl] = ts
+            row_times = time_round_robin(runs, args.warmup, args.reps)
+            for impl, _ in runs:
+                ts = row_times[impl]
                 best, med = min(ts), statistics.median(ts)
                 results.append({"dtype": dname, "threads": n, "impl": impl, "best_ms": best * 1e3,
                                 "median_ms": med * 1e3, "gbps_best": useful_bytes / best / 1e9,
