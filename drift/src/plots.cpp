@@ -66,7 +66,8 @@ std::string field(const std::string& s) {
 }  // namespace
 
 std::string drift_gnuplot_script(const DriftResult& r) {
-  // plot_data.csv columns (1-based): 1 candidate, 2 position, 3 angle, 4 cos_sin, 5 rot_ulp, 6 rot_rel, 7 shift.
+  // plot_data.csv columns (1-based): 1 candidate, 2 position, 3 angle, 4 cos_sin, 5 rot_ulp, 6 rot_rel, 7 shift;
+  // one data block per candidate, in r.candidates order.
   struct Plot {
     const char* file;
     const char* title;
@@ -96,10 +97,8 @@ std::string drift_gnuplot_script(const DriftResult& r) {
     for (std::size_t i = 0; i < r.candidates.size(); ++i) {
       const CandidateResult& c = r.candidates[i];
       if (p.rows_only && !c.has_rows) continue;
-      s += fmt::format("{}  \"plot_data.csv\" using (pos($2)):(strcol(1) eq {} ? pos(${}) : NaN) with lines lc rgb \"{}\" "
-                       "dt {} title {}",
-                       any ? ", \\\n" : "", quoted(c.name), p.column, kColours[i % 12], c.known_bad ? 2 : 1,
-                       quoted(c.name));
+      s += fmt::format("{}  \"plot_data.csv\" index {} using (pos($2)):(pos(${})) with lines lc rgb \"{}\" dt {} title {}",
+                       any ? ", \\\n" : "", i, p.column, kColours[i % 12], c.known_bad ? 2 : 1, quoted(c.name));
       any = true;
     }
     if (!any) s += "  NaN notitle";
@@ -112,6 +111,9 @@ std::string drift_plot_data_csv(const DriftResult& r) {
   std::string out = "candidate,position,angle_err,cos_sin_err,rot_ulp,rot_rel,shift_err\n";
   const std::vector<std::int64_t>& pos = r.plan.positions;
   for (const CandidateResult& c : r.candidates) {
+    // Candidates are separated by two blank lines: gnuplot's data blocks (`index i`), which most
+    // CSV readers skip (pandas' skip_blank_lines).
+    if (&c != &r.candidates.front()) out += "\n\n";
     const std::vector<Metrics>& m = c.positions;
     auto env = [&](std::size_t i, auto get) { return envelope(pos, i, [&](std::size_t k) { return get(m[k]); }); };
     for (std::size_t i = 0; i < pos.size(); ++i) {
