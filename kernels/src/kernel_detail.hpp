@@ -90,6 +90,10 @@ struct RotateJob {
   // view's layout. 0: none (the last tokens). The hardware prefetchers alone leave the AVX-512 loop
   // well below memcpy speed (they stop at page boundaries); performance only, never the results.
   std::int64_t prefetch_in_bytes = 0, prefetch_out_bytes = 0;
+  // Non-temporal (streaming) stores for full, 64-byte aligned output vectors: set for large out-of-place
+  // outputs, where they save the read-for-ownership of every output line (memcpy does the same).
+  // Performance only; the backend fences its streaming stores before returning.
+  bool stream_out = false;
   const float* cc = nullptr;
   const float* ss = nullptr;
   const double* ccd = nullptr;

@@ -4,6 +4,7 @@
 #include "ropecheck/kernels/rope_kernels.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -98,7 +99,22 @@ struct TensorTask {
   TensorView in, out;
   Mode mode = Mode::f32;
   RotateFn fn = nullptr;
+  bool stream_out = false;
 };
+
+// Streaming stores pay off for outputs well beyond the caches that are not read back at once: large
+// out-of-place f32 / bf16 outputs, half-split, whose every full output vector is 64-byte aligned
+// (the AVX-512 rotation streams only those: 16 f32 or 32 bf16 values).
+constexpr std::int64_t kStreamMinBytes = std::int64_t{32} << 20;
+
+bool streamable(const RopePlan& plan, const TensorView& in, const TensorView& out) {
+  if (out.data == in.data || plan.interleaved || out.stride_dim != 1) return false;
+  if (out.dtype != DType::f32 && out.dtype != DType::bf16) return false;
+  const std::int64_t es = detail::dtype_size(out.dtype);
+  if (out.tokens * out.heads * out.head_dim * es < kStreamMinBytes) return false;
+  return reinterpret_cast<std::uintptr_t>(out.data) % 64 == 0 && (out.stride_token * es) % 64 == 0 &&
+         (out.stride_head * es) % 64 == 0 && (plan.pairs * es) % 64 == 0;
+}
 
 TensorTask make_task(const RopePlan& plan, const Backend& be, const TensorView& in, const TensorView& out) {
   TensorTask t{in, out, detail::mode_of(table_dtype(plan.recipe, out.dtype)), nullptr};
@@ -106,6 +122,7 @@ TensorTask make_task(const RopePlan& plan, const Backend& be, const TensorView& 
   const detail::Fmt fi = detail::fmt_of(in.dtype), fo = detail::fmt_of(out.dtype);
   t.fn = be.rotate_fn(fi, fo, t.mode, plan.interleaved, unit);
   if (t.fn == nullptr) t.fn = detail::portable_backend().rotate_fn(fi, fo, t.mode, plan.interleaved, unit);
+  t.stream_out = &be != &detail::portable_backend() && streamable(plan, in, out);
   return t;
 }
 
@@ -129,6 +146,7 @@ void run_task(const TensorTask& task, const RopePlan& plan, const RowEngine& eng
     job.prefetch_in_bytes = ahead * in_bytes;
     if (task.out.data != task.in.data) job.prefetch_out_bytes = ahead * task.out.stride_token * detail::dtype_size(task.out.dtype);
   }
+  job.stream_out = task.stream_out;
   job.cc = eng.cc();
   job.ss = eng.ss();
   job.ccd = eng.ccd();

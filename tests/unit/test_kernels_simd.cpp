@@ -141,6 +141,29 @@ TEST_F(SimdIdentity, RopeApplyEveryRecipeDtypeAndLayout) {
   EXPECT_EQ(total_bad, 0);
 }
 
+// A large out-of-place output takes streaming stores (>= 32 MiB, aligned): same bits.
+TEST_F(SimdIdentity, LargeOutOfPlaceOutputs) {
+  const RopeSpec r = load_preset("llama-3-8b").rope;
+  const std::int64_t T = 2048, H = 32, D = 128;
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
+  for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = 7 * t;
+  const std::vector<float> x = test::random_input(T * H * D, 31);
+  for (Recipe rec : {Recipe::accurate, Recipe::hf})
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const RopePlan plan = make_rope_plan(r, rec);
+      const std::vector<unsigned char> in = encode(x, dt);
+      // 64-byte aligned outputs of 64 MiB (f32) / 32 MiB (bf16)
+      std::vector<std::uint64_t> a(in.size() / 8 + 8), b(a.size());
+      auto* pa = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(a.data()) + 63) / 64 * 64);
+      auto* pb = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(b.data()) + 63) / 64 * 64);
+      const TensorView vin = TensorView::contiguous(const_cast<unsigned char*>(in.data()), dt, T, H, D);
+      rope_apply(plan, PositionsView::of(pos), vin, TensorView::contiguous(pa, dt, T, H, D), {}, {}, {.threads = 2});
+      rope_apply(plan, PositionsView::of(pos), vin, TensorView::contiguous(pb, dt, T, H, D), {}, {}, {.portable = true});
+      const std::vector<unsigned char> va(pa, pa + in.size()), vb(pb, pb + in.size());
+      EXPECT_EQ(compare(va, vb, dt, std::string(to_string(rec)) + " " + std::string(to_string(dt)) + " large out of place"), 0);
+    }
+}
+
 TEST_F(SimdIdentity, TablesAndRows) {
   const std::vector<std::int64_t> pos = positions();
   const auto T = static_cast<std::int64_t>(pos.size());
