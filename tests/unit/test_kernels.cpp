@@ -288,8 +288,8 @@ TEST(KernelRows, DISABLED_AccuratePolynomialsExhaustive) {
 }
 
 // The wide sweep behind kernels/RECIPES.md's figure: 1466 positions below 2^24 (80 random per octave, seed 424242)
-// per preset, every pair, against MPFR. A few seconds; run with --gtest_also_run_disabled_tests.
-TEST(KernelRows, DISABLED_AccurateWideSweep) {
+// per preset, every pair, against MPFR. A few seconds.
+TEST(KernelRows, AccurateWideSweep) {
   for (const char* name : {"llama-3.1-8b", "llama-2-7b", "qwen2.5-7b-yarn", "gpt-neox-20b", "phi-3.5-mini", "deepseek-v3"}) {
     const RopeSpec r = load_preset(name).rope;
     const RopePlan plan = make_rope_plan(r, Recipe::accurate);
