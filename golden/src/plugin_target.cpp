@@ -19,27 +19,6 @@ namespace {
 
 
 
-double decode(const unsigned char* p, DType d) {
-  switch (d) {
-    case DType::f64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-    case DType::f32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::f16:
-    case DType::bf16: {
-      std::uint16_t b;
-      std::memcpy(&b, p, 2);
-      return bits_to_double(b, d);
-    }
-  }
-  return 0;
-}
 
 class PluginTarget final : public props::Target {
  public:
@@ -115,7 +94,7 @@ class PluginTarget final : public props::Target {
     if (rc != ROPECHECK_OK)
       throw TensorError("kernel '" + plugin_.name() + "': ropecheck_rope_apply failed with code " + std::to_string(rc) +
                         (message[0] ? std::string(" (") + message + ")" : std::string()));
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(buf.data() + i * esize, info_.dtype);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_element(buf.data() + i * esize, info_.dtype);
     return true;
   }
 
@@ -150,7 +129,7 @@ class PluginTarget final : public props::Target {
     if (rc != ROPECHECK_OK)
       throw TensorError("kernel '" + plugin_.name() + "': ropecheck_sinusoidal failed with code " + std::to_string(rc) +
                         (message[0] ? std::string(" (") + message + ")" : std::string()));
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(buf.data() + i * esize, info_.dtype);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_element(buf.data() + i * esize, info_.dtype);
     return true;
   }
 

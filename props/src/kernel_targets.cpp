@@ -29,30 +29,6 @@ std::string storage_suffix(DType t) {
 
 std::size_t element_size(DType t) { return t == DType::f64 ? 8 : (t == DType::f32 ? 4 : 2); }
 
-// Element i of a buffer of dtype t, as a double (exact).
-double load(const std::vector<unsigned char>& buf, DType t, std::size_t i) {
-  const unsigned char* p = buf.data() + i * element_size(t);
-  switch (t) {
-    case DType::f64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-    case DType::f32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::f16:
-    case DType::bf16: {
-      std::uint16_t b;
-      std::memcpy(&b, p, 2);
-      return t == DType::f16 ? static_cast<double>(static_cast<float>(std::bit_cast<_Float16>(b)))
-                             : static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16));
-    }
-  }
-  return 0;
-}
 
 class KernelTarget final : public Target {
  public:
@@ -98,7 +74,7 @@ class KernelTarget final : public Target {
                                       : k::PositionsView::of(std::span<const std::int64_t>(thw.data(), static_cast<std::size_t>(T)));
     k::rope_apply(plan, pv, k::TensorView::contiguous(xf.data(), DType::f32, T, H, D),
                   k::TensorView::contiguous(ob.data(), storage_, T, H, D), {}, {}, opts_);
-    for (std::size_t i = 0; i < n; ++i) out[i] = load(ob, storage_, i);
+    for (std::size_t i = 0; i < n; ++i) out[i] = load_element(ob.data() + i * element_size(storage_), storage_);
     return true;
   }
 
@@ -108,7 +84,7 @@ class KernelTarget final : public Target {
     if (out.size() != n) return false;
     std::vector<unsigned char> ob(n * element_size(storage_));
     k::sinusoidal_table(spec.sinusoidal, recipe_, positions, ob.data(), storage_, opts_);
-    for (std::size_t i = 0; i < n; ++i) out[i] = load(ob, storage_, i);
+    for (std::size_t i = 0; i < n; ++i) out[i] = load_element(ob.data() + i * element_size(storage_), storage_);
     return true;
   }
 

@@ -1,6 +1,7 @@
 #include "ropecheck/reference/rounding.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -187,6 +188,26 @@ double ulp(double v, DType t) {
   (void)std::frexp(std::fabs(v), &e2);  // |v| in [2^(e2-1), 2^e2); e2 = 0 for v = 0
   const int e = v == 0.0 ? f.min_normal_exp : std::max(e2 - 1, f.min_normal_exp);
   return std::ldexp(1.0, e - f.precision + 1);
+}
+
+double load_element(const void* p, DType t) {
+  switch (format_info(t).storage_bits) {
+    case 64: {
+      std::uint64_t b = 0;
+      std::memcpy(&b, p, 8);
+      return bits_to_double(b, t);
+    }
+    case 32: {
+      std::uint32_t b = 0;
+      std::memcpy(&b, p, 4);
+      return bits_to_double(b, t);
+    }
+    default: {
+      std::uint16_t b = 0;
+      std::memcpy(&b, p, 2);
+      return bits_to_double(b, t);
+    }
+  }
 }
 
 }  // namespace ropecheck

@@ -703,3 +703,17 @@ TEST(RoundingThreads, ConcurrentAndNoGlobalState) {
 }
 
 }  // namespace
+
+// load_element reads a stored element of every dtype exactly (what the targets read kernel outputs with).
+TEST(LoadElement, DecodesEveryDtypeExactly) {
+  const double d = -0x1.23456789abcdfp-3;
+  EXPECT_EQ(load_element(&d, DType::f64), d);
+  const float f = 0x1.fffffep+100f;
+  EXPECT_EQ(load_element(&f, DType::f32), static_cast<double>(f));
+  const std::uint16_t h = 0x3555, hsub = 0x0001, b = 0xC049;  // f16 0.33325195..., f16 2^-24, bf16 -3.140625
+  EXPECT_EQ(load_element(&h, DType::f16), 0x1.554p-2);
+  EXPECT_EQ(load_element(&hsub, DType::f16), 0x1p-24);
+  EXPECT_EQ(load_element(&b, DType::bf16), -3.140625);
+  const std::uint16_t bnan = 0x7FC1;
+  EXPECT_TRUE(std::isnan(load_element(&bnan, DType::bf16)));
+}

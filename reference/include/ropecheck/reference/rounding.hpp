@@ -53,6 +53,10 @@ double round_to_double(const boost::multiprecision::mpfr_float& x, DType t);
 // (std::invalid_argument otherwise). Every NaN pattern decodes to a quiet NaN with its sign.
 double bits_to_double(std::uint64_t bits, DType t);
 
+// The element of format t stored at p (native byte order, storage_bits wide), decoded exactly: how
+// the checker, plugin targets and kernel targets read a kernel's output buffer.
+double load_element(const void* p, DType t);
+
 // Encode a double that is a value of format t (e.g. a round_to_double result) as its bit
 // pattern; std::invalid_argument if v is not exactly representable in t. NaN -> canonical.
 std::uint64_t double_to_bits(double v, DType t);
