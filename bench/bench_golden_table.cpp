@@ -32,6 +32,7 @@
 #include "ropecheck/reference/fast_rounding.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
 
 namespace {

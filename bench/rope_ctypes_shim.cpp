@@ -19,9 +19,9 @@
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 #define RC_SHIM_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -25,7 +25,7 @@
 #include "ropecheck/golden/npy.hpp"
 #include "ropecheck/golden/plugin.hpp"
 #include "ropecheck/golden/safetensors.hpp"
-#include "ropecheck/props/error_model.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
 
 namespace ropecheck::cli {
 namespace {
@@ -57,7 +57,7 @@ std::string recipe_names() {
 
 std::string class_names() {
   std::string s;
-  for (props::AccuracyClass c : props::kAccuracyClasses) s += (s.empty() ? "" : ", ") + std::string(props::to_string(c));
+  for (accuracy::AccuracyClass c : accuracy::kAccuracyClasses) s += (s.empty() ? "" : ", ") + std::string(accuracy::to_string(c));
   return s;
 }
 
@@ -82,7 +82,7 @@ std::vector<golden::Tensor> read_candidate(const fs::path& p) {
 
 golden::Criterion criterion_of(const CheckCliOptions& o) {
   if (o.class_opt->count() > 0) {
-    const std::optional<props::AccuracyClass> c = props::parse_accuracy_class(o.accuracy_class);
+    const std::optional<accuracy::AccuracyClass> c = accuracy::parse_accuracy_class(o.accuracy_class);
     if (!c) throw TensorError("--class: unknown class '" + o.accuracy_class + "' (known: " + class_names() + ")");
     return golden::Criterion::of_class(*c);
   }
@@ -95,7 +95,7 @@ golden::Criterion criterion_of(const CheckCliOptions& o) {
     if (!(o.rtol >= 0 && std::isfinite(o.rtol))) throw TensorError("--rtol: must be a finite non-negative number");
     return golden::Criterion::of_tolerance(o.atol, o.rtol);
   }
-  return golden::Criterion::of_class(props::kDefaultAccuracyClass);
+  return golden::Criterion::of_class(accuracy::kDefaultAccuracyClass);
 }
 
 std::map<std::string, std::string> name_map_of(const std::vector<std::string>& maps) {
@@ -161,7 +161,7 @@ Command add_check_command(CLI::App& app) {
   cmd->add_option("--map", o->maps, "GOLDEN=CANDIDATE: check candidate tensor CANDIDATE against golden output GOLDEN (repeatable)");
   o->class_opt = cmd->add_option("--class", o->accuracy_class,
                                  "verdict: the accuracy class every element must satisfy (" + class_names() + "); default " +
-                                     std::string(props::to_string(props::kDefaultAccuracyClass)));
+                                     std::string(accuracy::to_string(accuracy::kDefaultAccuracyClass)));
   o->max_ulp_opt = cmd->add_option("--max-ulp", o->max_ulp, "verdict: |candidate - truth| <= N ulp of the candidate's dtype");
   o->atol_opt = cmd->add_option("--atol", o->atol, "verdict: |candidate - truth| <= atol + rtol |truth| (with --rtol)");
   auto* rtol_opt = cmd->add_option("--rtol", o->rtol, "relative part of the --atol criterion (with --atol)");

@@ -79,7 +79,7 @@ int run_props(const PropsCliOptions& o) {
       throw SpecError("--target: unknown target '" + o.target + "' (known: " + known + ")");
     }
   } else {
-    const auto cls = props::parse_accuracy_class(o.accuracy_class);
+    const auto cls = accuracy::parse_accuracy_class(o.accuracy_class);
     if (!cls) throw SpecError("--class: unknown class '" + o.accuracy_class + "'");
     const auto dt = parse_dtype(o.dtype);
     if (!dt) throw SpecError("--dtype: unknown dtype '" + o.dtype + "' (f64, f32, f16, bf16)");
@@ -102,7 +102,7 @@ int run_props(const PropsCliOptions& o) {
     throw SpecError(std::string("--only: ") + e.what());
   }
   fmt::print("target {} ({}), spec {}, seed {}, {} cases per property\n", rep.target,
-             props::to_string(target->info().accuracy), rep.spec, rep.seed, o.cases);
+             accuracy::to_string(target->info().accuracy), rep.spec, rep.seed, o.cases);
   fmt::print("{}", rep.summary());
   std::string source_opts;
   if (!o.source.preset.empty()) source_opts = " --preset " + o.source.preset;

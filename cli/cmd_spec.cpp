@@ -3,7 +3,7 @@
 
 #include "commands.hpp"
 #include "ropecheck/reference/resolve.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 #include "spec_source.hpp"
 
 namespace ropecheck::cli {

@@ -191,7 +191,7 @@ int run_drift_command(const DriftCliOptions& o) {
   fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>12} {:>12}  {}\n", "candidate", "angle rad", "cos/sin", "rot ulp",
              "fp32-angle", "bf16-table", "distinct / first collision");
   for (const drift::CandidateResult& c : r.candidates) {
-    auto bd = [&](props::AccuracyClass cls) -> std::string {
+    auto bd = [&](accuracy::AccuracyClass cls) -> std::string {
       for (const drift::Breakdown& b : c.breakdown)
         if (b.cls == cls) return b.position ? std::to_string(*b.position) : "never";
       return "?";
@@ -201,8 +201,8 @@ int run_drift_command(const DriftCliOptions& o) {
       uq = fmt::format("{} / {}", c.uniqueness->distinct,
                        c.uniqueness->first_collision ? std::to_string(*c.uniqueness->first_collision) : "none");
     fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>12} {:>12}  {}\n", c.name, fmt_stat(c.total.angle),
-               fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp), bd(props::AccuracyClass::fp32_angle),
-               bd(props::AccuracyClass::bf16_table), uq);
+               fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp), bd(accuracy::AccuracyClass::fp32_angle),
+               bd(accuracy::AccuracyClass::bf16_table), uq);
   }
   fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
   return 0;

@@ -6,7 +6,7 @@
 
 #include "commands.hpp"
 #include "ropecheck/golden/tensor.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 #ifndef ROPECHECK_VERSION
 #define ROPECHECK_VERSION "unknown"

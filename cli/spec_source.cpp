@@ -1,7 +1,7 @@
 #include "spec_source.hpp"
 
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck::cli {
 

@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::cli {
 

@@ -4,10 +4,13 @@
 # file, and a build-tree export. tests/packaging/consumer_test.cmake installs into a scratch
 # prefix and builds examples/consumer against it (ctest -R packaging_consumer).
 #
-#   ropecheck::reference    spec model, presets, the exact MPFR reference  (Boost, MPFR, Eigen3, nlohmann_json)
-#   ropecheck::props        error model and the property suite            (ropecheck::reference, rapidcheck)
+#   ropecheck::core         dtypes, spec model, spec JSON                  (nlohmann_json)
+#   ropecheck::accuracy     the error model: accuracy classes, bounds      (ropecheck::core)
+#   ropecheck::formulas     the scalar-templated exact formulas, headers   (ropecheck::core)
+#   ropecheck::reference    presets, the exact MPFR reference              (formulas, Boost, MPFR, Eigen3)
+#   ropecheck::props        the property suite                             (accuracy, reference, rapidcheck)
 #   ropecheck::props_gtest  register_property_tests for GoogleTest         (ropecheck::props, GTest::gtest)
-#   ropecheck::kernels      our float kernels (hf-fp32 recipes), when built (ropecheck::reference)
+#   ropecheck::kernels      our float kernels and recipes                  (ropecheck::core, OpenMP)
 #   ropecheck::ropecheck    the command-line tool (imported executable)
 #
 # golden/ (checker, tensor I/O) is not part of the package: no exported header needs it, and it
@@ -21,7 +24,7 @@ set(ROPECHECK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/ropecheck" CACHE STRING
 
 # The exported libraries: <target> -> ropecheck::<export name>. kernels/ is exported when it is
 # built (its hf-fp32 recipes are handy beside the suite; it needs reference/ only).
-set(ropecheck_export_libraries ropecheck_reference ropecheck_props)
+set(ropecheck_export_libraries ropecheck_core ropecheck_accuracy ropecheck_formulas ropecheck_reference ropecheck_props)
 if(TARGET ropecheck_kernels)
   list(APPEND ropecheck_export_libraries ropecheck_kernels)
 endif()
@@ -32,21 +35,18 @@ foreach(lib IN LISTS ropecheck_export_libraries ITEMS ropecheck_props_gtest)
   endif()
   string(REGEX REPLACE "^ropecheck_" "" export_name "${lib}")
   set_target_properties(${lib} PROPERTIES EXPORT_NAME ${export_name})
-  # Static libraries carry their PRIVATE link items into INTERFACE_LINK_LIBRARIES as
-  # $<LINK_ONLY:...>. ropecheck_warnings (compile flags for our own sources, nothing to link) is not
-  # exported, so drop it there; the library's own compilation (LINK_LIBRARIES) keeps it.
-  get_target_property(ill ${lib} INTERFACE_LINK_LIBRARIES)
-  if(ill)
-    list(REMOVE_ITEM ill "$<LINK_ONLY:ropecheck_warnings>")
-    set_property(TARGET ${lib} PROPERTY INTERFACE_LINK_LIBRARIES "${ill}")
-  endif()
   get_target_property(src_dir ${lib} SOURCE_DIR)
   if(IS_DIRECTORY "${src_dir}/include")
     list(APPEND ropecheck_header_dirs "${src_dir}/include/")
   endif()
 endforeach()
 set_target_properties(ropecheck PROPERTIES EXPORT_NAME ropecheck)
-set(ROPECHECK_BOOST_MIN 1.74)  # the versions the top-level CMakeLists.txt asks for
+set(ROPECHECK_BOOST_MIN 1.74)  # the versions cmake/ropecheckDependencies.cmake asks for
+if(OpenMP_CXX_FOUND)
+  set(ROPECHECK_PACKAGE_HAS_OPENMP ON)
+else()
+  set(ROPECHECK_PACKAGE_HAS_OPENMP OFF)
+endif()
 
 install(TARGETS ${ropecheck_export_libraries} ropecheck
         EXPORT ropecheckTargets
@@ -69,7 +69,9 @@ endif()
 list(REMOVE_DUPLICATES ropecheck_header_dirs)
 install(DIRECTORY ${ropecheck_header_dirs}
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h"
+        # test scaffolding, not API: the self-test's mutants, the built-in kernel targets, the scalar recipes
+        PATTERN "mutants.hpp" EXCLUDE PATTERN "kernel_targets.hpp" EXCLUDE PATTERN "scalar_recipes.hpp" EXCLUDE)
 if(NOT ROPECHECK_PACKAGE_HAS_GTEST)
   install(CODE "file(REMOVE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}/ropecheck/props/gtest.hpp\")")
 endif()

@@ -8,10 +8,11 @@
 #include <string>
 
 #include "ropecheck/golden/plugin.hpp"
+#include "ropecheck/reference/angle_reduction.hpp"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/kernel_abi.h"
 #include "ropecheck/kernels/scalar_recipes.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck::drift {
 
@@ -94,6 +95,7 @@ class RecipeCandidate final : public Candidate {
 
   bool angle_row(std::int64_t position, std::span<double> out) const override {
     kernels::recipe_angle_row(plan_, Position::uniform(position), out.data());
+    for (double& a : out) a = reduce_two_pi(a);  // the kernels hand angles out unreduced
     return true;
   }
   bool trig_row(std::int64_t position, std::span<float> cos_out, std::span<float> sin_out) const override {

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "ropecheck/drift/writers.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 #ifndef ROPECHECK_VERSION
 #define ROPECHECK_VERSION "unknown"
@@ -69,7 +69,7 @@ json first_difference(const FirstDifference& f) {
 nlohmann::json to_json(const DriftResult& r, const std::string& command_line) {
   json j = common(r.spec, r.options, r.plan, r.seq_len, r.attention_factor, command_line, "ropecheck drift");
   json classes = json::array();
-  for (props::AccuracyClass c : props::kAccuracyClasses) classes.push_back(props::to_string(c));
+  for (accuracy::AccuracyClass c : accuracy::kAccuracyClasses) classes.push_back(accuracy::to_string(c));
   j["classes"] = classes;
   json cands = json::array();
   for (const CandidateResult& c : r.candidates) {
@@ -82,7 +82,7 @@ nlohmann::json to_json(const DriftResult& r, const std::string& command_line) {
       bins.push_back(b);
     }
     json bd = json::object();
-    for (const Breakdown& b : c.breakdown) bd[std::string(props::to_string(b.cls))] = breakdown(b);
+    for (const Breakdown& b : c.breakdown) bd[std::string(accuracy::to_string(b.cls))] = breakdown(b);
     json uq = nullptr;
     if (c.uniqueness) {
       const Uniqueness& u = *c.uniqueness;

@@ -74,7 +74,7 @@ std::string breakdown_csv(const DriftResult& r) {
   std::string out = "candidate,class,position,quantity,head,pair,channel,error,allowed\n";
   for (const CandidateResult& c : r.candidates)
     for (const Breakdown& b : c.breakdown) {
-      out += field(c.name) + "," + std::string(props::to_string(b.cls)) + "," + opt_pos(b.position);
+      out += field(c.name) + "," + std::string(accuracy::to_string(b.cls)) + "," + opt_pos(b.position);
       if (b.position)
         out += fmt::format(",{},{},{},{},{},{}\n", b.quantity, b.head, b.pair, b.channel,
                            std::isfinite(b.error) ? num(b.error) : "inf", num(b.allowed));
@@ -127,11 +127,11 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
   }
 
   s += "\n## Breakdown positions\n\nThe first sampled position where the candidate exceeds the class's per-element "
-       "bound (props/ERROR_MODEL.md) on a rotated value or a table value; \"never\" = within it at every sampled "
+       "bound (accuracy/ERROR_MODEL.md) on a rotated value or a table value; \"never\" = within it at every sampled "
        "position.\n\n| candidate |";
-  for (props::AccuracyClass c : props::kAccuracyClasses) s += fmt::format(" {} |", props::to_string(c));
+  for (accuracy::AccuracyClass c : accuracy::kAccuracyClasses) s += fmt::format(" {} |", accuracy::to_string(c));
   s += "\n|---|";
-  for (std::size_t i = 0; i < props::kAccuracyClasses.size(); ++i) s += "---|";
+  for (std::size_t i = 0; i < accuracy::kAccuracyClasses.size(); ++i) s += "---|";
   s += "\n";
   for (const CandidateResult& c : r.candidates) {
     s += "| " + c.name + " |";

@@ -58,16 +58,16 @@ struct SampleCheck {
 };
 
 struct ClassBounds {
-  std::vector<props::AccuracyClass> classes;
-  std::vector<props::ClassBound> rotated, table;
+  std::vector<accuracy::AccuracyClass> classes;
+  std::vector<accuracy::ClassBound> rotated, table;
 };
 
 ClassBounds class_bounds(DType storage) {
   ClassBounds cb;
-  for (props::AccuracyClass c : props::kAccuracyClasses) {
+  for (accuracy::AccuracyClass c : accuracy::kAccuracyClasses) {
     cb.classes.push_back(c);
-    cb.rotated.push_back(props::class_bound(c, storage, props::Quantity::rotated));
-    cb.table.push_back(props::class_bound(c, storage, props::Quantity::table));
+    cb.rotated.push_back(accuracy::class_bound(c, storage, accuracy::Quantity::rotated));
+    cb.table.push_back(accuracy::class_bound(c, storage, accuracy::Quantity::table));
   }
   return cb;
 }
@@ -87,7 +87,7 @@ void measure_sample(const Setup& s, const Candidate& c, const ClassBounds& cb, s
   // Per-pair class bounds at this position (relative part; the floor is per class).
   std::vector<double> rel_rot(nc * sz(s.P)), rel_tab(nc * sz(s.P));
   for (int j = 0; j < s.P; ++j) {
-    const props::PairAngle a{std::fabs(static_cast<double>(p) * s.w[sz(j)]), s.abs_log_w[sz(j)]};
+    const accuracy::PairAngle a{std::fabs(static_cast<double>(p) * s.w[sz(j)]), s.abs_log_w[sz(j)]};
     for (std::size_t ci = 0; ci < nc; ++ci) {
       rel_rot[ci * sz(s.P) + sz(j)] = cb.rotated[ci].relative(a);
       rel_tab[ci * sz(s.P) + sz(j)] = cb.table[ci].relative(a);

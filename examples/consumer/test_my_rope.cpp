@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   rp::register_property_tests("MyRope", [] {
     return rp::make_function_target({.name = "my-rope", .description = "RoPE in float",
-                                     .accuracy = rp::AccuracyClass::fp32_angle, .dtype = ropecheck::DType::f32},
+                                     .accuracy = ropecheck::accuracy::AccuracyClass::fp32_angle, .dtype = ropecheck::DType::f32},
                                     my_rope_target);
   });
   return RUN_ALL_TESTS();

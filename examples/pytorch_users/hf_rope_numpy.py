@@ -45,7 +45,7 @@ import numpy as np
 import ml_dtypes
 import safetensors.numpy as st_numpy
 
-# Strictest first (props/include/ropecheck/props/error_model.hpp).
+# Strictest first (props/include/ropecheck/accuracy/error_model.hpp).
 CLASSES = ["exact", "fp64-angle", "f32-reduced", "fp32-angle", "f16-table", "bf16-table"]
 
 # Activation dtypes of the three recipes, and the class each should land in (or a stricter one).

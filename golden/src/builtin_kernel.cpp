@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::golden {
 namespace {

@@ -13,16 +13,16 @@
 #include <thread>
 
 #include "ropecheck/reference/rope_reference.hpp"
-#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/core/dtype.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
 #include "tensor_io_detail.hpp"
 
 namespace ropecheck::golden {
 
-using props::AccuracyClass;
-using props::ClassBound;
-using props::PairAngle;
-using props::Quantity;
+using accuracy::AccuracyClass;
+using accuracy::ClassBound;
+using accuracy::PairAngle;
+using accuracy::Quantity;
 
 namespace {
 
@@ -200,7 +200,7 @@ struct Ranked {  // an element in the worst list
 // a ranks before b: higher score, then lower index (a total order: the list does not depend on threads).
 inline bool ranks_before(const Ranked& a, const Ranked& b) { return a.score != b.score ? a.score > b.score : a.index < b.index; }
 
-constexpr std::size_t kClasses = props::kAccuracyClasses.size();
+constexpr std::size_t kClasses = accuracy::kAccuracyClasses.size();
 constexpr std::size_t kBins = 64;
 
 struct ClassAcc {
@@ -235,7 +235,7 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
   rep.elements = cand.numel();
   const DType dt = *float_dtype(cand.dtype);
   const FormatInfo& fi = format_info(dt);
-  const double u_dt = props::unit_roundoff(dt);
+  const double u_dt = unit_roundoff(dt);
 
   const Tensor& truth_t = g.tensor(rep.base + ".f64");
   const Tensor& same_t = g.tensor(golden_name);
@@ -245,11 +245,11 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
   std::array<std::array<ClassBound, 3>, kClasses> bounds{};
   for (std::size_t c = 0; c < kClasses; ++c)
     for (Quantity q : {Quantity::table, Quantity::rotated, Quantity::passthrough})
-      bounds[c][static_cast<std::size_t>(q)] = props::class_bound(props::kAccuracyClasses[c], dt, q);
+      bounds[c][static_cast<std::size_t>(q)] = accuracy::class_bound(accuracy::kAccuracyClasses[c], dt, q);
   const Criterion& cr = opt.criterion;
   const std::size_t crit_class = static_cast<std::size_t>(
-      std::find(props::kAccuracyClasses.begin(), props::kAccuracyClasses.end(), cr.accuracy_class) -
-      props::kAccuracyClasses.begin());
+      std::find(accuracy::kAccuracyClasses.begin(), accuracy::kAccuracyClasses.end(), cr.accuracy_class) -
+      accuracy::kAccuracyClasses.begin());
   const bool crit_exact = cr.kind == Criterion::Kind::accuracy_class && cr.accuracy_class == AccuracyClass::exact;
   const std::size_t K = static_cast<std::size_t>(std::max(0, opt.worst_count));
 
@@ -465,7 +465,7 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
   rep.nmse = tot.mismatches > 0 ? kInf
                                 : (tot.sum_sq_truth > 0 ? tot.sum_sq_err / tot.sum_sq_truth : (tot.sum_sq_err == 0 ? 0 : kInf));
   for (std::size_t k = 0; k < kClasses; ++k)
-    rep.classes.push_back({props::kAccuracyClasses[k], tot.cls[k].violations == 0, tot.cls[k].violations,
+    rep.classes.push_back({accuracy::kAccuracyClasses[k], tot.cls[k].violations == 0, tot.cls[k].violations,
                            tot.cls[k].first, tot.cls[k].worst});
   rep.pass = tot.violations == 0;
   rep.violations = tot.violations;
@@ -550,7 +550,7 @@ std::string g4(double v) {
 
 std::string Criterion::to_string() const {
   switch (kind) {
-    case Kind::accuracy_class: return "class " + std::string(props::to_string(accuracy_class));
+    case Kind::accuracy_class: return "class " + std::string(accuracy::to_string(accuracy_class));
     case Kind::max_ulp: return "max-ulp " + g4(max_ulp);
     case Kind::tolerance: return "atol " + g4(atol) + " rtol " + g4(rtol);
   }
@@ -559,7 +559,7 @@ std::string Criterion::to_string() const {
 
 nlohmann::json Criterion::to_json() const {
   switch (kind) {
-    case Kind::accuracy_class: return {{"kind", "class"}, {"class", std::string(props::to_string(accuracy_class))}};
+    case Kind::accuracy_class: return {{"kind", "class"}, {"class", std::string(accuracy::to_string(accuracy_class))}};
     case Kind::max_ulp: return {{"kind", "max-ulp"}, {"max_ulp", max_ulp}};
     case Kind::tolerance: return {{"kind", "tolerance"}, {"atol", atol}, {"rtol", rtol}};
   }
@@ -574,7 +574,7 @@ std::optional<AccuracyClass> TensorReport::best_class() const {
 
 std::vector<AccuracyClass> CheckReport::satisfied_classes() const {
   std::vector<AccuracyClass> out;
-  for (AccuracyClass c : props::kAccuracyClasses) {
+  for (AccuracyClass c : accuracy::kAccuracyClasses) {
     bool all = !tensors.empty();
     for (const TensorReport& t : tensors)
       for (const ClassResult& r : t.classes)
@@ -689,7 +689,7 @@ nlohmann::json CheckReport::to_json() const {
   for (const TensorReport& t : tensors) {
     nlohmann::json classes = nlohmann::json::array();
     for (const ClassResult& c : t.classes)
-      classes.push_back({{"class", std::string(props::to_string(c.accuracy_class))},
+      classes.push_back({{"class", std::string(accuracy::to_string(c.accuracy_class))},
                          {"satisfied", c.satisfied},
                          {"violations", c.violations},
                          {"first_violating_position", opt_pos(c.first_violating_position)},
@@ -739,7 +739,7 @@ nlohmann::json CheckReport::to_json() const {
                     {"max_pair_relative", num(t.max_pair_relative)},
                     {"mean_pair_relative", num(t.mean_pair_relative)}}},
                   {"classes", classes},
-                  {"best_class", best ? nlohmann::json(std::string(props::to_string(*best))) : nlohmann::json(nullptr)},
+                  {"best_class", best ? nlohmann::json(std::string(accuracy::to_string(*best))) : nlohmann::json(nullptr)},
                   {"verdict",
                    {{"pass", t.pass},
                     {"violations", t.violations},
@@ -749,7 +749,7 @@ nlohmann::json CheckReport::to_json() const {
                   {"position_bins", bins_j}});
   }
   nlohmann::json sat = nlohmann::json::array();
-  for (AccuracyClass c : satisfied_classes()) sat.push_back(std::string(props::to_string(c)));
+  for (AccuracyClass c : satisfied_classes()) sat.push_back(std::string(accuracy::to_string(c)));
   return {{"format", "ropecheck-check-report"},
           {"format_version", 1},
           {"golden", golden_dir},
@@ -784,7 +784,7 @@ std::string CheckReport::summary() const {
     s += "  class        holds  violations  first position  worst margin\n";
     for (const ClassResult& c : t.classes) {
       const bool exact = c.accuracy_class == AccuracyClass::exact;
-      s += strf("  %-11s  %-5s  %10lld  %14s  %s%s\n", std::string(props::to_string(c.accuracy_class)).c_str(),
+      s += strf("  %-11s  %-5s  %10lld  %14s  %s%s\n", std::string(accuracy::to_string(c.accuracy_class)).c_str(),
                   c.satisfied ? "yes" : "no", static_cast<long long>(c.violations),
                   c.first_violating_position ? std::to_string(*c.first_violating_position).c_str() : "-",
                   g4(c.worst_margin).c_str(), exact ? " ulp from golden" : "");
@@ -819,7 +819,7 @@ std::string CheckReport::summary() const {
     s += strf("%s%zu golden outputs had no candidate tensor\n", ignored_candidate.empty() ? "\n" : "",
                 unchecked_golden.size());
   std::vector<std::string> sat;
-  for (AccuracyClass c : satisfied_classes()) sat.emplace_back(props::to_string(c));
+  for (AccuracyClass c : satisfied_classes()) sat.emplace_back(accuracy::to_string(c));
   std::int64_t violations = 0, failing = 0;
   std::optional<std::int64_t> first;
   for (const TensorReport& t : tensors) {

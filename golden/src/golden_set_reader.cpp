@@ -11,8 +11,8 @@
 #include "ropecheck/golden/npy.hpp"
 #include "ropecheck/golden/safetensors.hpp"
 #include "ropecheck/golden/sha256.hpp"
-#include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec_json.hpp"
 #include "tensor_io_detail.hpp"
 
 namespace ropecheck::golden {

@@ -17,7 +17,7 @@
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/reference/fast_rounding.hpp"
 #include "ropecheck/reference/resolve.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 #ifndef ROPECHECK_VERSION
 #define ROPECHECK_VERSION "unknown"

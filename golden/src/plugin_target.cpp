@@ -10,11 +10,13 @@
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/kernel_abi.h"
 #include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::accuracy;  // the error model is this module's vocabulary
 namespace {
 
 
@@ -22,7 +24,7 @@ namespace {
 
 class PluginTarget final : public props::Target {
  public:
-  PluginTarget(KernelPlugin plugin, void* handle, props::AccuracyClass accuracy, DType dtype)
+  PluginTarget(KernelPlugin plugin, void* handle, accuracy::AccuracyClass accuracy, DType dtype)
       : plugin_(std::move(plugin)), handle_(handle) {
     info_.name = "plugin:" + plugin_.name();
     info_.description = "kernel plugin " + plugin_.path().string();
@@ -143,7 +145,7 @@ class PluginTarget final : public props::Target {
 
 }  // namespace
 
-std::unique_ptr<props::Target> make_plugin_target(const std::filesystem::path& library, props::AccuracyClass accuracy,
+std::unique_ptr<props::Target> make_plugin_target(const std::filesystem::path& library, accuracy::AccuracyClass accuracy,
                                                   DType dtype) {
   KernelPlugin plugin = load_kernel_plugin(library);  // every check and its one-line error
   // The same library again (reference-counted by the loader) for the entry points' addresses.

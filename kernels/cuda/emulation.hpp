@@ -11,7 +11,7 @@
 #pragma once
 
 #include "ropecheck/kernels/rope_kernels.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::kernels::cuda_detail {
 

@@ -169,7 +169,7 @@ void recipe_cos_sin_row(const RopePlan& plan, const Position& p, float* cos_out,
 void recipe_angle_row(const RopePlan& plan, const Position& p, double* angle_out) {
   RowEngine eng(plan, detail::portable_backend());
   eng.angles(p);
-  for (int j = 0; j < plan.pairs; ++j) angle_out[j] = detail::reduce_two_pi(eng.theta_d()[j]);
+  std::copy_n(eng.theta_d(), plan.pairs, angle_out);
 }
 
 void rope_apply(const RopePlan& plan, const PositionsView& positions, const TensorView& q_in, const TensorView& q_out,

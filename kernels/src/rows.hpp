@@ -49,8 +49,4 @@ class RowEngine {
 // position recipes; f16 is infinite from 65520).
 float recipe_position_f32(Recipe r, std::int64_t p);
 
-// x (a binary64 value) reduced modulo 2pi to [-pi, pi]: within about 1 ulp of binary64 of the exact
-// remainder below 2^27 (Cody-Waite), correctly rounded from MPFR above.
-double reduce_two_pi(double x);
-
 }  // namespace ropecheck::kernels::detail

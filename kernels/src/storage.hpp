@@ -8,7 +8,7 @@
 
 #include "kernel_detail.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
-#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/core/dtype.hpp"
 
 namespace ropecheck::kernels::detail {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck {
 void showValue(const EncodingSpec& spec, std::ostream& os) { os << spec_to_json(spec).dump(); }

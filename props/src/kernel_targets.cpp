@@ -11,9 +11,10 @@
 
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/props/registry.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::props {
+using namespace ropecheck::accuracy;  // the error model is this module's vocabulary
 namespace {
 
 namespace k = ropecheck::kernels;

@@ -24,6 +24,7 @@
 #include "ropecheck/reference/sinusoidal_reference.hpp"
 
 namespace ropecheck::props {
+using namespace ropecheck::accuracy;  // the error model is this module's vocabulary
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The properties. Each one: statement, derivation, tolerance (collected in props/PROPERTIES.md).
 //
-// Notation used in every derivation below (props/ERROR_MODEL.md):
+// Notation used in every derivation below (accuracy/ERROR_MODEL.md):
 //   E_c     the error model's bound for output element c of the target: for a rotated channel of
 //           pair j at position p, E = class_bound(class, dtype, rotated).allowed(pair_angle(p, w_j), M)
 //           with M = att (|x_a| + |x_b|); a pass-through channel E = allowed({0, 0}, |x_c|); a
@@ -28,16 +28,18 @@
 #include <Eigen/Dense>
 #include <rapidcheck.h>
 
-#include "ropecheck/props/error_model.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/props/generators.hpp"
 #include "ropecheck/reference/matrix_view.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck::props::detail {
+using namespace ropecheck::accuracy;  // the error model is this module's vocabulary
 namespace {
 
 constexpr double kU64 = 0x1p-53;

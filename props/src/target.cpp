@@ -8,10 +8,12 @@
 
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
 
 namespace ropecheck::props {
+using namespace ropecheck::accuracy;  // the error model is this module's vocabulary
 namespace {
 
 class FunctionTarget final : public Target {

@@ -1,6 +1,6 @@
 #include "ropecheck/reference/presets.hpp"
 
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck {
 

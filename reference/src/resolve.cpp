@@ -3,8 +3,9 @@
 #include <cmath>
 
 #include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck {
 

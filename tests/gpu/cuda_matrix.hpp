@@ -14,7 +14,7 @@
 //     except for angles past the Cody-Waite range 2^28, where both call a libm (glibc / CUDA);
 //   - every other recipe calls a vendor sinf / cosf (CUDA's; __sinf / __cosf for fast-sincos; binary64
 //     sin / cos for accurate's f64 path) where the CPU has its own polynomials: the candidate must be
-//     within the recipe's accuracy class against the exact reference (props/ERROR_MODEL.md), and within
+//     within the recipe's accuracy class against the exact reference (accuracy/ERROR_MODEL.md), and within
 //     twice the class's angle-independent bound of the CPU result (both evaluate the same angle;
 //     fast-sincos: twice the whole bound, since __sinf's error grows with the angle);
 //   - known-bad recipes (bf16/f16 inverse frequencies or positions) have no class: CPU comparison only.
@@ -41,7 +41,7 @@
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
-#include "ropecheck/props/error_model.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
 #include "ropecheck/reference/scalar.hpp"
@@ -50,8 +50,8 @@
 namespace ropecheck::cuda_matrix {
 
 using namespace ropecheck::kernels;
-using props::AccuracyClass;
-using props::Quantity;
+using accuracy::AccuracyClass;
+using accuracy::Quantity;
 
 // The CUDA entry points on host views (the candidate moves the data where it runs).
 class Candidate {
@@ -203,7 +203,7 @@ struct Element {
   long double exact;   // NaN when there is no exact value to compare with
   double M;            // magnitude (ERROR_MODEL.md section 1)
   Quantity q;
-  props::PairAngle angle;
+  accuracy::PairAngle angle;
   double abs_theta_computed;  // |angle| as the recipe formed it (accurate's reduction range)
 };
 
@@ -225,7 +225,7 @@ inline void judge(const Expectation& e, DType dt, const Element& x, Stats& st, c
   }
   // |gpu - cpu|: both are within the class's angle-independent bound of the value at the same
   // computed angle; fast-sincos within the whole class bound of the exact value.
-  const props::ClassBound cb = props::class_bound(e.arithmetic, dt, x.q);
+  const accuracy::ClassBound cb = accuracy::class_bound(e.arithmetic, dt, x.q);
   const double allowed_cpu = e.angle_dependent_trig ? 2 * cb.allowed(x.angle, x.M) : 2 * (cb.k_const * x.M + cb.floor);
   if (diff > 0) {
     const double r = diff / allowed_cpu;
@@ -239,13 +239,13 @@ inline void judge(const Expectation& e, DType dt, const Element& x, Stats& st, c
   }
   if (e.cls && !std::isnan(static_cast<double>(x.exact))) {
     const double err = static_cast<double>(std::fabs(static_cast<long double>(x.gpu) - x.exact));
-    const double allowed = props::class_bound(*e.cls, dt, x.q).allowed(x.angle, x.M);
+    const double allowed = accuracy::class_bound(*e.cls, dt, x.q).allowed(x.angle, x.M);
     const double r = err / allowed;
     st.worst_exact = std::max(st.worst_exact, r);
     if (r > 1) {
       std::ostringstream m;
       m.precision(17);
-      m << where << ": outside " << props::to_string(*e.cls) << ": |gpu - exact| = " << err << " > " << allowed
+      m << where << ": outside " << accuracy::to_string(*e.cls) << ": |gpu - exact| = " << err << " > " << allowed
         << " (gpu " << x.gpu << ", exact " << static_cast<double>(x.exact) << ")";
       st.fail(m.str());
     }
@@ -404,7 +404,7 @@ inline void run_apply_matrix(Candidate& cand, const std::string& preset) {
                 const std::int64_t p = stream_position(r, pos[static_cast<std::size_t>(t)], j);
                 const double w = ex.w[static_cast<std::size_t>(j)];
                 const auto M = static_cast<double>(ex.att * (std::fabs(a) + std::fabs(b)));
-                const props::PairAngle ang = props::pair_angle(static_cast<double>(p), w);
+                const accuracy::PairAngle ang = accuracy::pair_angle(static_cast<double>(p), w);
                 const double theta = std::fabs(static_cast<double>(p) * w);
                 const long double ya = ex.att * (a * c - b * s), yb = ex.att * (b * c + a * s);
                 for (int side = 0; side < 2; ++side) {
@@ -453,7 +453,7 @@ inline void run_apply_matrix(Candidate& cand, const std::string& preset) {
               const std::size_t i = base + static_cast<std::size_t>(ch);
               judge(mixed, DType::bf16,
                     {g[i], c[i], std::numeric_limits<long double>::quiet_NaN(), M, Quantity::rotated,
-                     props::pair_angle(static_cast<double>(p), w), std::fabs(static_cast<double>(p) * w)},
+                     accuracy::pair_angle(static_cast<double>(p), w), std::fabs(static_cast<double>(p) * w)},
                     st, where_of(ctx, t, p, h, ch));
             }
           }
@@ -487,7 +487,7 @@ inline void run_apply_matrix(Candidate& cand, const std::string& preset) {
                 const std::size_t i = base + static_cast<std::size_t>(ch);
                 judge(e2, dt2,
                       {gv[i], cv[i], std::numeric_limits<long double>::quiet_NaN(), M, Quantity::rotated,
-                       props::pair_angle(static_cast<double>(p), w), std::fabs(static_cast<double>(p) * w)},
+                       accuracy::pair_angle(static_cast<double>(p), w), std::fabs(static_cast<double>(p) * w)},
                       st2, where_of(ctx + " (q f64 + k bf16)", t, p, h, ch));
               }
             }
@@ -527,7 +527,7 @@ inline void run_cos_sin_table_matrix(Candidate& cand) {
             const auto i = static_cast<std::size_t>(t * P + j);
             const std::int64_t p = stream_position(r, pos[static_cast<std::size_t>(t)], j);
             const double w = ex.w[static_cast<std::size_t>(j)];
-            const props::PairAngle ang = props::pair_angle(static_cast<double>(p), w);
+            const accuracy::PairAngle ang = accuracy::pair_angle(static_cast<double>(p), w);
             const double theta = std::fabs(static_cast<double>(p) * w);
             judge(expect, dt, {gcv[i], ccv[i], ex.c[i], 1.0, Quantity::table, ang, theta}, st,
                   ctx + " cos token " + std::to_string(t) + " pair " + std::to_string(j));
@@ -576,7 +576,7 @@ inline void run_sinusoidal_matrix(Candidate& cand) {
             const double w = col.kind == SinusoidalKind::zero ? 0.0 : wd[static_cast<std::size_t>(col.frequency)];
             const auto p = static_cast<double>(p64[static_cast<std::size_t>(t)] + s.position_offset);
             judge(expect, dt,
-                  {gv[i], cv[i], exact[i], 1.0, Quantity::table, props::pair_angle(p, w), std::fabs(p * w)}, st,
+                  {gv[i], cv[i], exact[i], 1.0, Quantity::table, accuracy::pair_angle(p, w), std::fabs(p * w)}, st,
                   ctx + " position " + std::to_string(p64[static_cast<std::size_t>(t)]) + " column " + std::to_string(c));
           }
         EXPECT_EQ(st.failures, 0) << st.first_failure;

@@ -24,13 +24,30 @@ if(NOT rv EQUAL 0)
 endif()
 foreach(f lib/cmake/ropecheck/ropecheckConfig.cmake lib/cmake/ropecheck/ropecheckConfigVersion.cmake
           lib/cmake/ropecheck/ropecheckTargets.cmake lib/cmake/ropecheck/ropecheckGTestTargets.cmake
-          include/ropecheck/props/gtest.hpp include/ropecheck/props/suite.hpp include/ropecheck/reference/spec.hpp
+          include/ropecheck/props/gtest.hpp include/ropecheck/props/suite.hpp include/ropecheck/core/spec.hpp
           bin/ropecheck)
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "not installed: ${prefix}/${f}")
   endif()
 endforeach()
 message(STATUS "installed into ${prefix}")
+
+# 1b. Relocatable: the installed package must not name absolute paths of this machine's build
+# (e.g. a libgomp path); move the prefix and build the consumer against the moved copy only.
+file(GLOB_RECURSE package_files "${prefix}/lib/cmake/ropecheck/*.cmake")
+foreach(f IN LISTS package_files)
+  file(READ "${f}" text)
+  foreach(bad "${BUILD_DIR}" "/usr/lib/gcc/")
+    string(FIND "${text}" "${bad}" at)
+    if(NOT at EQUAL -1)
+      message(FATAL_ERROR "${f} names the absolute path ${bad}: the package is not relocatable")
+    endif()
+  endforeach()
+endforeach()
+set(moved "${WORK_DIR}/moved-prefix")
+file(RENAME "${prefix}" "${moved}")
+set(prefix "${moved}")
+message(STATUS "moved the install to ${prefix}")
 
 # 2. Build the consumer against the prefix and run its tests.
 set(build_options -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX_COMPILER})

@@ -6,7 +6,7 @@
 1. Without torch (numpy only): the shim's C contract (ABI version, one-line errors with code 2 for an
    unknown recipe / dtype / preset, malformed spec JSON, a null pointer, a shape that does not match
    the plan), and our kernel through it against a float64 evaluation, element by element, within the
-   bound of the accuracy class the recipe promises (props/ERROR_MODEL.md, the class table): hf in f32
+   bound of the accuracy class the recipe promises (accuracy/ERROR_MODEL.md, the class table): hf in f32
    -> fp32-angle, hf in bf16 -> bf16-table, accurate in f32 -> f32-reduced (the binary64 angle term,
    fp32-angle's constant), accurate in bf16 and f64 -> fp64-angle. Positions reach 2^20 so that the
    angle term matters.
@@ -72,7 +72,7 @@ def rotate64(x64: np.ndarray, positions: np.ndarray, base: float):
 
 
 def bound(x64: np.ndarray, theta: np.ndarray, w: np.ndarray, cls: str, dt: str) -> np.ndarray:
-    """Per-element bound B * M of props/ERROR_MODEL.md's class table (att = 1; the underflow floor F is
+    """Per-element bound B * M of accuracy/ERROR_MODEL.md's class table (att = 1; the underflow floor F is
     left out: no output here is near the subnormals), plus the float64 evaluation's own error
     (|theta| u64 from the angle, a few u64 from the rest)."""
     half = x64.shape[-1] // 2

@@ -17,7 +17,7 @@
 
 #include "ropecheck/reference/rope_reference.hpp"
 #include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::recipes {
 

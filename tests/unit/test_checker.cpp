@@ -30,7 +30,7 @@ namespace ropecheck::golden {
 namespace {
 
 namespace fs = std::filesystem;
-using props::AccuracyClass;
+using accuracy::AccuracyClass;
 
 // A folder for this process's sets, removed at exit.
 struct TempRoot {
@@ -327,7 +327,7 @@ TEST(checker, GoldenItselfIsExact) {
   const CheckReport r = check_candidate(g, cand, o);
   EXPECT_TRUE(r.pass);
   ASSERT_EQ(r.tensors.size(), 4u);
-  EXPECT_EQ(r.satisfied_classes().size(), props::kAccuracyClasses.size());
+  EXPECT_EQ(r.satisfied_classes().size(), accuracy::kAccuracyClasses.size());
   for (const TensorReport& t : r.tensors) {
     EXPECT_EQ(t.identical, t.elements);
     EXPECT_LE(t.max_ulps, 0.5) << t.golden_name;
@@ -384,14 +384,14 @@ TEST(checker, Bf16InverseFrequenciesFailFp32AngleAtTheRightPositions) {
   const recipes::RecipeKernel k(g.spec().rope, g.seq_len(), bad);
   const RopeFrequencies<double> f = rope_frequencies<double>(g.spec().rope, g.seq_len());
   const Tensor& truth = g.tensor("cos.f64");
-  const props::ClassBound b = props::class_bound(AccuracyClass::fp32_angle, DType::f32, props::Quantity::table);
+  const accuracy::ClassBound b = accuracy::class_bound(AccuracyClass::fp32_angle, DType::f32, accuracy::Quantity::table);
   std::int64_t first = -1, count = 0;
   const std::int64_t P = 64;
   for (std::int64_t t = 0; t < g.tokens(); ++t)
     for (int j = 0; j < P; ++j) {
       const std::int64_t p = g.positions()[static_cast<std::size_t>(t)].t;
       const double e = std::fabs(static_cast<double>(k.cos_sin_table(p, j).first) - truth.value(t * P + j));
-      if (e > b.allowed(props::pair_angle(static_cast<double>(p), f.inv_freq[static_cast<std::size_t>(j)]), 1.0)) {
+      if (e > b.allowed(accuracy::pair_angle(static_cast<double>(p), f.inv_freq[static_cast<std::size_t>(j)]), 1.0)) {
         if (first < 0) first = p;
         ++count;
       }
@@ -559,7 +559,7 @@ TEST(checker, JsonReportShape) {
     for (const char* k : {"golden", "candidate", "dtype", "shape", "elements", "identical", "metrics", "classes",
                           "best_class", "verdict", "worst", "position_bins"})
       EXPECT_TRUE(t.contains(k)) << k;
-    EXPECT_EQ(t["classes"].size(), props::kAccuracyClasses.size());
+    EXPECT_EQ(t["classes"].size(), accuracy::kAccuracyClasses.size());
     EXPECT_EQ(t["classes"].back()["class"], "bf16-table");
     EXPECT_TRUE(t["best_class"].is_string());
     EXPECT_EQ(t["position_bins"][0]["lo"], 0);

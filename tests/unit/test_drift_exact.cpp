@@ -13,7 +13,8 @@
 #include "ropecheck/drift/exact.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/reference/scalar.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace rd = ropecheck::drift;
 using namespace ropecheck;

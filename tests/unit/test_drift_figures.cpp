@@ -42,7 +42,7 @@ std::int64_t distinct_below(const rd::DriftResult& r, const rd::CandidateResult&
   throw std::runtime_error("no bin ends at " + std::to_string(edge));
 }
 
-std::optional<std::int64_t> breakdown(const rd::CandidateResult& c, props::AccuracyClass cls) {
+std::optional<std::int64_t> breakdown(const rd::CandidateResult& c, accuracy::AccuracyClass cls) {
   for (const rd::Breakdown& b : c.breakdown)
     if (b.cls == cls) return b.position;
   throw std::runtime_error("no breakdown entry");
@@ -82,8 +82,8 @@ TEST(DriftFigures, Bf16InverseFrequenciesDestroyThePhase) {
   EXPECT_GE(angle_max_below(r, c, 4096), 1.0) << "whole radians by 4096";
   EXPECT_GT(angle_max_below(r, c, 4096), 100 * angle_max_below(r, find(r, "hf"), 4096));
   // Broken by a few positions already (the error is position x 3.65e-3 relative).
-  ASSERT_TRUE(breakdown(c, props::AccuracyClass::fp32_angle));
-  EXPECT_LE(*breakdown(c, props::AccuracyClass::fp32_angle), 16);
+  ASSERT_TRUE(breakdown(c, accuracy::AccuracyClass::fp32_angle));
+  EXPECT_LE(*breakdown(c, accuracy::AccuracyClass::fp32_angle), 16);
 }
 
 TEST(DriftFigures, Bf16PositionsCollapse) {
@@ -98,8 +98,8 @@ TEST(DriftFigures, Bf16PositionsCollapse) {
   ASSERT_TRUE(c.uniqueness->first_collision);
   EXPECT_EQ(*c.uniqueness->first_collision, 257);
   EXPECT_EQ(*c.uniqueness->collides_with, 256);
-  ASSERT_TRUE(breakdown(c, props::AccuracyClass::fp32_angle));
-  EXPECT_LE(*breakdown(c, props::AccuracyClass::fp32_angle), 257);
+  ASSERT_TRUE(breakdown(c, accuracy::AccuracyClass::fp32_angle));
+  EXPECT_LE(*breakdown(c, accuracy::AccuracyClass::fp32_angle), 257);
   // Exact below 257: every position up to 256 is a bf16 integer.
   EXPECT_EQ(angle_max_below(r, c, 256), angle_max_below(r, find(r, "hf"), 256));
   // The fp32 recipes keep every position distinct.
@@ -123,7 +123,7 @@ TEST(DriftFigures, AccurateWithinAboutOneUlpUpTo2e24) {
   EXPECT_LE(c.total.trig.max, 2 * u32) << "cos / sin error " << c.total.trig.max / u32 << " x 2^-24";
   // Rotated values stored in f32: f32 sin / cos, the rotation and one rounding, a few u relative to M.
   EXPECT_LE(c.total.rot_rel.max, 4 * u32) << "rotated error " << c.total.rot_rel.max / u32 << " x 2^-24 M";
-  EXPECT_FALSE(breakdown(c, props::AccuracyClass::fp32_angle)) << "accurate broke fp32-angle";
+  EXPECT_FALSE(breakdown(c, accuracy::AccuracyClass::fp32_angle)) << "accurate broke fp32-angle";
   EXPECT_EQ(c.total.nonfinite, 0);
   // Its error does not grow with position: the last octave is no worse than twice the first ones.
   EXPECT_LE(c.bins.back().trig.max, 2 * u32);

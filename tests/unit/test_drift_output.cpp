@@ -213,7 +213,7 @@ TEST(DriftOutput, FilesColumnsAndKeys) {
   auto lines = [](const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); };
   EXPECT_EQ(lines(rd::bins_csv(r)), 1 + 3 * r.plan.bins.size());
   EXPECT_EQ(lines(rd::positions_csv(r)), 1 + 3 * r.plan.positions.size());
-  EXPECT_EQ(lines(rd::breakdown_csv(r)), 1 + 3 * props::kAccuracyClasses.size());
+  EXPECT_EQ(lines(rd::breakdown_csv(r)), 1 + 3 * accuracy::kAccuracyClasses.size());
   EXPECT_EQ(lines(rd::uniqueness_csv(r)), 1 + 3u);
 
   const nlohmann::json j = rd::to_json(r, "ropecheck drift --test");

@@ -1,4 +1,4 @@
-// Tests for the error model (props/error_model.hpp, derivation in props/ERROR_MODEL.md).
+// Tests for the error model (props/error_model.hpp, derivation in accuracy/ERROR_MODEL.md).
 //
 // Structure: the bounds are monotone in |theta| and the classes nest; then the calibration, the
 // part that matters: each class's computation is simulated operation by operation
@@ -22,19 +22,20 @@
 #include <vector>
 
 #include "float_recipes.hpp"
-#include "ropecheck/props/error_model.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck {
 namespace {
 
-using props::AccuracyClass;
-using props::ClassBound;
-using props::PairAngle;
-using props::Quantity;
+using accuracy::AccuracyClass;
+using accuracy::ClassBound;
+using accuracy::PairAngle;
+using accuracy::Quantity;
 
 constexpr std::array<DType, 4> kDTypes = {DType::f64, DType::f32, DType::f16, DType::bf16};
 constexpr std::array<AccuracyClass, 5> kInexactClasses = {AccuracyClass::fp64_angle, AccuracyClass::f32_reduced,
@@ -44,53 +45,53 @@ constexpr std::array<AccuracyClass, 5> kInexactClasses = {AccuracyClass::fp64_an
 // ---- the bounds themselves -----------------------------------------------------------------------
 
 TEST(error_model, NamesRoundTrip) {
-  for (AccuracyClass c : props::kAccuracyClasses) {
-    EXPECT_EQ(props::parse_accuracy_class(props::to_string(c)), c);
-    EXPECT_FALSE(props::describe(c).empty());
+  for (AccuracyClass c : accuracy::kAccuracyClasses) {
+    EXPECT_EQ(accuracy::parse_accuracy_class(accuracy::to_string(c)), c);
+    EXPECT_FALSE(accuracy::describe(c).empty());
   }
-  EXPECT_FALSE(props::parse_accuracy_class("fp32"));
-  EXPECT_FALSE(props::parse_accuracy_class("FP32-ANGLE"));
-  EXPECT_EQ(props::kDefaultAccuracyClass, AccuracyClass::fp32_angle);
+  EXPECT_FALSE(accuracy::parse_accuracy_class("fp32"));
+  EXPECT_FALSE(accuracy::parse_accuracy_class("FP32-ANGLE"));
+  EXPECT_EQ(accuracy::kDefaultAccuracyClass, AccuracyClass::fp32_angle);
 }
 
 TEST(error_model, UnitRoundoffs) {
-  EXPECT_EQ(props::unit_roundoff(DType::f64), std::ldexp(1.0, -53));
-  EXPECT_EQ(props::unit_roundoff(DType::f32), std::ldexp(1.0, -24));
-  EXPECT_EQ(props::unit_roundoff(DType::f16), std::ldexp(1.0, -11));
-  EXPECT_EQ(props::unit_roundoff(DType::bf16), std::ldexp(1.0, -8));
-  EXPECT_EQ(props::min_subnormal(DType::f16), std::ldexp(1.0, -24));
-  EXPECT_EQ(props::min_subnormal(DType::bf16), std::ldexp(1.0, -133));
+  EXPECT_EQ(unit_roundoff(DType::f64), std::ldexp(1.0, -53));
+  EXPECT_EQ(unit_roundoff(DType::f32), std::ldexp(1.0, -24));
+  EXPECT_EQ(unit_roundoff(DType::f16), std::ldexp(1.0, -11));
+  EXPECT_EQ(unit_roundoff(DType::bf16), std::ldexp(1.0, -8));
+  EXPECT_EQ(min_subnormal(DType::f16), std::ldexp(1.0, -24));
+  EXPECT_EQ(min_subnormal(DType::bf16), std::ldexp(1.0, -133));
 }
 
 // The formulas at a few points, written out from ERROR_MODEL.md (guards against silent changes).
 TEST(error_model, WorkedValues) {
   const double g1 = 1 + 1.0 / 32, u32 = std::ldexp(1.0, -24), u16 = std::ldexp(1.0, -11), ub = std::ldexp(1.0, -8);
   // fp32-angle, f32 output, rotated, theta = 1000, w = 1: (14 * 1000 + 8 + 1) u32 (1 + g).
-  EXPECT_DOUBLE_EQ(props::element_bound(AccuracyClass::fp32_angle, DType::f32, {1000, 0}, Quantity::rotated),
+  EXPECT_DOUBLE_EQ(accuracy::element_bound(AccuracyClass::fp32_angle, DType::f32, {1000, 0}, Quantity::rotated),
                    g1 * (14 * 1000 + 9) * u32);
   // ... with |ln w| = 3: the inverse-frequency term grows by 6 * 3 per radian.
-  EXPECT_DOUBLE_EQ(props::element_bound(AccuracyClass::fp32_angle, DType::f32, {1000, 3}, Quantity::rotated),
+  EXPECT_DOUBLE_EQ(accuracy::element_bound(AccuracyClass::fp32_angle, DType::f32, {1000, 3}, Quantity::rotated),
                    g1 * ((14 + 18) * 1000 + 9) * u32);
   // bf16-table, bf16 output, rotated, theta = 0: 6 u32 + 3 u_bf16 + u_bf16.
-  EXPECT_DOUBLE_EQ(props::element_bound(AccuracyClass::bf16_table, DType::bf16, {0, 0}, Quantity::rotated),
+  EXPECT_DOUBLE_EQ(accuracy::element_bound(AccuracyClass::bf16_table, DType::bf16, {0, 0}, Quantity::rotated),
                    g1 * (6 * u32 + 4 * ub));
   // f16-table, f16 output, table value: 4 u32 + u16 + u16.
-  EXPECT_DOUBLE_EQ(props::element_bound(AccuracyClass::f16_table, DType::f16, {0, 0}, Quantity::table),
+  EXPECT_DOUBLE_EQ(accuracy::element_bound(AccuracyClass::f16_table, DType::f16, {0, 0}, Quantity::table),
                    g1 * (4 * u32 + 2 * u16));
   // f32-reduced: the angle term of fp64-angle, the constant of fp32-angle.
   const double u64 = std::ldexp(1.0, -53);
-  EXPECT_DOUBLE_EQ(props::element_bound(AccuracyClass::f32_reduced, DType::f32, {1000, 3}, Quantity::rotated),
+  EXPECT_DOUBLE_EQ(accuracy::element_bound(AccuracyClass::f32_reduced, DType::f32, {1000, 3}, Quantity::rotated),
                    g1 * ((14 + 18) * 1000 * u64 + 9 * u32));
-  EXPECT_DOUBLE_EQ(props::element_bound(AccuracyClass::f32_reduced, DType::bf16, {0, 0}, Quantity::table),
+  EXPECT_DOUBLE_EQ(accuracy::element_bound(AccuracyClass::f32_reduced, DType::bf16, {0, 0}, Quantity::table),
                    g1 * (4 * u32 + ub));
-  EXPECT_EQ(props::absolute_floor(AccuracyClass::f32_reduced, DType::f32), 2 * std::ldexp(1.0, -149));
-  EXPECT_EQ(props::absolute_floor(AccuracyClass::f32_reduced, DType::f64), 2 * std::ldexp(1.0, -149));
+  EXPECT_EQ(accuracy::absolute_floor(AccuracyClass::f32_reduced, DType::f32), 2 * std::ldexp(1.0, -149));
+  EXPECT_EQ(accuracy::absolute_floor(AccuracyClass::f32_reduced, DType::f64), 2 * std::ldexp(1.0, -149));
   // exact: u_dt; the angle term caps at 2.
-  EXPECT_EQ(props::element_bound(AccuracyClass::exact, DType::bf16, {1e9, 5}, Quantity::rotated), ub);
-  EXPECT_DOUBLE_EQ(props::element_bound(AccuracyClass::fp32_angle, DType::f32, {1e12, 0}, Quantity::table),
+  EXPECT_EQ(accuracy::element_bound(AccuracyClass::exact, DType::bf16, {1e9, 5}, Quantity::rotated), ub);
+  EXPECT_DOUBLE_EQ(accuracy::element_bound(AccuracyClass::fp32_angle, DType::f32, {1e12, 0}, Quantity::table),
                    2 + g1 * 5 * u32);
   // pass-through: the storage rounding only, whatever the angle.
-  EXPECT_DOUBLE_EQ(props::element_bound(AccuracyClass::bf16_table, DType::f16, {1e6, 2}, Quantity::passthrough), g1 * u16);
+  EXPECT_DOUBLE_EQ(accuracy::element_bound(AccuracyClass::bf16_table, DType::f16, {1e6, 2}, Quantity::passthrough), g1 * u16);
 }
 
 std::vector<double> theta_grid() {
@@ -100,14 +101,14 @@ std::vector<double> theta_grid() {
 }
 
 TEST(error_model, MonotoneInTheta) {
-  for (AccuracyClass c : props::kAccuracyClasses)
+  for (AccuracyClass c : accuracy::kAccuracyClasses)
     for (DType dt : kDTypes)
       for (Quantity q : {Quantity::table, Quantity::rotated, Quantity::passthrough})
         for (double lnw : {0.0, 0.5, 4.0, 13.0}) {
           double prev = -1;
           for (double th : theta_grid()) {
-            const double b = props::element_bound(c, dt, {th, lnw}, q);
-            ASSERT_GE(b, prev) << props::to_string(c) << " " << to_string(dt) << " theta " << th;
+            const double b = accuracy::element_bound(c, dt, {th, lnw}, q);
+            ASSERT_GE(b, prev) << accuracy::to_string(c) << " " << to_string(dt) << " theta " << th;
             ASSERT_GT(b, 0);
             prev = b;
           }
@@ -121,9 +122,9 @@ TEST(error_model, ClassesNest) {
         for (double th : theta_grid())
           for (double M : {0.0, 1e-30, 1e-8, 1.0, 7.5}) {
             double prev = -1;
-            for (AccuracyClass c : props::kAccuracyClasses) {
-              const double allowed = props::class_bound(c, dt, q).allowed({th, lnw}, M);
-              ASSERT_GE(allowed, prev) << props::to_string(c) << " " << to_string(dt) << " theta " << th << " M " << M;
+            for (AccuracyClass c : accuracy::kAccuracyClasses) {
+              const double allowed = accuracy::class_bound(c, dt, q).allowed({th, lnw}, M);
+              ASSERT_GE(allowed, prev) << accuracy::to_string(c) << " " << to_string(dt) << " theta " << th << " M " << M;
               prev = allowed;
             }
           }
@@ -213,7 +214,7 @@ RopeCase build_case(const std::string& preset, const std::vector<std::int64_t>& 
         x.s = dd(sj);
         x.ya = dd(f.attention_factor * (Real(x.a) * cj - Real(x.b) * sj));
         x.yb = dd(f.attention_factor * (Real(x.b) * cj + Real(x.a) * sj));
-        x.angle = props::pair_angle(static_cast<double>(p), w);
+        x.angle = accuracy::pair_angle(static_cast<double>(p), w);
         x.M = att * (std::fabs(static_cast<double>(x.a)) + std::fabs(static_cast<double>(x.b)));
         rc.samples.push_back(x);
       }
@@ -283,7 +284,7 @@ Margins measure(const RopeCase& rc, const Kernel& k, DType out) {
   Margins m;
   std::map<AccuracyClass, std::array<ClassBound, 2>> bounds;
   for (AccuracyClass c : kInexactClasses)
-    bounds[c] = {props::class_bound(c, out, Quantity::table), props::class_bound(c, out, Quantity::rotated)};
+    bounds[c] = {accuracy::class_bound(c, out, Quantity::table), accuracy::class_bound(c, out, Quantity::rotated)};
   for (const Sample& x : rc.samples) {
     const auto [c, s] = k.cos_sin_table(x.p, x.j);
     const auto [ya, yb] = k.rotate(x.a, x.b, x.p, x.j);
@@ -302,7 +303,7 @@ Margins measure(const RopeCase& rc, const Kernel& k, DType out) {
 
 void report(const std::string& what, AccuracyClass c, const Margin& m) {
   std::printf("  %-36s %-11s worst %.4f, below the cap %.4f, angle-dominated %.4f; violations %lld%s%s\n",
-              what.c_str(), std::string(props::to_string(c)).c_str(), m.worst, m.worst_linear, m.worst_angle,
+              what.c_str(), std::string(accuracy::to_string(c)).c_str(), m.worst, m.worst_linear, m.worst_angle,
               static_cast<long long>(m.violations),
               m.where.empty() ? "" : "  at ", m.where.c_str());
 }
@@ -352,7 +353,7 @@ TEST(error_model_calibration, HfInverseFrequenciesWithinAllowance) {
         if (exact.inv_freq[j] == 0) continue;
         const double rho = (abs(Real(hf[j]) - exact.inv_freq[j]) / exact.inv_freq[j]).convert_to<double>() / u32;
         const double lnw = std::fabs(std::log(exact.inv_freq[j].convert_to<double>()));
-        const double allowance = props::model::kInvLog * lnw + props::model::kInvConst;
+        const double allowance = accuracy::model::kInvLog * lnw + accuracy::model::kInvConst;
         worst_rho = std::max(worst_rho, rho);
         worst_ratio = std::max(worst_ratio, rho / allowance);
       }
@@ -448,15 +449,15 @@ TEST(error_model_calibration, TableRecipesAreTheirTableClass) {
 TEST(error_model_calibration, CorrectlyRoundedValuesSatisfyEveryClass) {
   for (const RopeCase& rc : rope_cases())
     for (DType out : kDTypes)
-      for (AccuracyClass c : props::kAccuracyClasses) {
-        const ClassBound bt = props::class_bound(c, out, Quantity::table), br = props::class_bound(c, out, Quantity::rotated);
+      for (AccuracyClass c : accuracy::kAccuracyClasses) {
+        const ClassBound bt = accuracy::class_bound(c, out, Quantity::table), br = accuracy::class_bound(c, out, Quantity::rotated);
         Margin m;
         for (const Sample& x : rc.samples) {
           auto rounded = [&](const DD& e) { return recipes::round_double_to(e.hi + e.lo, out); };
           m.add(bt, x.angle, 1.0, err(rounded(x.c), x.c), x.p, x.j, "cos");
           m.add(br, x.angle, x.M, err(rounded(x.ya), x.ya), x.p, x.j, "rot_a");
         }
-        ASSERT_LE(m.worst, 1.0) << rc.name << " " << to_string(out) << " " << props::to_string(c) << " " << m.where;
+        ASSERT_LE(m.worst, 1.0) << rc.name << " " << to_string(out) << " " << accuracy::to_string(c) << " " << m.where;
       }
 }
 
@@ -493,11 +494,11 @@ TEST(error_model_calibration, SinusoidalFp32RecipesAreFp32Angle) {
         const float angle = static_cast<float>(p + s.position_offset) * w[i];
         pes.push_back({p, col.frequency, col.kind == SinusoidalKind::sine ? std::sin(angle) : std::cos(angle),
                        dd(row[static_cast<std::size_t>(c)]),
-                       props::pair_angle(static_cast<double>(p + s.position_offset), wx[i].convert_to<double>())});
+                       accuracy::pair_angle(static_cast<double>(p + s.position_offset), wx[i].convert_to<double>())});
       }
     }
     for (DType out : {DType::f32, DType::bf16, DType::f16}) {
-      const ClassBound b = props::class_bound(AccuracyClass::fp32_angle, out, Quantity::table);
+      const ClassBound b = accuracy::class_bound(AccuracyClass::fp32_angle, out, Quantity::table);
       Margin m;
       for (const Pe& e : pes) m.add(b, e.angle, 1.0, err(recipes::round_float_to(e.value, out), e.exact), e.p, e.i, "pe");
       report(std::string(preset) + " f32 out " + std::string(to_string(out)), AccuracyClass::fp32_angle, m);
@@ -529,7 +530,7 @@ TEST(error_model_calibration, LowPrecisionInverseFrequenciesViolateFp32Angle) {
       for (DType out : {DType::f32, DType::bf16}) {
         const recipes::Recipe rec{inv, recipes::TrigMode::libm, DType::f32, out};
         probes.push_back({rec, recipes::RecipeKernel(r, std::nullopt, rec),
-                          props::class_bound(AccuracyClass::fp32_angle, out, Quantity::table)});
+                          accuracy::class_bound(AccuracyClass::fp32_angle, out, Quantity::table)});
       }
     std::vector<Real> c, s;
     for (std::int64_t p = 0; p <= 4096; ++p) {
@@ -541,7 +542,7 @@ TEST(error_model_calibration, LowPrecisionInverseFrequenciesViolateFp32Angle) {
         for (int j = 0; j < rope_pairs(r); ++j) {
           const std::size_t jj = static_cast<std::size_t>(j);
           const auto [cc, ss] = pr.kernel.cos_sin_table(p, j);
-          const PairAngle a = props::pair_angle(static_cast<double>(p), f.inv_freq[jj].convert_to<double>());
+          const PairAngle a = accuracy::pair_angle(static_cast<double>(p), f.inv_freq[jj].convert_to<double>());
           const double e = std::max(err(cc, dd(c[jj])), err(ss, dd(s[jj])));
           const double ratio = e / pr.bound.allowed(a, 1.0);
           if (ratio > 1 && pr.first < 0) pr.first = p;

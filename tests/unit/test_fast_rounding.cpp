@@ -27,9 +27,10 @@
 #include "ropecheck/reference/fast_rounding.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace {
 

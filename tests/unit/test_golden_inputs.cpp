@@ -6,7 +6,7 @@
 
 #include "ropecheck/golden/input_generator.hpp"
 #include "ropecheck/golden/positions.hpp"
-#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/core/dtype.hpp"
 
 namespace ropecheck::golden {
 namespace {

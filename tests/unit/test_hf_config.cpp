@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/reference/rope_reference.hpp"
-#include "ropecheck/reference/spec.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace {
 

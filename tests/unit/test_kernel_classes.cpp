@@ -6,7 +6,7 @@
 // checker (golden/checker.hpp) gives each its tightest accuracy class over rope_apply's q_rot / k_rot
 // and rope_cos_sin_table's cos / sin (sinusoidal_table's pe for sinusoidal sets).
 //
-// Expected (props/ERROR_MODEL.md; kernels/RECIPES.md's class table):
+// Expected (accuracy/ERROR_MODEL.md; kernels/RECIPES.md's class table):
 //   accurate       f32: f32-reduced; f16, bf16, f64: fp64-angle (section 10 of the error model). The
 //                  f16 / bf16 result may be bit-identical to the golden value by luck on a small set;
 //                  the test therefore asserts the tightest class other than `exact`.
@@ -51,7 +51,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace k = ropecheck::kernels;
-using props::AccuracyClass;
+using accuracy::AccuracyClass;
 
 constexpr std::array<DType, 4> kStorage = {DType::f32, DType::f16, DType::bf16, DType::f64};
 
@@ -177,7 +177,7 @@ Cell judge(const golden::GoldenSet& g, const std::vector<golden::Tensor>& tensor
       if (c.first_violating_position && (!s.first || *c.first_violating_position < *s.first)) s.first = c.first_violating_position;
     }
   }
-  for (AccuracyClass c : props::kAccuracyClasses) {
+  for (AccuracyClass c : accuracy::kAccuracyClasses) {
     if (!cell.cls[c].satisfied) continue;
     if (!cell.tightest) cell.tightest = c;
     if (c != AccuracyClass::exact && !cell.tightest_inexact) cell.tightest_inexact = c;
@@ -185,7 +185,7 @@ Cell judge(const golden::GoldenSet& g, const std::vector<golden::Tensor>& tensor
   return cell;
 }
 
-std::string class_name(std::optional<AccuracyClass> c) { return c ? std::string(props::to_string(*c)) : "none"; }
+std::string class_name(std::optional<AccuracyClass> c) { return c ? std::string(accuracy::to_string(*c)) : "none"; }
 
 // "f32-reduced 0.31" (the tightest class and its worst error / bound).
 std::string landed(const Cell& c) {
@@ -198,14 +198,14 @@ std::string landed(const Cell& c) {
 
 // The class just stricter than the tightest: "violates fp64-angle (3.1 from position 1)".
 std::string stricter(const Cell& c) {
-  const auto& all = props::kAccuracyClasses;
+  const auto& all = accuracy::kAccuracyClasses;
   std::size_t i = all.size();
   if (c.tightest) i = static_cast<std::size_t>(std::find(all.begin(), all.end(), *c.tightest) - all.begin());
   if (i == 0) return "";
   const AccuracyClass s = all[i - 1];
   const ClassStat& st = c.cls.at(s);
   char buf[128];
-  std::snprintf(buf, sizeof buf, "violates %s (%.3g%s from position %lld)", std::string(props::to_string(s)).c_str(),
+  std::snprintf(buf, sizeof buf, "violates %s (%.3g%s from position %lld)", std::string(accuracy::to_string(s)).c_str(),
                 st.worst, s == AccuracyClass::exact ? " ulp" : "", static_cast<long long>(st.first.value_or(-1)));
   return buf;
 }
@@ -280,16 +280,16 @@ TEST(kernel_classes, EveryRecipeDtypeLayoutAndPathLandsInItsClass) {
         for (const auto& [path, c] : {std::pair<const char*, const Cell*>{"portable", &p}, {"avx512", &a}}) {
           if (e.holds) {
             EXPECT_TRUE(c->cls.at(*e.holds).satisfied)
-                << path << " path violates " << props::to_string(*e.holds) << "; " << repro << props::to_string(*e.holds);
+                << path << " path violates " << accuracy::to_string(*e.holds) << "; " << repro << accuracy::to_string(*e.holds);
           }
           if (e.holds && e.tightest) {
             EXPECT_EQ(class_name(c->tightest_inexact), class_name(e.holds))
-                << path << " path lands elsewhere; " << repro << props::to_string(*e.holds);
+                << path << " path lands elsewhere; " << repro << accuracy::to_string(*e.holds);
           }
           if (e.violates) {
             EXPECT_FALSE(c->cls.at(*e.violates).satisfied)
-                << path << " path satisfies " << props::to_string(*e.violates) << ", which it should violate; " << repro
-                << props::to_string(*e.violates);
+                << path << " path satisfies " << accuracy::to_string(*e.violates) << ", which it should violate; " << repro
+                << accuracy::to_string(*e.violates);
           }
         }
         // The two paths agree on the class (their arithmetic differs only in the evaluation order the

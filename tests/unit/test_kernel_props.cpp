@@ -21,6 +21,7 @@
 #include "ropecheck/reference/presets.hpp"
 
 namespace ropecheck::props {
+using namespace ropecheck::accuracy;
 namespace {
 
 namespace k = ropecheck::kernels;

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "ropecheck/kernels/scalar_recipes.hpp"
-#include "ropecheck/props/error_model.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/props/mutants.hpp"
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
@@ -30,6 +30,7 @@
 #include "ropecheck/reference/sinusoidal_reference.hpp"
 
 namespace ropecheck::props {
+using namespace ropecheck::accuracy;
 namespace {
 
 // Fixed for CI; the cases per property are kept small enough that the whole props label stays

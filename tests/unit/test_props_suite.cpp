@@ -22,6 +22,7 @@
 #include "ropecheck/reference/sinusoidal_reference.hpp"
 
 namespace ropecheck::props {
+using namespace ropecheck::accuracy;
 namespace {
 
 // Hugging Face's recipe in scalar type T (double or float), with optional defects for teeth tests.

@@ -6,6 +6,7 @@
 #include "ropecheck/reference/decay.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
 
 namespace ropecheck {

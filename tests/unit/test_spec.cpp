@@ -19,8 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/spec.hpp"
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace {
 

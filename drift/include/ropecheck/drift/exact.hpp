@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "ropecheck/reference/fast_rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::drift {
 

@@ -15,9 +15,9 @@
 #include "ropecheck/drift/sampling.hpp"
 #include "ropecheck/drift/uniqueness.hpp"
 #include "ropecheck/kernels/recipe.hpp"
-#include "ropecheck/props/error_model.hpp"
-#include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::drift {
 
@@ -38,7 +38,7 @@ struct DriftOptions {
 // The first sampled position where a candidate exceeds a class's bound, with the worst element
 // there (largest error / allowed).
 struct Breakdown {
-  props::AccuracyClass cls = props::AccuracyClass::exact;
+  accuracy::AccuracyClass cls = accuracy::AccuracyClass::exact;
   std::optional<std::int64_t> position;  // nullopt: within the bound at every sampled position
   std::string quantity;                  // "rotated" or "table"
   int head = -1;                         // rotated: the head; table: -1
@@ -58,7 +58,7 @@ struct CandidateResult {
   std::vector<Metrics> positions;    // per sampled position (plan.positions order)
   std::vector<Metrics> bins;         // per bin (plan.bins order)
   Metrics total;
-  std::vector<Breakdown> breakdown;  // one per props::kAccuracyClasses entry, same order
+  std::vector<Breakdown> breakdown;  // one per accuracy::kAccuracyClasses entry, same order
   std::optional<Uniqueness> uniqueness;  // edges: every bin's hi
   double seconds = 0;                    // sweep + uniqueness
 };

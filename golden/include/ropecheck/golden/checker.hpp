@@ -28,25 +28,25 @@
 
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/tensor.hpp"
-#include "ropecheck/props/error_model.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
 
 namespace ropecheck::golden {
 
 // The verdict criterion: it must hold for every element of every matched tensor.
 struct Criterion {
   enum class Kind {
-    accuracy_class,  // the class's per-element bound (props/ERROR_MODEL.md); exact = identical
+    accuracy_class,  // the class's per-element bound (accuracy/ERROR_MODEL.md); exact = identical
     max_ulp,         // |candidate - truth| <= max_ulp * ulp_dt(truth)
     tolerance,       // |candidate - truth| <= atol + rtol * |truth|  (numpy.allclose)
   };
   Kind kind = Kind::accuracy_class;
-  props::AccuracyClass accuracy_class = props::kDefaultAccuracyClass;
+  accuracy::AccuracyClass accuracy_class = accuracy::kDefaultAccuracyClass;
   double max_ulp = 0;
   double atol = 0, rtol = 0;
 
-  static Criterion of_class(props::AccuracyClass c) { return {Kind::accuracy_class, c, 0, 0, 0}; }
-  static Criterion of_max_ulp(double n) { return {Kind::max_ulp, props::kDefaultAccuracyClass, n, 0, 0}; }
-  static Criterion of_tolerance(double atol, double rtol) { return {Kind::tolerance, props::kDefaultAccuracyClass, 0, atol, rtol}; }
+  static Criterion of_class(accuracy::AccuracyClass c) { return {Kind::accuracy_class, c, 0, 0, 0}; }
+  static Criterion of_max_ulp(double n) { return {Kind::max_ulp, accuracy::kDefaultAccuracyClass, n, 0, 0}; }
+  static Criterion of_tolerance(double atol, double rtol) { return {Kind::tolerance, accuracy::kDefaultAccuracyClass, 0, atol, rtol}; }
   std::string to_string() const;  // "class fp32-angle", "max-ulp 4", "atol 1e-06 rtol 1e-05"
   nlohmann::json to_json() const;
 };
@@ -77,7 +77,7 @@ struct ElementReport {
 };
 
 struct ClassResult {
-  props::AccuracyClass accuracy_class;
+  accuracy::AccuracyClass accuracy_class;
   bool satisfied = true;
   std::int64_t violations = 0;
   std::optional<std::int64_t> first_violating_position;  // smallest position with a violation
@@ -118,7 +118,7 @@ struct TensorReport {
   std::vector<PositionBin> bins;     // only bins with elements, ascending
 
   // The strictest class satisfied (nullopt when none).
-  std::optional<props::AccuracyClass> best_class() const;
+  std::optional<accuracy::AccuracyClass> best_class() const;
 };
 
 struct CheckReport {
@@ -131,7 +131,7 @@ struct CheckReport {
   bool pass = false;                           // the criterion holds on every element of every tensor
 
   // Classes every matched tensor satisfies, strictest first.
-  std::vector<props::AccuracyClass> satisfied_classes() const;
+  std::vector<accuracy::AccuracyClass> satisfied_classes() const;
   nlohmann::json to_json() const;
   std::string summary() const;  // the terminal report: one block per tensor and a verdict line
 };

@@ -28,7 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/golden/tensor.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::golden {
 

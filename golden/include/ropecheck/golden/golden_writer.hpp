@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/golden/positions.hpp"
-#include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::golden {
 

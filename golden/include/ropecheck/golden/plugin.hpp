@@ -37,8 +37,8 @@
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/kernel_abi.h"
 #include "ropecheck/golden/tensor.hpp"
-#include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::golden {
 

@@ -16,7 +16,7 @@ namespace ropecheck::golden {
 // fixes for every target. A call the kernel answers ROPECHECK_UNSUPPORTED is reported as unsupported
 // (the property is skipped); any other failure code throws TensorError.
 std::unique_ptr<props::Target> make_plugin_target(const std::filesystem::path& library,
-                                                  props::AccuracyClass accuracy = props::AccuracyClass::fp32_angle,
+                                                  accuracy::AccuracyClass accuracy = accuracy::AccuracyClass::fp32_angle,
                                                   DType dtype = DType::f32);
 
 }  // namespace ropecheck::golden

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::golden {
 

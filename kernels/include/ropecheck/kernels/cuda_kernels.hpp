@@ -20,8 +20,8 @@
 
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
-#include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::kernels {
 

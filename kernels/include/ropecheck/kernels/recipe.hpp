@@ -45,7 +45,7 @@
 #include <span>
 #include <string_view>
 
-#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/core/dtype.hpp"
 
 namespace ropecheck::kernels {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ropecheck/kernels/recipe.hpp"
-#include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::kernels {
 
@@ -86,9 +86,10 @@ std::string_view cpu_path();
 // cos / sin of every pair as the recipe computes them in f32 (before the attention factor and
 // before the table cast). `pairs` floats each.
 void recipe_cos_sin_row(const RopePlan& plan, const Position& p, float* cos_out, float* sin_out);
-// The angle the recipe forms for every pair, reduced to [-pi, pi] (binary64; for f32 angles the exact
-// value of the f32 angle, reduced). accurate: the binary64 angle (the rounding of its reduced argument
-// to f32 belongs to the sin / cos evaluation and shows in recipe_cos_sin_row). fast-sincos: hf's angle.
+// The angle the recipe forms for every pair, unreduced: the exact value of the recipe's f32 angle as a
+// double, or its binary64 angle (accurate: the rounding of its reduced argument to f32 belongs to the
+// sin / cos evaluation and shows in recipe_cos_sin_row). fast-sincos: hf's angle. Reduce it exactly
+// with reference/angle_reduction.hpp to compare angles on the circle.
 void recipe_angle_row(const RopePlan& plan, const Position& p, double* angle_out);
 
 // ---- kernels --------------------------------------------------------------------------------------

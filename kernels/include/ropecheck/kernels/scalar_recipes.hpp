@@ -13,7 +13,7 @@
 // Sinusoidal tables: w_i = expf(i' * (float)(-ln(base) / n)) (the annotated transformer and
 // fairseq / tensor2tensor), angle = (float)(position + offset) * w_i, sinf / cosf, one rounding.
 //
-// Accuracy class: fp32-angle (props/ERROR_MODEL.md). The SIMD, threaded and CUDA kernels and the
+// Accuracy class: fp32-angle (accuracy/ERROR_MODEL.md). The SIMD, threaded and CUDA kernels and the
 // other recipes (accurate, meta, ggml, known-bad ones) are a later issue (kernels/README.md).
 #pragma once
 
@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::kernels {
 

@@ -10,7 +10,7 @@
 
 #include <rapidcheck.h>
 
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck {
 // How RapidCheck prints a generated spec in a counterexample: its JSON (found by ADL).

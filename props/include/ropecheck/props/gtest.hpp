@@ -41,7 +41,7 @@
 #include "ropecheck/props/registry.hpp"  // TargetFactory
 #include "ropecheck/props/suite.hpp"
 #include "ropecheck/props/target.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::props {
 

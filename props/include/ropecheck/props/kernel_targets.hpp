@@ -4,7 +4,7 @@
 // ropecheck's own kernels.
 //
 // Each target claims the accuracy class the error model derives for its recipe and storage dtype
-// (props/ERROR_MODEL.md), and the suite's tolerances follow from that claim. The known-bad recipes
+// (accuracy/ERROR_MODEL.md), and the suite's tolerances follow from that claim. The known-bad recipes
 // claim what the recipe they break claims (hf's class), so the suite shows them failing it.
 #pragma once
 
@@ -22,7 +22,7 @@ namespace ropecheck::props {
 //   fast-sincos): f32, f64: fp32-angle; f16: f16-table; bf16: bf16-table (hf rotates in the storage dtype)
 //   meta, ggml      fp32-angle
 //   bf16-table      bf16-table;  f16-table: f16-table
-AccuracyClass kernel_claimed_class(kernels::Recipe recipe, DType storage);
+accuracy::AccuracyClass kernel_claimed_class(kernels::Recipe recipe, DType storage);
 
 // The target "kernel:<recipe>" (storage f32) or "kernel:<recipe>-bf16out" / "-f16out" / "-f64out".
 // It runs the default CPU path (AVX-512 where available) on one thread; `portable` forces the portable

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ropecheck/props/target.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::props {
 

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/props/target.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::props {
 

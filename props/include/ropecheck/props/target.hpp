@@ -9,9 +9,9 @@
 #include <span>
 #include <string>
 
-#include "ropecheck/props/error_model.hpp"
-#include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::props {
 
@@ -19,8 +19,8 @@ struct TargetInfo {
   std::string name;          // e.g. "reference", "hf-fp32", "plugin:libmyrope.so"
   std::string description;   // one line
   // The accuracy class the target claims; every property's tolerance is derived from it
-  // (props/ERROR_MODEL.md). A correct target of that class never fails a property.
-  AccuracyClass accuracy = AccuracyClass::fp32_angle;
+  // (accuracy/ERROR_MODEL.md). A correct target of that class never fails a property.
+  accuracy::AccuracyClass accuracy = accuracy::AccuracyClass::fp32_angle;
   // The dtype its outputs are stored in (values are representable in it).
   DType dtype = DType::f32;
   // Whether positions may be negative (the exact reference: yes; most kernels: no).

@@ -5,7 +5,7 @@
 #include <complex>
 #include <vector>
 
-#include "ropecheck/reference/scalar.hpp"
+#include "ropecheck/reference/scalar_math.hpp"
 
 namespace ropecheck {
 

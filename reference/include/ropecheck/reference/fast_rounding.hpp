@@ -41,7 +41,7 @@
 #include <span>
 
 #include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck {
 

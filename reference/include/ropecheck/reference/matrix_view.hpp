@@ -7,6 +7,7 @@
 #include <boost/multiprecision/eigen.hpp>
 
 #include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
 
 namespace ropecheck {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck {
 

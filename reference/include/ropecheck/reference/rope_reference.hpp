@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "ropecheck/reference/scalar.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/reference/scalar_math.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck {
 

@@ -13,6 +13,8 @@
 
 #include <boost/multiprecision/mpfr.hpp>
 
+#include "ropecheck/reference/scalar_math.hpp"
+
 namespace ropecheck {
 
 using Real = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<0>,
@@ -52,38 +54,6 @@ class ScopedPrecision {
 // Bits actually carried by Real values created now.
 inline unsigned current_precision_bits() {
   return static_cast<unsigned>(mpfr_get_prec(Real(0).backend().data()));
-}
-
-// pi at the precision of T.
-template <class T>
-T pi_value() {
-  if constexpr (std::is_floating_point_v<T>)
-    return std::numbers::pi_v<T>;
-  else {
-    using std::acos;
-    return acos(T(-1));
-  }
-}
-
-// Exact integer -> T (exact for Real at >= 64 bits and for double below 2^53).
-template <class T>
-T from_int(std::int64_t v) {
-  if constexpr (std::is_floating_point_v<T>)
-    return static_cast<T>(v);
-  else
-    return T(static_cast<long long>(v));
-}
-
-// Decimal string with `digits` significant digits (scientific notation).
-template <class T>
-std::string to_decimal(const T& v, int digits) {
-  if constexpr (std::is_floating_point_v<T>) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*e", digits - 1, static_cast<double>(v));
-    return buf;
-  } else {
-    return v.str(digits - 1, std::ios_base::scientific);  // Boost counts digits after the point
-  }
 }
 
 }  // namespace ropecheck

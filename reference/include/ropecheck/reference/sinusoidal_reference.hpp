@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "ropecheck/reference/scalar.hpp"
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/reference/scalar_math.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck {
 

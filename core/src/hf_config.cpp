@@ -5,7 +5,7 @@
 #include <cmath>
 #include <set>
 
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck {
 namespace {

@@ -1,4 +1,4 @@
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 #include <cmath>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "ropecheck/reference/spec_json.hpp"
+#include "ropecheck/core/spec_json.hpp"
 
 #include <cmath>
 #include <fstream>

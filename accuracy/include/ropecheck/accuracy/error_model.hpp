@@ -1,6 +1,6 @@
 // The error model: accuracy classes and the per-element error bound each one allows.
 //
-// The derivation of every constant is written once, in props/ERROR_MODEL.md; the numbers below
+// The derivation of every constant is written once, in accuracy/ERROR_MODEL.md; the numbers below
 // are that derivation's results and nothing else. In short, an output element's error is measured
 // against the magnitude M of what it came from:
 //   rotated q / k channel:   M = att * (|x_a| + |x_b|)   (x_a, x_b the input pair, att the attention factor)
@@ -23,9 +23,9 @@
 #include <optional>
 #include <string_view>
 
-#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/core/dtype.hpp"
 
-namespace ropecheck::props {
+namespace ropecheck::accuracy {
 
 enum class AccuracyClass {
   exact,       // identical to the correctly rounded value of the same dtype
@@ -58,10 +58,7 @@ enum class Quantity {
 };
 std::string_view to_string(Quantity q);
 
-// Unit roundoff 2^-p: f64 2^-53, f32 2^-24, f16 2^-11, bf16 2^-8.
-double unit_roundoff(DType t);
-// Smallest positive subnormal: f64 2^-1074, f32 2^-149, f16 2^-24, bf16 2^-133.
-double min_subnormal(DType t);
+// unit_roundoff / min_subnormal of a dtype: core/dtype.hpp.
 
 // The angle facts of the pair an element belongs to.
 struct PairAngle {
@@ -114,4 +111,4 @@ ClassBound class_bound(AccuracyClass c, DType candidate, Quantity q);
 double element_bound(AccuracyClass c, DType candidate, const PairAngle& angle, Quantity q);
 double absolute_floor(AccuracyClass c, DType candidate);
 
-}  // namespace ropecheck::props
+}  // namespace ropecheck::accuracy

@@ -1,9 +1,9 @@
-#include "ropecheck/props/error_model.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace ropecheck::props {
+namespace ropecheck::accuracy {
 
 std::string_view to_string(AccuracyClass c) {
   switch (c) {
@@ -56,13 +56,6 @@ std::string_view to_string(Quantity q) {
     case Quantity::passthrough: return "passthrough";
   }
   return "?";
-}
-
-double unit_roundoff(DType t) { return std::ldexp(1.0, -format_info(t).precision); }
-
-double min_subnormal(DType t) {
-  const FormatInfo& f = format_info(t);
-  return std::ldexp(1.0, f.min_normal_exp - f.precision + 1);
 }
 
 PairAngle pair_angle(double position, double frequency) {
@@ -125,4 +118,4 @@ double absolute_floor(AccuracyClass c, DType candidate) {
   return class_bound(c, candidate, Quantity::rotated).floor;
 }
 
-}  // namespace ropecheck::props
+}  // namespace ropecheck::accuracy

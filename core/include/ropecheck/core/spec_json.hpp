@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ropecheck/reference/spec.hpp"
+#include "ropecheck/core/spec.hpp"
 
 namespace ropecheck {
 

@@ -1,0 +1,57 @@
+// Storage formats: the dtypes ropecheck checks, their parameters, and exact bit-level decoding and
+// encoding. No MPFR, no Boost: every module that only needs to name or read a dtype includes this
+// (reference/rounding.hpp adds the correct rounding of MPFR values on top).
+//
+// Formats follow IEEE 754 semantics: gradual underflow (subnormals), overflow to infinity,
+// signed zero, NaN.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ropecheck {
+
+// The storage formats: IEEE binary64, binary32, binary16 (half) and bfloat16.
+enum class DType { f64, f32, f16, bf16 };
+
+// Parameters of a binary floating-point format. A finite nonzero value is s * 1.xxx * 2^e
+// with p - 1 fraction bits; normal range e in [min_normal_exp, max_exp]. Below 2^min_normal_exp
+// the spacing stays 2^(min_normal_exp - precision + 1) (subnormals).
+struct FormatInfo {
+  int precision;       // significand bits including the hidden bit: 53, 24, 11, 8
+  int min_normal_exp;  // -1022, -126, -14, -126
+  int max_exp;         // 1023, 127, 15, 127 (also the exponent bias)
+  int storage_bits;    // 64, 32, 16, 16
+  const char* name;    // "f64", "f32", "f16", "bf16"
+};
+
+const FormatInfo& format_info(DType t);
+std::string_view to_string(DType t);
+// Inverse of to_string: accepts exactly "f64", "f32", "f16", "bf16".
+std::optional<DType> parse_dtype(std::string_view s);
+
+// Decode a bit pattern of format t (exactly). Bits above storage_bits must be zero
+// (std::invalid_argument otherwise). Every NaN pattern decodes to a quiet NaN with its sign.
+double bits_to_double(std::uint64_t bits, DType t);
+
+// The element of format t stored at p (native byte order, storage_bits wide), decoded exactly: how
+// the checker, plugin targets and kernel targets read a kernel's output buffer.
+double load_element(const void* p, DType t);
+
+// Encode a double that is a value of format t (e.g. a round_to_double result) as its bit
+// pattern; std::invalid_argument if v is not exactly representable in t. NaN -> canonical.
+std::uint64_t double_to_bits(double v, DType t);
+
+// Spacing of format t around the finite value v: 2^(e - p + 1) for |v| in [2^e, 2^(e+1)),
+// and the subnormal spacing 2^(min_normal_exp - p + 1) for |v| < 2^min_normal_exp (v = 0
+// included). At a power of two this is the gap above |v|. Beyond max_finite the exponent is
+// treated as unbounded (ulp keeps growing). NaN for non-finite v.
+double ulp(double v, DType t);
+
+// Unit roundoff 2^-p: f64 2^-53, f32 2^-24, f16 2^-11, bf16 2^-8.
+double unit_roundoff(DType t);
+// Smallest positive subnormal: f64 2^-1074, f32 2^-149, f16 2^-24, bf16 2^-133.
+double min_subnormal(DType t);
+
+}  // namespace ropecheck
