@@ -219,11 +219,11 @@ std::string BaselineComparison::summary() const {
   }
   if (regressions.size() > shown) s += "  ... (" + std::to_string(regressions.size()) + " in all)\n";
   if (pass())
-    s += "baseline: no regression (every max and RMS error within " + g4(limit.max_growth) + "x the baseline's)\n";
+    s += "PASS: no regression against the baseline (every max and RMS error within " + g4(limit.max_growth) + "x the baseline's)\n";
   else
-    s += "REGRESSION: " + std::to_string(regressions.size()) + " error quantit" + (regressions.size() == 1 ? "y" : "ies") +
-         " grew more than " + g4(limit.max_growth) + "x against the baseline (first: " + regressions.front().where() + ", " +
-         g4(regressions.front().growth) + "x)\n";
+    s += "FAIL: regression against the baseline: " + std::to_string(regressions.size()) + " error quantit" +
+         (regressions.size() == 1 ? "y" : "ies") + " grew more than " + g4(limit.max_growth) + "x (first: " +
+         regressions.front().where() + ", " + g4(regressions.front().growth) + "x)\n";
   return s;
 }
 

@@ -223,7 +223,7 @@ TEST(check_baseline, TenTimesWorseUnderTheBoundPassesTheClassAndFailsTheBaseline
   EXPECT_LT(cmp.largest->growth, 15);
   // The report names the tensor and the bin.
   const std::string s = cmp.summary();
-  EXPECT_NE(s.find("REGRESSION: "), std::string::npos) << s;
+  EXPECT_NE(s.find("\nFAIL: regression against the baseline: "), std::string::npos) << s;
   EXPECT_NE(s.find(" positions ["), std::string::npos) << s;
   const nlohmann::json j = cmp.to_json();
   EXPECT_EQ(j["pass"], false);

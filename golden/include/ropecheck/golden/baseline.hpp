@@ -81,7 +81,7 @@ struct BaselineComparison {
   std::vector<BaselineRegression> regressions;   // growth > F; golden output order, tensor before its bins
   bool pass() const { return regressions.empty(); }
   nlohmann::json to_json() const;
-  std::string summary() const;  // a few lines; the last says REGRESSION or that none was found
+  std::string summary() const;  // a few lines; the last is the verdict, "PASS: no regression ..." or "FAIL: regression ..."
 };
 
 // After the check: the same tensors (by name and element count) with the same position bins, else
