@@ -1,7 +1,9 @@
 // `ropecheck check`: compares a candidate (tensor file, or a kernel plugin run on the golden inputs)
 // with a golden set and prints the checker's report (golden/CHECK_REPORT.md, golden/KERNEL_ABI.md).
 //
-// Exit codes: 0 the criterion holds everywhere, 1 it is violated, 2 unusable input (bad options, a
+// Exit codes: 0 the criterion holds everywhere (and, with --baseline, no error grew past --max-growth),
+// 1 it is violated (or an error grew: golden/baseline.hpp), 2 unusable input (a baseline of another set,
+// criterion or tensors included) (bad options, a
 // golden set that fails its manifest or hashes, an unreadable candidate, mismatched names / shapes /
 // dtypes, a plugin that cannot be loaded or fails). With exit 2 nothing is written: stdout stays
 // empty, --report is not created, and stderr has one line "ropecheck: error: ...".
@@ -19,6 +21,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "ropecheck/golden/baseline.hpp"
 #include "ropecheck/golden/builtin_kernel.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
@@ -42,6 +45,8 @@ struct CheckCliOptions {
   double max_ulp = 0;
   double atol = 0, rtol = 0;
   std::string report;
+  std::string baseline;
+  double max_growth = 2;
   int worst = 10;
   int threads = 0;
   CLI::Option* class_opt = nullptr;
@@ -170,6 +175,12 @@ Command add_check_command(CLI::App& app) {
   o->atol_opt->needs(rtol_opt);
   rtol_opt->needs(o->atol_opt);
   cmd->add_option("--report", o->report, "write the full report as JSON to this file (atomically; only when the check ran)");
+  cmd->add_option("--baseline", o->baseline,
+                  "an earlier --report of the same golden set and criterion: fail (exit 1) when a tensor's or position "
+                  "bin's max or RMS error grew by more than --max-growth (golden/CHECK_REPORT.md)");
+  cmd->add_option("--max-growth", o->max_growth, "with --baseline: the growth factor allowed (>= 1)")
+      ->capture_default_str()
+      ->needs("--baseline");
   cmd->add_option("--worst", o->worst, "worst elements listed per tensor")->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores; results do not depend on it)")
       ->check(CLI::Range(0, 1024));
@@ -185,8 +196,13 @@ Command add_check_command(CLI::App& app) {
             opt.worst_count = o->worst;
             opt.threads = o->threads;
             if (!o->report.empty()) check_report_path(o->report);
+            if (!(o->max_growth >= 1 && std::isfinite(o->max_growth)))
+              throw TensorError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o->max_growth));
+            std::optional<golden::CheckBaseline> baseline;
+            if (!o->baseline.empty()) baseline = golden::read_check_baseline(o->baseline);
 
             const golden::GoldenSet g = golden::load_golden_set(o->golden_dir);
+            if (baseline) golden::require_same_setup(*baseline, golden::golden_fingerprint(g), opt.criterion);
             std::vector<golden::Tensor> candidate;
             std::vector<std::string> header;
             nlohmann::json source;
@@ -221,17 +237,21 @@ Command add_check_command(CLI::App& app) {
               source = {{"kind", "file"}, {"path", o->candidate}};
             }
             const golden::CheckReport rep = golden::check_candidate(g, candidate, opt);
+            std::optional<golden::BaselineComparison> cmp;  // before any output: a mismatch is exit 2
+            if (baseline) cmp = golden::compare_with_baseline(rep, *baseline, {o->max_growth, 1.0});
 
             if (!o->report.empty()) {
               nlohmann::json j = rep.to_json();
               j["candidate_source"] = source;
+              if (cmp) j["baseline"] = cmp->to_json();
               write_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
             }
             for (const std::string& line : header) fmt::print("{}\n", line);
             if (!header.empty()) fmt::print("\n");
             fmt::print("{}", rep.summary());
+            if (cmp) fmt::print("{}", cmp->summary());
             std::fflush(stdout);
-            return rep.pass ? 0 : 1;
+            return rep.pass && (!cmp || cmp->pass()) ? 0 : 1;
           }};
 }
 

@@ -1,7 +1,10 @@
 // `ropecheck props`: runs the property suite (props/PROPERTIES.md) against a named target or a kernel
 // plugin, prints one line per property and exits 0 (all pass), 1 (a property failed: the
-// counterexample and the reproduce command are printed) or 2 (unusable input).
+// counterexample and the reproduce command are printed; or, with --baseline, a margin grew past
+// --max-growth) or 2 (unusable input, a baseline of another setup included).
+#include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,13 +18,15 @@
 #include "ropecheck/props/mutants.hpp"
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
+#include "ropecheck/props/suite_baseline.hpp"
 #include "spec_source.hpp"
 
 namespace ropecheck::cli {
 namespace {
 
 struct PropsCliOptions {
-  std::string target, kernel, report, only, accuracy_class = "fp32-angle", dtype = "f32";
+  std::string target, kernel, report, only, accuracy_class = "fp32-angle", dtype = "f32", baseline;
+  double max_growth = 2;
   int cases = 100;
   std::uint64_t seed = 20261121;
   std::int64_t max_pos = 0;
@@ -70,6 +75,10 @@ int run_props(const PropsCliOptions& o) {
   if (o.target.empty() == o.kernel.empty()) throw SpecError("give exactly one of --target NAME, --kernel LIB.so");
   if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
   if (o.max_pos < 0) throw SpecError("--max-pos must be >= 0, got " + std::to_string(o.max_pos));
+  if (!(o.max_growth >= 1 && std::isfinite(o.max_growth)))
+    throw SpecError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o.max_growth));
+  std::optional<props::SuiteBaseline> baseline;
+  if (!o.baseline.empty()) baseline = props::read_suite_baseline(o.baseline);
   std::unique_ptr<props::Target> target;
   if (!o.target.empty()) {
     target = props::make_target(o.target);
@@ -95,12 +104,20 @@ int run_props(const PropsCliOptions& o) {
   so.only = split_commas(o.only);
   // RapidCheck prints its configuration on first use; make it show the seed actually used.
   ::setenv("RC_PARAMS", ("seed=" + std::to_string(o.seed)).c_str(), 1);
+  if (baseline) {  // before the run: a baseline of another setup is refused without running anything
+    std::vector<std::string> names = so.only;
+    if (names.empty())
+      for (const auto& p : props::list_properties()) names.push_back(p.name);
+    props::require_same_setup(*baseline, props::suite_header(*target, spec ? &*spec : nullptr, so), names);
+  }
   props::SuiteReport rep;
   try {
     rep = props::run_suite(*target, spec ? &*spec : nullptr, so);
   } catch (const std::invalid_argument& e) {
     throw SpecError(std::string("--only: ") + e.what());
   }
+  std::optional<props::SuiteComparison> cmp;  // before any output: a baseline of another setup is exit 2
+  if (baseline) cmp = props::compare_with_baseline(rep, *baseline, o.max_growth);
   fmt::print("target {} ({}), spec {}, seed {}, {} cases per property\n", rep.target,
              accuracy::to_string(target->info().accuracy), rep.spec, rep.seed, o.cases);
   fmt::print("{}", rep.summary());
@@ -137,10 +154,13 @@ int run_props(const PropsCliOptions& o) {
   if (!o.report.empty()) {
     std::ofstream f(o.report);
     if (!f) throw SpecError("--report: cannot write " + o.report);
-    f << rep.to_json().dump(2) << "\n";
+    nlohmann::json j = rep.to_json();
+    if (cmp) j["baseline"] = cmp->to_json();
+    f << j.dump(2) << "\n";
   }
   fmt::print("{}\n", rep.passed() ? "all properties hold" : "a property failed");
-  return rep.passed() ? 0 : 1;
+  if (cmp) fmt::print("{}", cmp->summary());
+  return rep.passed() && (!cmp || cmp->pass()) ? 0 : 1;
 }
 
 }  // namespace
@@ -157,6 +177,12 @@ Command add_props_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "RapidCheck seed")->capture_default_str();
   sub->add_option("--max-pos", o->max_pos, "largest position generated (0: 2^24)")->capture_default_str();
   sub->add_option("--report", o->report, "write the JSON report here");
+  sub->add_option("--baseline", o->baseline,
+                  "an earlier --report of the same spec, seed, cases, class and dtype: fail (exit 1) when a property's "
+                  "worst or RMS margin grew by more than --max-growth (props/PROPERTIES.md)");
+  sub->add_option("--max-growth", o->max_growth, "with --baseline: the growth factor allowed (>= 1)")
+      ->capture_default_str()
+      ->needs("--baseline");
   sub->add_option("--only", o->only, "comma-separated property names (see --list-properties)");
   sub->add_flag("--list-targets", o->list_targets, "list the targets and exit");
   sub->add_flag("--list-properties", o->list_properties, "list the properties and exit");

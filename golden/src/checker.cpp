@@ -12,6 +12,7 @@
 #include <atomic>
 #include <thread>
 
+#include "ropecheck/golden/baseline.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/reference/sinusoidal_reference.hpp"
@@ -211,6 +212,7 @@ struct ClassAcc {
 struct BinAcc {
   std::int64_t elements = 0, violations = 0;
   double max_pair = 0, max_ulps = 0;
+  ErrorStatsAcc err;
 };
 // Everything one chunk of tokens contributes; chunks are merged in order.
 struct Acc {
@@ -222,6 +224,7 @@ struct Acc {
   std::optional<std::int64_t> first;
   double worst_score = 0;
   std::array<BinAcc, kBins> bins{};
+  ErrorStatsAcc err;
   std::vector<Ranked> heap;  // the chunk's worst, a heap whose front ranks last
 };
 
@@ -328,6 +331,10 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
     ++b.elements;
     if (pair_rel > b.max_pair) b.max_pair = pair_rel;
     if (ulps > b.max_ulps) b.max_ulps = ulps;
+    if (std::isfinite(c) && std::isfinite(y)) {  // error statistics: finite elements only (error_stats.hpp)
+      a.err.add(score, pair_rel);
+      b.err.add(score, pair_rel);
+    }
     if (fails) {
       ++a.violations;
       ++b.violations;
@@ -446,7 +453,9 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
       tot.bins[b].violations += a.bins[b].violations;
       tot.bins[b].max_pair = std::max(tot.bins[b].max_pair, a.bins[b].max_pair);
       tot.bins[b].max_ulps = std::max(tot.bins[b].max_ulps, a.bins[b].max_ulps);
+      tot.bins[b].err.merge(a.bins[b].err);
     }
+    tot.err.merge(a.err);
     worst.insert(worst.end(), a.heap.begin(), a.heap.end());
   }
 
@@ -458,6 +467,7 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
   rep.max_abs_error = tot.max_abs;
   rep.max_rel_error = tot.max_rel;
   rep.max_pair_relative = tot.max_pair;
+  rep.error = tot.err.result();
   if (tot.finite > 0) {
     rep.mean_ulps = tot.sum_ulps / static_cast<double>(tot.finite);
     rep.mean_pair_relative = tot.sum_pair / static_cast<double>(tot.finite);
@@ -480,6 +490,7 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
     pb.max_pair_relative = tot.bins[b].max_pair;
     pb.max_ulps = tot.bins[b].max_ulps;
     pb.violations = tot.bins[b].violations;
+    pb.error = tot.bins[b].err.result();
     rep.bins.push_back(pb);
   }
 
@@ -670,6 +681,7 @@ CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& 
   CheckReport rep;
   rep.golden_dir = golden.dir().string();
   rep.spec_name = golden.spec().name;
+  rep.golden_fingerprint = golden_fingerprint(golden);
   rep.criterion = options.criterion;
   rep.ignored_candidate = ignored;
   for (const std::string& o : outputs) {
@@ -719,7 +731,8 @@ nlohmann::json CheckReport::to_json() const {
                         {"elements", b.elements},
                         {"max_pair_relative", num(b.max_pair_relative)},
                         {"max_ulps", num(b.max_ulps)},
-                        {"violations", b.violations}});
+                        {"violations", b.violations},
+                        {"error_stats", golden::to_json(b.error)}});
     const std::optional<AccuracyClass> best = t.best_class();
     ts.push_back({{"golden", t.golden_name},
                   {"candidate", t.candidate_name},
@@ -738,6 +751,7 @@ nlohmann::json CheckReport::to_json() const {
                     {"nonfinite_mismatches", t.nonfinite_mismatches},
                     {"max_pair_relative", num(t.max_pair_relative)},
                     {"mean_pair_relative", num(t.mean_pair_relative)}}},
+                  {"error_stats", golden::to_json(t.error)},
                   {"classes", classes},
                   {"best_class", best ? nlohmann::json(std::string(accuracy::to_string(*best))) : nlohmann::json(nullptr)},
                   {"verdict",
@@ -754,6 +768,7 @@ nlohmann::json CheckReport::to_json() const {
           {"format_version", 1},
           {"golden", golden_dir},
           {"spec", spec_name},
+          {"golden_fingerprint", golden_fingerprint},
           {"criterion", criterion.to_json()},
           {"pass", pass},
           {"satisfied_classes", sat},
@@ -777,6 +792,7 @@ std::string CheckReport::summary() const {
     s += strf("  pair-rel   max %s u (mean %s u), u = unit roundoff of %s   identical to golden: %.2f%%\n",
                 g4(t.max_pair_relative).c_str(), g4(t.mean_pair_relative).c_str(), std::string(to_string(t.dtype)).c_str(),
                 t.elements ? 100.0 * static_cast<double>(t.identical) / static_cast<double>(t.elements) : 100.0);
+    s += "  vs bound   " + compact(t.error.bound) + "   in u: " + compact(t.error.u_dt) + "\n";
     if (t.nan_count || t.inf_count || t.nonfinite_mismatches)
       s += strf("  non-finite NaN %lld, Inf %lld, where the truth is finite (or the reverse): %lld\n",
                   static_cast<long long>(t.nan_count), static_cast<long long>(t.inf_count),
@@ -807,11 +823,12 @@ std::string CheckReport::summary() const {
                     g4(e.ulps).c_str(), g4(e.pair_relative).c_str());
       }
     }
-    s += "  by position  elements  max pair-rel (u)  max ulp  violations\n";
+    s += "  by position  elements  max pair-rel (u)  max ulp  violations  rms pair-rel (u)  rms vs bound\n";
     for (const PositionBin& b : t.bins) {
       const std::string range = b.lo == 0 ? "[0, 1)" : strf("[%lld, %lld)", static_cast<long long>(b.lo), static_cast<long long>(b.hi));
-      s += strf("  %-22s %9lld  %16s  %7s  %10lld\n", range.c_str(), static_cast<long long>(b.elements),
-                  g4(b.max_pair_relative).c_str(), g4(b.max_ulps).c_str(), static_cast<long long>(b.violations));
+      s += strf("  %-22s %9lld  %16s  %7s  %10lld  %16s  %12s\n", range.c_str(), static_cast<long long>(b.elements),
+                  g4(b.max_pair_relative).c_str(), g4(b.max_ulps).c_str(), static_cast<long long>(b.violations),
+                  g4(b.error.u_dt.rms).c_str(), g4(b.error.bound.rms).c_str());
     }
   }
   if (!ignored_candidate.empty()) s += "\nignored candidate tensors (no golden output): " + join(ignored_candidate) + "\n";

@@ -2,6 +2,7 @@
 // report and its JSON.
 #include "ropecheck/props/suite.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -56,6 +57,18 @@ double run_property_case(const std::string& property, Target& target, const Enco
   return ctx.worst;
 }
 
+SuiteReport suite_header(const Target& target, const EncodingSpec* spec, const SuiteOptions& options) {
+  SuiteReport report;
+  report.target = target.info().name;
+  report.spec = spec ? (spec->name.empty() ? std::string("spec") : spec->name) : std::string("generated");
+  report.seed = options.seed;
+  report.cases = options.cases;
+  report.max_position = options.max_position;
+  report.accuracy_class = target.info().accuracy;
+  report.dtype = target.info().dtype;
+  return report;
+}
+
 SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptions& options) {
   std::vector<const detail::PropertyDef*> defs;
   if (options.only.empty())
@@ -63,12 +76,10 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
   else
     for (const auto& n : options.only) defs.push_back(&find_def(n));
 
-  SuiteReport report;
-  report.target = target.info().name;
-  report.spec = spec ? (spec->name.empty() ? std::string("spec") : spec->name) : std::string("generated");
-  report.seed = options.seed;
+  SuiteReport report = suite_header(target, spec, options);
   for (const detail::PropertyDef* def : defs) {
     detail::Ctx ctx{target, spec, options.max_position};
+    MarginStats margins;
     rc::detail::TestParams params;
     params.seed = options.seed;
     params.maxSuccess = options.cases;
@@ -79,13 +90,23 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     const auto result = rc::detail::checkProperty(
         rc::detail::toProperty([&] {
           const bool was = ctx.counting;
+          // This case's margin: ctx.worst restarts at 0 for the case and takes the running max back after.
+          const double worst_before = ctx.worst;
+          const int skipped_before = ctx.skipped;
+          ctx.worst = 0;
+          auto end_case = [&] {
+            if (was && ctx.skipped == skipped_before) margins.add(ctx.worst);
+            ctx.worst = std::max(worst_before, ctx.worst);
+          };
           try {
             if (was) ++ctx.cases;
             def->run(ctx);
           } catch (...) {
+            end_case();
             ctx.counting = false;
             throw;
           }
+          end_case();
         }),
         rc::detail::TestMetadata{def->name, def->statement}, params, listener);
 
@@ -95,6 +116,7 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     o.cases = ctx.cases;
     o.skipped = ctx.skipped;
     o.worst_margin = ctx.worst;
+    o.margins = margins;
     rc::detail::FailureResult failure;
     rc::detail::GaveUpResult gave_up;
     rc::detail::Error error;
@@ -144,6 +166,12 @@ nlohmann::json SuiteReport::to_json() const {
   j["target"] = target;
   j["spec"] = spec;
   j["seed"] = seed;
+  j["format"] = "ropecheck-props-report";
+  j["format_version"] = 1;
+  j["cases"] = cases;
+  j["max_position"] = max_position;
+  j["class"] = std::string(to_string(accuracy_class));
+  j["dtype"] = std::string(to_string(dtype));
   j["passed"] = passed();
   auto& arr = j["properties"] = nlohmann::json::array();
   for (const auto& o : outcomes) {
@@ -153,6 +181,8 @@ nlohmann::json SuiteReport::to_json() const {
     p["cases"] = o.cases;
     p["skipped"] = o.skipped;
     p["worst_margin"] = std::isfinite(o.worst_margin) ? nlohmann::json(o.worst_margin) : nlohmann::json("inf");
+    p["rms_margin"] = std::isfinite(o.margins.rms()) ? nlohmann::json(o.margins.rms()) : nlohmann::json("inf");
+    p["margin_cases"] = o.margins.cases;
     p["passed"] = o.passed;
     if (!o.passed) {
       p["counterexample"] = o.counterexample;
@@ -172,8 +202,9 @@ std::string SuiteReport::summary() const {
   for (const auto& o : outcomes) {
     char line[256];
     const char* verdict = !o.passed ? "FAIL" : (o.skipped == o.cases ? "skipped" : "pass");
-    std::snprintf(line, sizeof line, "%-*s  cases %4d (skipped %4d)  worst margin %-9s  %s\n", static_cast<int>(w),
-                  o.property.c_str(), o.cases, o.skipped, fmt_margin(o.worst_margin).c_str(), verdict);
+    std::snprintf(line, sizeof line, "%-*s  cases %4d (skipped %4d)  worst margin %-9s  rms %-9s  %s\n", static_cast<int>(w),
+                  o.property.c_str(), o.cases, o.skipped, fmt_margin(o.worst_margin).c_str(),
+                  fmt_margin(o.margins.rms()).c_str(), verdict);
     out += line;
   }
   return out;

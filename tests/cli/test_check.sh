@@ -332,6 +332,91 @@ else:
 "
 
 # ---------------------------------------------------------------------------------------------
+echo "== baseline (--baseline OLD_REPORT.json --max-growth F)"
+
+# An f32-only set: builtin:hf then passes fp32-angle on every output (its bf16 rotation is not involved).
+GB="$TMP/gb"
+run golden --preset llama-3.1-8b --positions log:131071:4 --heads 2 --dtypes f32 --out "$GB"
+check "golden --dtypes f32 for the baseline checks" "$([ "$RC" -eq 0 ] || echo "exit code $RC")"
+BASE="$TMP/base_accurate.json"
+expect_rc "builtin:accurate writes the baseline (exit 0)" 0 check --golden "$GB" --kernel builtin:accurate --report "$REPORT"
+cp "$REPORT" "$BASE"
+report_check "the report has error statistics per tensor and bin, and the golden fingerprint" '
+if len(d.get("golden_fingerprint", "")) != 64: problems.append("golden_fingerprint %r" % d.get("golden_fingerprint"))
+for n, t in by.items():
+    st = t.get("error_stats", {})
+    if st.get("elements") != t["elements"]: problems.append("%s error_stats %r" % (n, st))
+    for u in ("bound", "u_dt"):
+        m = st.get(u, {})
+        if not (0 <= m.get("mean", -1) <= m.get("rms", -1) <= m.get("max", -1)): problems.append("%s %s %r" % (n, u, m))
+    if any("error_stats" not in b for b in t["position_bins"]): problems.append("%s: a bin without error_stats" % n)
+'
+grep -q '^  vs bound   max .* in u: max ' "$OUT"
+check "the text report shows max / mean / RMS per tensor" "$([ $? -eq 0 ] || echo "no 'vs bound' line")"
+
+expect_rc "builtin:hf passes fp32-angle on the f32 set without a baseline (exit 0)" 0 \
+  check --golden "$GB" --kernel builtin:hf --report "$REPORT"
+cp "$REPORT" "$TMP/hf.json"
+expect_rc "builtin:hf against builtin:accurate's baseline: its errors grew, exit 1" 1 \
+  check --golden "$GB" --kernel builtin:hf --baseline "$BASE" --report "$REPORT"
+p=""
+grep -q '^PASS: class fp32-angle holds' "$OUT" || p+="the class verdict is not PASS; "
+grep -q '^FAIL: regression against the baseline: .* grew more than 2x (first: [a-z_]*\.f[0-9]* ' "$OUT" || p+="no FAIL line naming a tensor; "
+grep -q '^  grew .*x: [a-z_]*\.f[0-9]* positions \[[0-9]*, [0-9]*) \(max\|rms\) ' "$OUT" || p+="no line naming a tensor and a bin; "
+check "the regression is named by tensor and position bin, the class verdict still holds" "$p"
+report_check "the report records the comparison" '
+b = d.get("baseline", {})
+if d.get("pass") is not True: problems.append("criterion pass %r" % d.get("pass"))
+if b.get("pass") is not False or b.get("max_growth") != 2: problems.append("baseline %r" % {k: b.get(k) for k in ("pass", "max_growth")})
+r = b.get("regressions", [])
+if not r or not any(x["bin"] is not None and x["tensor"] == "q_rot.f32" for x in r): problems.append("regressions %r" % r[:2])
+if not all(x["growth"] > 2 for x in r): problems.append("a regression with growth <= 2")
+'
+expect_rc "builtin:accurate against its own baseline: no growth, exit 0" 0 \
+  check --golden "$GB" --kernel builtin:accurate --baseline "$BASE" --report "$REPORT"
+grep -q '^PASS: no regression against the baseline' "$OUT"
+check "the same kernel says no regression" "$([ $? -eq 0 ] || echo "$(tail -n 2 "$OUT" | tr '\n' '|')")"
+report_check "same kernel: baseline passes, largest growth at most 1" '
+b = d.get("baseline", {})
+if b.get("pass") is not True or b.get("regressions") != [] or b["largest_growth"]["growth"] > 1: problems.append("baseline %r" % b)
+'
+
+# A baseline whose every max / RMS error of at least 2 u is exactly half of builtin:hf's.
+python3 - "$TMP/hf.json" "$TMP/half.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def halve(st):
+    for m in ("max", "rms"):
+        if st["u_dt"][m] is not None and st["u_dt"][m] >= 2: st["u_dt"][m] /= 2
+for t in d["tensors"]:
+    halve(t["error_stats"])
+    for b in t["position_bins"]: halve(b["error_stats"])
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect_rc "growth exactly at the limit passes (--max-growth 2, errors exactly 2x)" 0 \
+  check --golden "$GB" --kernel builtin:hf --baseline "$TMP/half.json" --max-growth 2
+expect_rc "growth just over the limit fails (--max-growth 1.99)" 1 \
+  check --golden "$GB" --kernel builtin:hf --baseline "$TMP/half.json" --max-growth 1.99
+
+expect_input_error "a baseline of another golden set" "another golden set" \
+  check --golden "$G" --kernel builtin:accurate --baseline "$BASE"
+expect_input_error "a baseline of another criterion" "criterion" \
+  check --golden "$GB" --kernel builtin:accurate --class f32-reduced --baseline "$BASE"
+expect_input_error "a baseline with other tensors" "cos.f64" \
+  check --golden "$GB" --candidate "$GB/outputs_f32.safetensors" --baseline "$BASE"
+printf '{"format": "ropecheck-check-report", ' >"$TMP/trunc.json"
+expect_input_error "a truncated baseline" "not JSON" check --golden "$GB" --kernel builtin:accurate --baseline "$TMP/trunc.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [t.pop("error_stats") for t in d["tensors"]]; json.dump(d, open(sys.argv[2], "w"))' \
+  "$BASE" "$TMP/old.json"
+expect_input_error "a baseline without error statistics (older report)" "error_stats" \
+  check --golden "$GB" --kernel builtin:accurate --baseline "$TMP/old.json"
+expect_input_error "a golden manifest as baseline" "not a check report" \
+  check --golden "$GB" --kernel builtin:accurate --baseline "$GB/manifest.json"
+expect_input_error "a missing baseline" "no such file" check --golden "$GB" --kernel builtin:accurate --baseline "$TMP/nope.json"
+expect_input_error "--max-growth below 1" "max-growth" check --golden "$GB" --kernel builtin:accurate --baseline "$BASE" --max-growth 0.5
+expect_input_error "--max-growth without --baseline" "baseline" check --golden "$GB" --kernel builtin:accurate --max-growth 3
+
+# ---------------------------------------------------------------------------------------------
 echo "== unusable input (exit 2, one line, no report)"
 
 expect_input_error "shape mismatch names both shapes" "[$TOKENS, 2, 64]" \
@@ -417,7 +502,7 @@ check "--report into a missing folder: exit 2 before any work, no file" \
 run check --help
 p=""
 [ "$RC" -eq 0 ] || p+="exit code $RC; "
-for o in --golden --candidate --kernel --map --class --max-ulp --atol --rtol --report --worst; do
+for o in --golden --candidate --kernel --map --class --max-ulp --atol --rtol --report --baseline --max-growth --worst; do
   grep -q -- "$o" "$OUT" || p+="option $o not listed; "
 done
 check "check --help lists every option" "$p"

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ropecheck/golden/error_stats.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
@@ -93,6 +94,7 @@ struct PositionBin {
   double max_pair_relative = 0;  // units of u_dt
   double max_ulps = 0;
   std::int64_t violations = 0;   // of the verdict criterion
+  ErrorStats error;              // max / mean / RMS error in the bin (error_stats.hpp)
 };
 
 struct TensorReport {
@@ -108,6 +110,7 @@ struct TensorReport {
   std::int64_t nan_count = 0, inf_count = 0;  // in the candidate
   std::int64_t nonfinite_mismatches = 0;      // NaN / Inf where the truth is finite (always a failure), or vice versa
   double max_pair_relative = 0, mean_pair_relative = 0;  // units of u_dt
+  ErrorStats error;                  // max / mean / RMS error, in units of the bound and of u_dt
   std::vector<ClassResult> classes;  // every class, strictest first
   // The verdict criterion on this tensor.
   bool pass = true;
@@ -124,6 +127,7 @@ struct TensorReport {
 struct CheckReport {
   std::string golden_dir;
   std::string spec_name;
+  std::string golden_fingerprint;  // what the set's data is, whatever its path (golden_fingerprint(), baseline.hpp)
   Criterion criterion;
   std::vector<TensorReport> tensors;          // golden output order
   std::vector<std::string> ignored_candidate;  // candidate tensors matching no golden output

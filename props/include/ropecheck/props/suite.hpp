@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ropecheck/props/margin_stats.hpp"
 #include "ropecheck/props/target.hpp"
 #include "ropecheck/core/spec.hpp"
 
@@ -42,6 +43,7 @@ struct PropertyOutcome {
   int cases = 0, skipped = 0;       // cases run (passing + the failing one); of those, skipped
                                     // (target does not implement the spec, or property not applicable)
   double worst_margin = 0;          // max error / bound over the cases run; > 1 fails
+  MarginStats margins;              // RMS of the per-case margins (cases that were not skipped)
   bool passed = true;
   std::string counterexample;       // one readable line: spec, positions, dims (the shrunk case)
   std::string reproduce;            // how to rerun just this
@@ -53,11 +55,19 @@ struct SuiteReport {
   std::string target;
   std::string spec;                 // spec name, or "generated"
   std::uint64_t seed = 0;
+  int cases = 0;                    // per property, as asked (SuiteOptions::cases)
+  std::int64_t max_position = 0;    // as asked (0: 2^24)
+  AccuracyClass accuracy_class = AccuracyClass::exact;  // the target's: margins are in units of its bounds
+  DType dtype = DType::f64;                             // the target's output dtype
   std::vector<PropertyOutcome> outcomes;
   bool passed() const;
   nlohmann::json to_json() const;
   std::string summary() const;      // one line per property: cases, worst margin, verdict
 };
+
+// The report's setup fields (target, spec, seed, cases, max position, class, dtype) without outcomes: what
+// run_suite starts from, and what a baseline is checked against before a run (suite_baseline.hpp).
+SuiteReport suite_header(const Target& target, const EncodingSpec* spec, const SuiteOptions& options);
 
 // spec == nullptr: specs are generated (presets and any valid preset-like configuration, odd but
 // valid ones included); else that spec only (properties that need another kind of spec derive it
