@@ -1,6 +1,8 @@
 // `ropecheck props`: runs the property suite (props/PROPERTIES.md) against a named target or a kernel
-// plugin, prints one line per property and exits 0 (all pass), 1 (a property failed: the
-// counterexample and the reproduce command are printed) or 2 (unusable input).
+// plugin, prints one line per property and exits 0 (every property tested and held), 1 (a property
+// failed: the counterexample and the reproduce command are printed), 3 (nothing failed but some
+// property was not tested: every case declined, or saturated bounds; props/verdict.hpp) or 2
+// (unusable input).
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -127,7 +129,7 @@ int run_props(const PropsCliOptions& o) {
       if (n.rfind("failing spec", 0) != 0) fmt::print("  {}: {}\n", out.property, n);
   }
   for (const auto& out : rep.outcomes) {
-    if (out.passed) continue;
+    if (out.verdict != props::Verdict::fail) continue;
     fmt::print("\nFAIL {}: {}\n  counterexample: {}\n", out.property, out.statement, out.counterexample);
     if (out.failing_position) fmt::print("  failing position: {}\n", *out.failing_position);
     for (const auto& n : out.notes)
@@ -139,8 +141,18 @@ int run_props(const PropsCliOptions& o) {
     if (!f) throw SpecError("--report: cannot write " + o.report);
     f << rep.to_json().dump(2) << "\n";
   }
-  fmt::print("{}\n", rep.passed() ? "all properties hold" : "a property failed");
-  return rep.passed() ? 0 : 1;
+  const props::Verdict v = rep.verdict();
+  if (v == props::Verdict::pass) {
+    fmt::print("all properties hold\n");
+  } else if (v == props::Verdict::fail) {
+    fmt::print("a property failed\n");
+  } else {
+    std::string names;
+    for (const auto& out : rep.outcomes)
+      if (out.asked && out.verdict == props::Verdict::not_tested) names += (names.empty() ? "" : ", ") + out.property;
+    fmt::print("NOT TESTED: no property failed, but these were not tested: {}\n", names);
+  }
+  return props::exit_code(v);
 }
 
 }  // namespace

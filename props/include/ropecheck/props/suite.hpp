@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/props/target.hpp"
+#include "ropecheck/props/verdict.hpp"
 #include "ropecheck/reference/spec.hpp"
 
 namespace ropecheck::props {
@@ -29,6 +30,9 @@ struct SuiteOptions {
   std::uint64_t seed = 20261121;      // RapidCheck seed (the same for every property)
   std::int64_t max_position = 0;      // largest position generated; 0: 2^24
   std::vector<std::string> only;      // property names; empty = all
+  // GoogleTest adapter only (gtest.hpp): properties whose not-tested verdict is accepted (reported
+  // as skipped); any other not-tested property fails its test. run_suite ignores it.
+  std::vector<std::string> allow_not_tested;
 };
 
 struct PropertyInfo {
@@ -42,7 +46,20 @@ struct PropertyOutcome {
   int cases = 0, skipped = 0;       // cases run (passing + the failing one); of those, skipped
                                     // (target does not implement the spec, or property not applicable)
   double worst_margin = 0;          // max error / bound over the cases run; > 1 fails
-  bool passed = true;
+  bool passed = true;               // no case failed (the property may still be not tested: see verdict)
+  // pass: tested and held; fail: a case failed; not-tested: every case skipped, or no case failed
+  // but some bounds of the target's class were saturated (ClassBound::saturated: the bound reached
+  // the pair's magnitude, so those elements accept an all-zero output). reason: one line saying why, empty for pass.
+  Verdict verdict = Verdict::pass;
+  std::string reason;
+  std::int64_t bounds = 0, saturated = 0;           // class bounds evaluated / saturated ones
+  int declined = 0;                 // target calls that returned false (unsupported spec / capability)
+  // false: every case was skipped without asking the target (the property does not apply to the
+  // spec, e.g. sinusoidal_shift on a RoPE spec); not-tested, but not counted against the run unless
+  // named in SuiteOptions::only.
+  bool applicable = true;
+  bool asked = true;                // counts in SuiteReport::verdict() (applicable, or named in only)
+  std::optional<std::int64_t> first_saturated_position;
   std::string counterexample;       // one readable line: spec, positions, dims (the shrunk case)
   std::string reproduce;            // how to rerun just this
   std::optional<std::int64_t> failing_position;
@@ -54,7 +71,8 @@ struct SuiteReport {
   std::string spec;                 // spec name, or "generated"
   std::uint64_t seed = 0;
   std::vector<PropertyOutcome> outcomes;
-  bool passed() const;
+  bool passed() const;               // no property failed (see verdict(): some may be not tested)
+  Verdict verdict() const;           // combined over the asked-for properties: fail, else not-tested, else pass
   nlohmann::json to_json() const;
   std::string summary() const;      // one line per property: cases, worst margin, verdict
 };
