@@ -212,6 +212,13 @@ int run_drift_command(const DriftCliOptions& o) {
                fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp), bd(props::AccuracyClass::fp32_angle),
                bd(props::AccuracyClass::bf16_table), uq);
   }
+  // Where a class's bound is saturated, "never" proves nothing (issue 11 §2): say so.
+  if (!r.candidates.empty())
+    for (const drift::Breakdown& b : r.candidates.front().breakdown)
+      if (b.saturated_from && (b.cls == props::AccuracyClass::fp32_angle || b.cls == props::AccuracyClass::bf16_table))
+        fmt::print("  note: the {} bound is saturated from position {} (an all-zero output would pass there): "
+                   "not tested beyond it; {}\n",
+                   props::to_string(b.cls), *b.saturated_from, props::kSaturationAdvice);
   fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
   return 0;
 }

@@ -139,6 +139,26 @@ TEST(DriftCompare, SaturatedBoundsAreNotTested) {
   EXPECT_EQ(strict.total.saturated, 0);
 }
 
+// A sweep's breakdown says where each class's bound saturates: "never" beyond it proves nothing.
+TEST(DriftCompare, SweepBreakdownSaysWhereTheBoundSaturates) {
+  rd::DriftOptions o = small_options(1 << 21);
+  o.storage = DType::f32;
+  o.uniqueness = false;
+  const std::vector<std::string> names = {"accurate"};
+  const rd::DriftResult r = rd::run_drift(load_preset("llama-3.1-8b"), names, o);
+  ASSERT_EQ(r.candidates.size(), 1u);
+  for (const rd::Breakdown& b : r.candidates[0].breakdown) {
+    if (b.cls == ropecheck::props::AccuracyClass::fp32_angle) {
+      EXPECT_FALSE(b.position);  // accurate never leaves fp32-angle ...
+      ASSERT_TRUE(b.saturated_from);  // ... but past ~1.16e6 that is not tested for the highest frequencies
+      EXPECT_GT(*b.saturated_from, 1000000);
+      EXPECT_LT(*b.saturated_from, 1300000);
+    }
+    if (b.cls == ropecheck::props::AccuracyClass::f32_reduced) EXPECT_FALSE(b.saturated_from);
+  }
+  EXPECT_NE(rd::summary_markdown(r, "cmd").find("(saturated from "), std::string::npos);
+}
+
 TEST(DriftPlugin, HfPluginAgainstTheHfRecipe) {
   // The example plugin is the Hugging Face recipe in C, f32 output: against ropecheck's hf recipe
   // with f32 storage the two are the same computation, so they agree to rounding (the plugin may

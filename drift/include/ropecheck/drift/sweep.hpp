@@ -50,6 +50,10 @@ struct Breakdown {
   int channel = -1;                      // rotated: the channel; table: 0 = cos, 1 = sin
   double error = 0;                      // |candidate - exact| (absolute; infinity for non-finite)
   double allowed = 0;                    // the class's allowance for that element
+  // The first sampled position where the class's bound on a rotated value is saturated for some
+  // pair (ClassBound::saturated: an all-zero output would pass; from there "never" proves nothing
+  // for that pair); nullopt: never saturated. Depends on the spec and class only.
+  std::optional<std::int64_t> saturated_from;
 };
 
 struct CandidateResult {
