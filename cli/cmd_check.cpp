@@ -1,14 +1,17 @@
 // `ropecheck check`: compares a candidate (tensor file, or a kernel plugin run on the golden inputs)
 // with a golden set and prints the checker's report (golden/CHECK_REPORT.md, golden/KERNEL_ABI.md).
 //
-// Exit codes: 0 the criterion holds everywhere (and, with --baseline, no error grew past --max-growth),
-// 1 it is violated (or an error grew: golden/baseline.hpp), 2 unusable input (a baseline of another set,
-// criterion or tensors included) (bad options, a
+// Exit codes: 0 everything asked for was tested and the criterion holds everywhere (and, with
+// --baseline, no error grew past --max-growth), 1 it is violated (or an error grew: golden/baseline.hpp),
+// 3 nothing failed but something asked for was not tested (a golden output without a candidate
+// tensor, or elements whose class bound is at its cap; narrow with --only), 2 unusable input (a baseline
+// of another set, criterion or tensors included) (bad options, a
 // golden set that fails its manifest or hashes, an unreadable candidate, mismatched names / shapes /
 // dtypes, a plugin that cannot be loaded or fails). With exit 2 nothing is written: stdout stays
 // empty, --report is not created, and stderr has one line "ropecheck: error: ...".
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -41,6 +44,7 @@ struct CheckCliOptions {
   std::string candidate;
   std::string kernel;
   std::vector<std::string> maps;
+  std::string only;
   std::string accuracy_class;
   double max_ulp = 0;
   double atol = 0, rtol = 0;
@@ -153,7 +157,7 @@ Command add_check_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "check",
       "check a candidate (a tensor file, or a kernel plugin run on the golden inputs) against a golden set; "
-      "exit 0 pass, 1 fail, 2 unusable input");
+      "exit 0 pass, 1 fail, 3 not tested (nothing failed, something asked for was not tested), 2 unusable input");
   auto o = std::make_shared<CheckCliOptions>();
   cmd->add_option("--golden", o->golden_dir, "golden set folder (written by `ropecheck golden`)")->required();
   auto* cand = cmd->add_option("--candidate", o->candidate,
@@ -163,6 +167,9 @@ Command add_check_command(CLI::App& app) {
                                "golden/KERNEL_ABI.md), or builtin:RECIPE for ropecheck's own fast CPU kernel with that "
                                "precision recipe (" + recipe_names() + ")");
   cand->excludes(kern);
+  cmd->add_option("--only", o->only,
+                  "TENSORS: comma-separated golden output names (q_rot.bf16) or bases (q_rot): what is asked for "
+                  "(default: every golden output; a missing one is not tested, exit 3)");
   cmd->add_option("--map", o->maps, "GOLDEN=CANDIDATE: check candidate tensor CANDIDATE against golden output GOLDEN (repeatable)");
   o->class_opt = cmd->add_option("--class", o->accuracy_class,
                                  "verdict: the accuracy class every element must satisfy (" + class_names() + "); default " +
@@ -193,6 +200,11 @@ Command add_check_command(CLI::App& app) {
             golden::CheckOptions opt;
             opt.criterion = criterion_of(*o);
             opt.name_map = name_map_of(o->maps);
+            for (std::size_t b = 0, e; b <= o->only.size(); b = e + 1) {
+              e = std::min(o->only.find(',', b), o->only.size());
+              if (e > b) opt.only.push_back(o->only.substr(b, e - b));
+            }
+            if (!o->only.empty() && opt.only.empty()) throw TensorError("--only: empty list");
             opt.worst_count = o->worst;
             opt.threads = o->threads;
             if (!o->report.empty()) check_report_path(o->report);
@@ -251,7 +263,8 @@ Command add_check_command(CLI::App& app) {
             fmt::print("{}", rep.summary());
             if (cmp) fmt::print("{}", cmp->summary());
             std::fflush(stdout);
-            return rep.pass && (!cmp || cmp->pass()) ? 0 : 1;
+            if (cmp && !cmp->pass()) return exit_code(Verdict::fail);  // a regression fails whatever else held
+            return exit_code(rep.verdict);
           }};
 }
 

@@ -1,7 +1,8 @@
 // `ropecheck props`: runs the property suite (props/PROPERTIES.md) against a named target or a kernel
-// plugin, prints one line per property and exits 0 (all pass), 1 (a property failed: the
-// counterexample and the reproduce command are printed; or, with --baseline, a margin grew past
-// --max-growth) or 2 (unusable input, a baseline of another setup included).
+// plugin, prints one line per property and exits 0 (every property tested and held), 1 (a property
+// failed: the counterexample and the reproduce command are printed; or, with --baseline, a margin grew
+// past --max-growth), 3 (nothing failed but some property was not tested: every case declined, or
+// saturated bounds; core/verdict.hpp) or 2 (unusable input, a baseline of another setup included).
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -144,7 +145,7 @@ int run_props(const PropsCliOptions& o) {
       if (n.rfind("failing spec", 0) != 0) fmt::print("  {}: {}\n", out.property, n);
   }
   for (const auto& out : rep.outcomes) {
-    if (out.passed) continue;
+    if (out.verdict != ropecheck::Verdict::fail) continue;
     fmt::print("\nFAIL {}: {}\n  counterexample: {}\n", out.property, out.statement, out.counterexample);
     if (out.failing_position) fmt::print("  failing position: {}\n", *out.failing_position);
     for (const auto& n : out.notes)
@@ -158,9 +159,20 @@ int run_props(const PropsCliOptions& o) {
     if (cmp) j["baseline"] = cmp->to_json();
     f << j.dump(2) << "\n";
   }
-  fmt::print("{}\n", rep.passed() ? "all properties hold" : "a property failed");
+  const Verdict v = rep.verdict();
+  if (v == Verdict::pass) {
+    fmt::print("all properties hold\n");
+  } else if (v == Verdict::fail) {
+    fmt::print("a property failed\n");
+  } else {
+    std::string names;
+    for (const auto& out : rep.outcomes)
+      if (out.asked && out.verdict == Verdict::not_tested) names += (names.empty() ? "" : ", ") + out.property;
+    fmt::print("NOT TESTED: no property failed, but these were not tested: {}\n", names);
+  }
   if (cmp) fmt::print("{}", cmp->summary());
-  return rep.passed() && (!cmp || cmp->pass()) ? 0 : 1;
+  if (cmp && !cmp->pass()) return exit_code(Verdict::fail);  // a regression fails whatever else held
+  return exit_code(v);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ struct DriftCliOptions {
   SpecSource source;
   std::string recipes = "all";
   std::string compare;
+  std::string compare_class = "fp32-angle";
   std::string dtype = "bf16";
   std::int64_t max_pos = 0;
   std::string out;
@@ -130,6 +131,8 @@ int run_drift_command(const DriftCliOptions& o) {
   d.key_distance = o.key_distance;
   d.uniqueness = !o.no_uniqueness;
   d.threads = o.threads;
+  if (const auto c = accuracy::parse_accuracy_class(o.compare_class)) d.compare_class = *c;
+  else throw SpecError("--class: unknown class '" + o.compare_class + "'");
   try {
     (void)drift::make_sampling_plan(d.sampling);  // option ranges, before the output folder is made
   } catch (const std::invalid_argument& e) {
@@ -180,7 +183,12 @@ int run_drift_command(const DriftCliOptions& o) {
     fmt::print("  max |A - B|: {} ulp; A vs exact: {} ulp, B vs exact: {} ulp\n", fmt_stat(r.total.diff_ulp),
                fmt_stat(r.total.err_a_ulp), fmt_stat(r.total.err_b_ulp));
     fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
-    return 0;
+    // The compared pair's verdict (exit 0 pass, 1 fail, 3 not tested: props/verdict.hpp).
+    if (r.verdict == ropecheck::Verdict::pass)
+      fmt::print("PASS: A and B agree within twice the {} bound at every sampled element\n", o.compare_class);
+    else
+      fmt::print("{}: {}\n", r.verdict == ropecheck::Verdict::fail ? "FAIL" : "NOT TESTED", r.reason);
+    return ropecheck::exit_code(r.verdict);
   }
 
   const drift::DriftResult r = drift::run_drift(spec, names, d);
@@ -204,6 +212,13 @@ int run_drift_command(const DriftCliOptions& o) {
                fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp), bd(accuracy::AccuracyClass::fp32_angle),
                bd(accuracy::AccuracyClass::bf16_table), uq);
   }
+  // Where a class's bound is saturated, "never" proves nothing (issue 11 §2): say so.
+  if (!r.candidates.empty())
+    for (const drift::Breakdown& b : r.candidates.front().breakdown)
+      if (b.saturated_from && (b.cls == accuracy::AccuracyClass::fp32_angle || b.cls == accuracy::AccuracyClass::bf16_table))
+        fmt::print("  note: the {} bound is saturated from position {} (an all-zero output would pass there): "
+                   "not tested beyond it; {}\n",
+                   to_string(b.cls), *b.saturated_from, ropecheck::kSaturationAdvice);
   fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
   return 0;
 }
@@ -218,7 +233,12 @@ Command add_drift_command(CLI::App& app) {
   sub->add_option("--recipes", o->recipes,
                   "comma-separated recipes and/or plugin:PATH.so, or all (" + drift::recipe_names() + ")")
       ->capture_default_str();
-  sub->add_option("--compare", o->compare, "A,B: compare two recipes / plugin:PATH.so over the same sweep");
+  sub->add_option("--compare", o->compare,
+                  "A,B: compare two recipes / plugin:PATH.so over the same sweep; exit 0 when they agree within twice "
+                  "the --class bound everywhere, 1 when not, 3 when some bounds are saturated (not tested)");
+  sub->add_option("--class", o->compare_class,
+                  "with --compare: the accuracy class whose bound decides agreement")
+      ->capture_default_str();
   sub->add_option("--dtype", o->dtype, "storage dtype of rotated values and tables (f64, f32, f16, bf16)")
       ->capture_default_str();
   o->max_pos_opt =

@@ -47,6 +47,8 @@ void CompareMetrics::merge(const CompareMetrics& o) {
   err_b_rel.merge(o.err_b_rel);
   nonfinite_a += o.nonfinite_a;
   nonfinite_b += o.nonfinite_b;
+  violations += o.violations;
+  saturated += o.saturated;
 }
 
 CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, const std::string& b_name,
@@ -71,6 +73,7 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
   const bool rows = A->has_rows() && B->has_rows();
   const DType dt = options.storage;
   const std::int64_t HD = s.heads * s.D;
+  const accuracy::ClassBound bound = accuracy::class_bound(options.compare_class, dt, accuracy::Quantity::rotated);
 
   // Per worker: the earliest sample where the rotated values differ, and its largest difference.
   struct First {
@@ -125,6 +128,8 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
             const double xa = x[h * s.D + ia], xb = x[h * s.D + ib];
             const RotatedPair ex = exact_rotation(xa, xb, ec[j], es[j], s.att);
             const double M = s.att_f64 * (std::fabs(xa) + std::fabs(xb));
+            const accuracy::PairAngle angle{std::fabs(static_cast<double>(p) * s.w[sz(j)]), s.abs_log_w[sz(j)]};
+            const double tol = 2 * bound.allowed(angle, M);  // A and B both within E of the exact value
             for (int c = 0; c < 2; ++c) {
               const int ch = c == 0 ? ia : ib;
               const double va = ra[h * s.D + ch], vb = rb[h * s.D + ch];
@@ -133,6 +138,8 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
               const double du = diff_ulps(va, vb, dt);
               ++m.elements;
               if (!same(va, vb)) ++m.differing;
+              if (!same(va, vb) && !(std::fabs(va - vb) <= tol)) ++m.violations;  // NaN / Inf on one side too
+              else if (bound.saturated(angle)) ++m.saturated;
               const double cap_ulp = kUnitCap * M / u;
               add_capped(m.diff_ulp, du, cap_ulp);
               add_capped(m.diff_rel, M > 0 ? (same(va, vb) ? 0.0 : std::fabs(va - vb) / M) : 0.0, kUnitCap);
@@ -166,6 +173,24 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
   res.bins.assign(s.plan.bins.size(), CompareMetrics{});
   for (std::int64_t i = 0; i < n; ++i) res.bins[sz(s.plan.bin_of[sz(i)])].merge(res.positions[sz(i)]);
   for (const CompareMetrics& b : res.bins) res.total.merge(b);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t p = s.plan.positions[sz(i)];
+    if (res.positions[sz(i)].violations > 0 && !res.first_violation) res.first_violation = p;
+    if (res.positions[sz(i)].saturated > 0 && !res.first_saturated) res.first_saturated = p;
+  }
+  const std::string cls(to_string(options.compare_class));
+  if (res.total.violations > 0) {
+    res.verdict = ropecheck::Verdict::fail;
+    res.reason = std::to_string(res.total.violations) + " of " + std::to_string(res.total.elements) +
+                 " rotated values differ by more than twice the " + cls + " bound (first at position " +
+                 std::to_string(*res.first_violation) + "): A and B cannot both be " + cls;
+  } else if (res.total.saturated > 0) {
+    res.verdict = ropecheck::Verdict::not_tested;
+    res.reason = std::to_string(res.total.saturated) + " of " + std::to_string(res.total.elements) +
+                 " rotated values not discriminated by " + cls + " (saturated bound) from position " +
+                 std::to_string(*res.first_saturated) + "; " + std::string(ropecheck::kSaturationAdvice) +
+                 " (--class), or --max-pos below that position";
+  }
   std::int64_t best = std::numeric_limits<std::int64_t>::max();
   for (const First& f : firsts)
     if (f.sample < best) {

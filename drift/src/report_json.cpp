@@ -52,10 +52,11 @@ json common(const EncodingSpec& spec, const DriftOptions& o, const SamplingPlan&
 }
 
 json breakdown(const Breakdown& b) {
-  if (!b.position) return {{"position", nullptr}};
+  const json sat = b.saturated_from ? json(*b.saturated_from) : json(nullptr);
+  if (!b.position) return {{"position", nullptr}, {"saturated_from", sat}};
   return {{"position", *b.position}, {"quantity", b.quantity}, {"head", b.head},
           {"pair", b.pair},          {"channel", b.channel},   {"error", number(b.error)},
-          {"allowed", number(b.allowed)}};
+          {"allowed", number(b.allowed)}, {"saturated_from", sat}};
 }
 
 json first_difference(const FirstDifference& f) {
@@ -125,9 +126,16 @@ nlohmann::json to_json(const CompareResult& r, const std::string& command_line) 
                 {"err_a_rel", stat(m.err_a_rel)},
                 {"err_b_rel", stat(m.err_b_rel)},
                 {"nonfinite_a", m.nonfinite_a},
-                {"nonfinite_b", m.nonfinite_b}};
+                {"nonfinite_b", m.nonfinite_b},
+                {"violations", m.violations},
+                {"saturated", m.saturated}};
   };
   j["a"] = {{"name", r.a}, {"description", r.a_description}};
+  j["class"] = std::string(to_string(r.options.compare_class));
+  j["verdict"] = std::string(to_string(r.verdict));
+  j["reason"] = r.reason;
+  j["first_violation"] = r.first_violation ? json(*r.first_violation) : json(nullptr);
+  j["first_saturated"] = r.first_saturated ? json(*r.first_saturated) : json(nullptr);
   j["b"] = {{"name", r.b}, {"description", r.b_description}};
   json bins = json::array();
   for (std::size_t i = 0; i < r.bins.size(); ++i) {

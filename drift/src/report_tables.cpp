@@ -128,14 +128,17 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
 
   s += "\n## Breakdown positions\n\nThe first sampled position where the candidate exceeds the class's per-element "
        "bound (accuracy/ERROR_MODEL.md) on a rotated value or a table value; \"never\" = within it at every sampled "
-       "position.\n\n| candidate |";
+       "position. \"(saturated from P)\": from position P the class's bound is saturated for some pair (an "
+       "all-zero output would pass), so no breakdown there is a verdict on that pair: not tested.\n\n| candidate |";
   for (accuracy::AccuracyClass c : accuracy::kAccuracyClasses) s += fmt::format(" {} |", accuracy::to_string(c));
   s += "\n|---|";
   for (std::size_t i = 0; i < accuracy::kAccuracyClasses.size(); ++i) s += "---|";
   s += "\n";
   for (const CandidateResult& c : r.candidates) {
     s += "| " + c.name + " |";
-    for (const Breakdown& b : c.breakdown) s += " " + md_pos(b.position) + " |";
+    for (const Breakdown& b : c.breakdown)
+      s += " " + md_pos(b.position) +
+           (b.saturated_from ? " (saturated from " + std::to_string(*b.saturated_from) + ")" : std::string()) + " |";
     s += "\n";
   }
 

@@ -257,6 +257,12 @@ CandidateResult sweep_candidate(const Setup& s, Candidate& c) {
       }
     b.cls = cb.classes[ci];
     if (best != std::numeric_limits<std::int64_t>::max()) b.position = s.plan.positions[sz(best)];
+    for (std::int64_t i = 0; i < n && !b.saturated_from; ++i) {
+      const std::int64_t p = s.plan.positions[sz(i)];
+      for (int j = 0; j < s.P && !b.saturated_from; ++j)
+        if (cb.rotated[ci].saturated({std::fabs(static_cast<double>(p) * s.w[sz(j)]), s.abs_log_w[sz(j)]}))
+          b.saturated_from = p;
+    }
     r.breakdown.push_back(b);
   }
   r.seconds = seconds_since(t0);

@@ -144,12 +144,16 @@ def run(cmd: List[str], quiet: bool = False) -> subprocess.CompletedProcess:
     return p
 
 
-def land(exe: str, golden: str, candidate: str, report_path: str) -> Tuple[Optional[str], List[str], dict]:
-    """Runs the checker; returns (strictest class satisfied or None, every class satisfied, report).
+def land(exe: str, golden: str, candidate: str, report_path: str, dt: str) -> Tuple[Optional[str], List[str], dict]:
+    """Runs the checker on the candidate's four dtype-`dt` outputs (--only: the set has other dtypes,
+    which this candidate does not make; without it the run would be "not tested", exit 3); returns
+    (strictest class satisfied or None, every class satisfied, report).
 
     The report (golden/CHECK_REPORT.md) lists "satisfied_classes", strictest first, whatever the
     verdict class; the exit status (0 pass, 1 fail) is about the default verdict class (fp32-angle)."""
-    p = run([exe, "check", "--golden", golden, "--candidate", candidate, "--report", report_path], quiet=True)
+    only = ",".join("%s.%s" % (base, dt) for base in ("q_rot", "k_rot", "cos", "sin"))
+    p = run([exe, "check", "--golden", golden, "--candidate", candidate, "--only", only, "--report", report_path],
+            quiet=True)
     if p.returncode not in (0, 1) or not os.path.exists(report_path):
         raise SystemExit("hf_rope_numpy: `ropecheck check` failed (exit %d): %s" % (p.returncode, p.stderr.strip()))
     report = json.load(open(report_path))
@@ -228,7 +232,7 @@ def main() -> int:
                                 "cos.%s" % tag: np.ascontiguousarray(cos[:, :pairs]),
                                 "sin.%s" % tag: np.ascontiguousarray(sin[:, :pairs])},
                                candidate, metadata={"recipe": "transformers LlamaRotaryEmbedding, %s activations" % tag})
-            best, sat, report = land(exe, golden, candidate, os.path.join(work, "report_%s.json" % tag))
+            best, sat, report = land(exe, golden, candidate, os.path.join(work, "report_%s.json" % tag), tag)
             ok = best is not None and CLASSES.index(best) <= CLASSES.index(expected)
             failures += not ok
             print("HF Llama RoPE, %-4s activations: lands in %-10s (satisfies: %s; violates: %s)  expected %s or "
@@ -247,7 +251,7 @@ def main() -> int:
                             "k_rot.f32": hf_apply(k, cos, sin, rope["rotary_dim"]),
                             "cos.f32": np.ascontiguousarray(cos[:, :pairs]),
                             "sin.f32": np.ascontiguousarray(sin[:, :pairs])}, candidate)
-        best, sat, report = land(exe, golden, candidate, os.path.join(work, "report_bug.json"))
+        best, sat, report = land(exe, golden, candidate, os.path.join(work, "report_bug.json"), "f32")
         caught = "fp32-angle" not in sat
         failures += not caught
         first = min((c["first_violating_position"] for t in report["tensors"] for c in t["classes"]

@@ -210,7 +210,7 @@ struct ClassAcc {
   double worst = 0;
 };
 struct BinAcc {
-  std::int64_t elements = 0, violations = 0;
+  std::int64_t elements = 0, violations = 0, saturated = 0;
   double max_pair = 0, max_ulps = 0;
   ErrorStatsAcc err;
 };
@@ -220,8 +220,8 @@ struct Acc {
   double max_ulps = 0, sum_ulps = 0, max_abs = 0, max_rel = 0, sum_sq_err = 0, sum_sq_truth = 0, max_pair = 0,
          sum_pair = 0;
   std::array<ClassAcc, kClasses> cls{};
-  std::int64_t violations = 0;
-  std::optional<std::int64_t> first;
+  std::int64_t violations = 0, saturated = 0;
+  std::optional<std::int64_t> first, first_saturated;
   double worst_score = 0;
   std::array<BinAcc, kBins> bins{};
   ErrorStatsAcc err;
@@ -254,6 +254,7 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
       std::find(accuracy::kAccuracyClasses.begin(), accuracy::kAccuracyClasses.end(), cr.accuracy_class) -
       accuracy::kAccuracyClasses.begin());
   const bool crit_exact = cr.kind == Criterion::Kind::accuracy_class && cr.accuracy_class == AccuracyClass::exact;
+  const bool crit_class_bound = cr.kind == Criterion::Kind::accuracy_class && !crit_exact;  // can saturate
   const std::size_t K = static_cast<std::size_t>(std::max(0, opt.worst_count));
 
   // One element: index, position of its driving stream, quantity, angle, magnitude M.
@@ -339,6 +340,10 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
       ++a.violations;
       ++b.violations;
       note_first(a.first, pos);
+    } else if (crit_class_bound && bounds[crit_class][static_cast<std::size_t>(q)].saturated(angle)) {
+      ++a.saturated;  // the bound accepts any output of this magnitude: not tested
+      ++b.saturated;
+      note_first(a.first_saturated, pos);
     }
     if (K > 0 && score > 0) {
       const Ranked r{score, i};
@@ -447,10 +452,13 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
     }
     tot.violations += a.violations;
     if (a.first) note_first(tot.first, *a.first);
+    tot.saturated += a.saturated;
+    if (a.first_saturated) note_first(tot.first_saturated, *a.first_saturated);
     tot.worst_score = std::max(tot.worst_score, a.worst_score);
     for (std::size_t b = 0; b < kBins; ++b) {
       tot.bins[b].elements += a.bins[b].elements;
       tot.bins[b].violations += a.bins[b].violations;
+      tot.bins[b].saturated += a.bins[b].saturated;
       tot.bins[b].max_pair = std::max(tot.bins[b].max_pair, a.bins[b].max_pair);
       tot.bins[b].max_ulps = std::max(tot.bins[b].max_ulps, a.bins[b].max_ulps);
       tot.bins[b].err.merge(a.bins[b].err);
@@ -477,7 +485,19 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
   for (std::size_t k = 0; k < kClasses; ++k)
     rep.classes.push_back({accuracy::kAccuracyClasses[k], tot.cls[k].violations == 0, tot.cls[k].violations,
                            tot.cls[k].first, tot.cls[k].worst});
-  rep.pass = tot.violations == 0;
+  rep.saturated = tot.saturated;
+  rep.first_saturated_position = tot.first_saturated;
+  if (tot.violations > 0) {
+    rep.verdict = ropecheck::Verdict::fail;
+    rep.reason = strf("%lld element%s violate %s (first at position %lld)", static_cast<long long>(tot.violations),
+                      tot.violations == 1 ? "" : "s", cr.to_string().c_str(), static_cast<long long>(tot.first.value_or(-1)));
+  } else if (tot.saturated > 0) {
+    rep.verdict = ropecheck::Verdict::not_tested;
+    rep.reason = strf("%lld of %lld elements not discriminated by %s (saturated: bound >= the pair's magnitude, an all-zero output passes) from position %lld; %s",
+                      static_cast<long long>(tot.saturated), static_cast<long long>(rep.elements), cr.to_string().c_str(),
+                      static_cast<long long>(*tot.first_saturated), std::string(ropecheck::kSaturationAdvice).c_str());
+  }
+  rep.pass = rep.verdict == ropecheck::Verdict::pass;
   rep.violations = tot.violations;
   rep.first_violating_position = tot.first;
   rep.worst_score = tot.worst_score;
@@ -491,6 +511,7 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
     pb.max_ulps = tot.bins[b].max_ulps;
     pb.violations = tot.bins[b].violations;
     pb.error = tot.bins[b].err.result();
+    pb.saturated = tot.bins[b].saturated;
     rep.bins.push_back(pb);
   }
 
@@ -678,21 +699,66 @@ CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& 
     validate(t);
   }
 
+  // What was asked for (CheckOptions::only). The f64 copy of each output is the truth every check
+  // compares with, written whatever --dtypes said: asked for only when matched, named exactly, or
+  // when f64 is the set's only dtype.
+  const bool f64_only = golden.dtypes().size() == 1;
+  auto truth_copy = [&](const std::string& o) { return !f64_only && o == base_of(o) + ".f64" && !match.count(o); };
+  std::set<std::string> asked;
+  if (options.only.empty()) {
+    for (const std::string& o : outputs)
+      if (!truth_copy(o)) asked.insert(o);
+  } else {
+    for (const std::string& item : options.only) {
+      if (output_set.count(item)) {
+        asked.insert(item);
+      } else if (bases.count(item)) {
+        for (const std::string& o : outputs)
+          if (base_of(o) == item && !truth_copy(o)) asked.insert(o);
+      } else {
+        throw TensorError("--only " + detail::sanitize(item) + ": the golden set has no output or base " +
+                          detail::quote_name(item) + " (outputs: " + join(outputs) + ")");
+      }
+    }
+  }
+
   CheckReport rep;
   rep.golden_dir = golden.dir().string();
   rep.spec_name = golden.spec().name;
   rep.golden_fingerprint = golden_fingerprint(golden);
   rep.criterion = options.criterion;
   rep.ignored_candidate = ignored;
+  rep.verdict = ropecheck::Verdict::pass;
+  std::int64_t saturated_tensors = 0;
   for (const std::string& o : outputs) {
     const auto it = match.find(o);
-    if (it == match.end()) {
+    if (it == match.end() || !asked.count(o)) {
       rep.unchecked_golden.push_back(o);
+      if (asked.count(o)) rep.not_tested.push_back(o);
       continue;
     }
     rep.tensors.push_back(check_tensor(golden, o, candidate[it->second], options));
+    rep.verdict = ropecheck::combine(rep.verdict, rep.tensors.back().verdict);
+    saturated_tensors += rep.tensors.back().verdict == ropecheck::Verdict::not_tested;
   }
-  rep.pass = std::all_of(rep.tensors.begin(), rep.tensors.end(), [](const TensorReport& t) { return t.pass; });
+  if (!rep.not_tested.empty()) rep.verdict = ropecheck::combine(rep.verdict, ropecheck::Verdict::not_tested);
+  if (rep.verdict == ropecheck::Verdict::fail) {
+    std::int64_t failing = 0;
+    for (const TensorReport& t : rep.tensors) failing += t.verdict == ropecheck::Verdict::fail;
+    rep.reason = strf("%lld of %zu tensors fail %s", static_cast<long long>(failing), rep.tensors.size(),
+                      options.criterion.to_string().c_str());
+  } else if (rep.verdict == ropecheck::Verdict::not_tested) {
+    std::vector<std::string> why;
+    if (!rep.not_tested.empty())
+      why.push_back("no candidate tensor for " + std::to_string(rep.not_tested.size()) + " asked-for golden output" +
+                    (rep.not_tested.size() == 1 ? "" : "s") + " (" + join(rep.not_tested, 8) +
+                    "; name what the kernel produces with --only)");
+    if (saturated_tensors > 0)
+      why.push_back(std::to_string(saturated_tensors) + " tensor" + (saturated_tensors == 1 ? "" : "s") +
+                    " with saturated bounds (" + std::string(ropecheck::kSaturationAdvice) + ")");
+    for (const std::string& w : why) rep.reason += (rep.reason.empty() ? "" : "; ") + w;
+  }
+  rep.pass = rep.verdict == ropecheck::Verdict::pass;
   return rep;
 }
 
@@ -732,6 +798,7 @@ nlohmann::json CheckReport::to_json() const {
                         {"max_pair_relative", num(b.max_pair_relative)},
                         {"max_ulps", num(b.max_ulps)},
                         {"violations", b.violations},
+                        {"saturated", b.saturated},
                         {"error_stats", golden::to_json(b.error)}});
     const std::optional<AccuracyClass> best = t.best_class();
     ts.push_back({{"golden", t.golden_name},
@@ -756,8 +823,12 @@ nlohmann::json CheckReport::to_json() const {
                   {"best_class", best ? nlohmann::json(std::string(accuracy::to_string(*best))) : nlohmann::json(nullptr)},
                   {"verdict",
                    {{"pass", t.pass},
+                    {"state", std::string(to_string(t.verdict))},
+                    {"reason", t.reason},
                     {"violations", t.violations},
                     {"first_violating_position", opt_pos(t.first_violating_position)},
+                    {"saturated", t.saturated},
+                    {"first_saturated_position", opt_pos(t.first_saturated_position)},
                     {"worst_score", num(t.worst_score)}}},
                   {"worst", worst_j},
                   {"position_bins", bins_j}});
@@ -771,10 +842,13 @@ nlohmann::json CheckReport::to_json() const {
           {"golden_fingerprint", golden_fingerprint},
           {"criterion", criterion.to_json()},
           {"pass", pass},
+          {"verdict", std::string(to_string(verdict))},
+          {"reason", reason},
           {"satisfied_classes", sat},
           {"tensors", ts},
           {"ignored_candidate", ignored_candidate},
-          {"unchecked_golden", unchecked_golden}};
+          {"unchecked_golden", unchecked_golden},
+          {"not_tested", not_tested}};
 }
 
 std::string CheckReport::summary() const {
@@ -786,7 +860,9 @@ std::string CheckReport::summary() const {
   for (const TensorReport& t : tensors) {
     s += strf("\n%s  <-  candidate '%s' (%s %s, %lld elements)  %s\n", t.golden_name.c_str(),
                 detail::sanitize(t.candidate_name, 64).c_str(), std::string(to_string(t.dtype)).c_str(),
-                shape_string(t.shape).c_str(), static_cast<long long>(t.elements), t.pass ? "PASS" : "FAIL");
+                shape_string(t.shape).c_str(), static_cast<long long>(t.elements),
+                t.verdict == ropecheck::Verdict::pass ? "PASS" : (t.verdict == ropecheck::Verdict::fail ? "FAIL" : "NOT TESTED"));
+    if (t.verdict == ropecheck::Verdict::not_tested) s += "  not tested: " + t.reason + "\n";
     s += strf("  error      max %s ulp (mean %s)   max abs %s   max rel %s   NMSE %s\n", g4(t.max_ulps).c_str(),
                 g4(t.mean_ulps).c_str(), g4(t.max_abs_error).c_str(), g4(t.max_rel_error).c_str(), g4(t.nmse).c_str());
     s += strf("  pair-rel   max %s u (mean %s u), u = unit roundoff of %s   identical to golden: %.2f%%\n",
@@ -823,18 +899,19 @@ std::string CheckReport::summary() const {
                     g4(e.ulps).c_str(), g4(e.pair_relative).c_str());
       }
     }
-    s += "  by position  elements  max pair-rel (u)  max ulp  violations  rms pair-rel (u)  rms vs bound\n";
+    s += "  by position  elements  max pair-rel (u)  max ulp  violations  saturated  rms pair-rel (u)  rms vs bound\n";
     for (const PositionBin& b : t.bins) {
       const std::string range = b.lo == 0 ? "[0, 1)" : strf("[%lld, %lld)", static_cast<long long>(b.lo), static_cast<long long>(b.hi));
-      s += strf("  %-22s %9lld  %16s  %7s  %10lld  %16s  %12s\n", range.c_str(), static_cast<long long>(b.elements),
+      s += strf("  %-22s %9lld  %16s  %7s  %10lld  %9lld  %16s  %12s\n", range.c_str(), static_cast<long long>(b.elements),
                   g4(b.max_pair_relative).c_str(), g4(b.max_ulps).c_str(), static_cast<long long>(b.violations),
-                  g4(b.error.u_dt.rms).c_str(), g4(b.error.bound.rms).c_str());
+                  static_cast<long long>(b.saturated), g4(b.error.u_dt.rms).c_str(), g4(b.error.bound.rms).c_str());
     }
   }
   if (!ignored_candidate.empty()) s += "\nignored candidate tensors (no golden output): " + join(ignored_candidate) + "\n";
   if (!unchecked_golden.empty())
-    s += strf("%s%zu golden outputs had no candidate tensor\n", ignored_candidate.empty() ? "\n" : "",
-                unchecked_golden.size());
+    s += strf("%s%zu golden outputs not checked (no candidate tensor, an f64 truth copy, or outside --only); "
+              "asked for but not tested: %s\n",
+              ignored_candidate.empty() ? "\n" : "", unchecked_golden.size(), join(not_tested).c_str());
   std::vector<std::string> sat;
   for (AccuracyClass c : satisfied_classes()) sat.emplace_back(accuracy::to_string(c));
   std::int64_t violations = 0, failing = 0;
@@ -847,6 +924,9 @@ std::string CheckReport::summary() const {
   if (pass)
     s += strf("\nPASS: %s holds on every element of %zu tensor%s; classes satisfied: %s\n", criterion.to_string().c_str(),
                 tensors.size(), tensors.size() == 1 ? "" : "s", join(sat).c_str());
+  else if (verdict == ropecheck::Verdict::not_tested)
+    s += strf("\nNOT TESTED: nothing failed, but not everything asked for was tested: %s; classes satisfied: %s\n",
+              reason.c_str(), join(sat).c_str());
   else
     s += strf("\nFAIL: %s violated by %lld element%s in %lld of %zu tensor%s (first at position %lld); classes satisfied: %s\n",
                 criterion.to_string().c_str(), static_cast<long long>(violations), violations == 1 ? "" : "s",

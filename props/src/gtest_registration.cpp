@@ -93,7 +93,7 @@ class PropertyTest : public ::testing::Test {
     for (const auto& o : report.outcomes)
       if (o.property == c.property) outcome = &o;
     ASSERT_NE(outcome, nullptr) << "the suite ran no property named " << c.property;
-    if (!outcome->passed) {
+    if (outcome->verdict == Verdict::fail) {
       ADD_FAILURE() << describe_failure(c, *outcome, target_name);
       return;
     }
@@ -102,9 +102,17 @@ class PropertyTest : public ::testing::Test {
       key += std::to_string(i);
       RecordProperty(key, outcome->notes[i]);
     }
-    if (outcome->skipped >= outcome->cases) {
-      GTEST_SKIP() << "target " << target_name << " declined every case of " << c.property << " ("
-                   << outcome->skipped << " of " << outcome->cases << " skipped: spec not implemented or property not applicable)";
+    if (outcome->verdict == Verdict::not_tested && !outcome->applicable)
+      GTEST_SKIP() << "property " << c.property << " " << outcome->reason;  // nothing the target could run
+    if (outcome->verdict == Verdict::not_tested) {
+      const auto& allowed = c.options.allow_not_tested;
+      if (std::find(allowed.begin(), allowed.end(), c.property) != allowed.end())
+        GTEST_SKIP() << "property " << c.property << " not tested for target " << target_name << " (allowed by "
+                     << "SuiteOptions::allow_not_tested): " << outcome->reason;
+      ADD_FAILURE() << "property " << c.property << " was NOT TESTED for target " << target_name << ": "
+                    << outcome->reason << "\n  a not-tested property fails; to accept it, name it in "
+                    << "SuiteOptions::allow_not_tested (e.g. .allow_not_tested = {\"" << c.property << "\"})";
+      return;
     }
     RecordProperty("worst_margin", std::to_string(outcome->worst_margin));
     RecordProperty("skipped", outcome->skipped);
@@ -172,6 +180,12 @@ std::size_t register_property_tests(std::string suite_name, TargetFactory make_t
     bool known = false;
     for (const auto& p : properties) known = known || p.name == w;
     if (!known) throw std::invalid_argument("register_property_tests: unknown property '" + w + "' in options.only");
+  }
+  for (const auto& w : base.allow_not_tested) {  // a typo must not silently allow nothing
+    bool known = false;
+    for (const auto& p : properties) known = known || p.name == w;
+    if (!known)
+      throw std::invalid_argument("register_property_tests: unknown property '" + w + "' in options.allow_not_tested");
   }
 
   std::vector<std::optional<EncodingSpec>> spec_list;

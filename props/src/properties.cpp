@@ -116,8 +116,10 @@ std::vector<double> rope_bounds(const Bounds& b, const RopeSpec& r, const RopeEx
   for (int j = 0; j < e.P; ++j) {
     const auto [ia, ib] = pair_channels(r, j);
     const double M = e.att * (std::fabs(x[static_cast<std::size_t>(ia)]) + std::fabs(x[static_cast<std::size_t>(ib)]));
-    const double bound = b.rot.allowed(
-        pair_angle(static_cast<double>(stream_position(r, pos, j)), e.w[static_cast<std::size_t>(j)]), M);
+    const std::int64_t sp = stream_position(r, pos, j);
+    const PairAngle angle = pair_angle(static_cast<double>(sp), e.w[static_cast<std::size_t>(j)]);
+    if (Ctx* ctx = current_ctx()) ctx->note_bound(b.rot, angle, sp);  // saturated bounds are not tested
+    const double bound = b.rot.allowed(angle, M);
     E[static_cast<std::size_t>(ia)] = bound;
     E[static_cast<std::size_t>(ib)] = bound;
   }
@@ -160,7 +162,12 @@ double col_freq(const SinExact& e, int c) {
 std::vector<double> sin_bounds(const Bounds& b, const SinusoidalSpec& s, const SinExact& e, std::int64_t t) {
   std::vector<double> E(static_cast<std::size_t>(e.d));
   const double p = static_cast<double>(t + s.position_offset);
-  for (int c = 0; c < e.d; ++c) E[static_cast<std::size_t>(c)] = b.table.allowed(pair_angle(p, col_freq(e, c)), 1.0);
+  Ctx* ctx = current_ctx();
+  for (int c = 0; c < e.d; ++c) {
+    const PairAngle angle = pair_angle(p, col_freq(e, c));
+    if (ctx) ctx->note_bound(b.table, angle, t);  // saturated bounds are not tested
+    E[static_cast<std::size_t>(c)] = b.table.allowed(angle, 1.0);
+  }
   return E;
 }
 std::vector<double> sin_f64(const SinusoidalSpec& s, const SinExact& e, std::int64_t t) {
@@ -190,12 +197,12 @@ std::optional<std::vector<double>> call_rope(Ctx& ctx, const EncodingSpec& spec,
   if (x.size() != pos.size() * static_cast<std::size_t>(heads) * static_cast<std::size_t>(spec.rope.head_dim))
     throw std::logic_error("props: internal error: input size does not match tokens x heads x head_dim");
   std::vector<double> out(x.size(), std::numeric_limits<double>::quiet_NaN());
-  if (!ctx.target.rope_apply(spec, pos, heads, x, out)) return std::nullopt;
+  if (!ctx.target.rope_apply(spec, pos, heads, x, out)) return ctx.decline(), std::nullopt;
   return out;
 }
 std::optional<std::vector<double>> call_sin(Ctx& ctx, const EncodingSpec& spec, const std::vector<std::int64_t>& pos) {
   std::vector<double> out(pos.size() * static_cast<std::size_t>(spec.sinusoidal.d_model), std::numeric_limits<double>::quiet_NaN());
-  if (!ctx.target.sinusoidal(spec, pos, out)) return std::nullopt;
+  if (!ctx.target.sinusoidal(spec, pos, out)) return ctx.decline(), std::nullopt;
   return out;
 }
 
@@ -466,7 +473,7 @@ void composition_case(Ctx& ctx, bool inverse) {
 }
 void prop_composition(Ctx& ctx) { composition_case(ctx, false); }
 void prop_inverse(Ctx& ctx) {
-  if (!ctx.target.info().negative_positions) return ctx.skip();
+  if (!ctx.target.info().negative_positions) return ctx.decline(), ctx.skip();  // a capability it lacks
   composition_case(ctx, true);
 }
 
@@ -1124,6 +1131,11 @@ void prop_partial_passthrough(Ctx& ctx) {
 }  // namespace
 
 // ---------------------------------------------------------------- Ctx, table, reports
+
+Ctx*& current_ctx() {
+  thread_local Ctx* ctx = nullptr;
+  return ctx;
+}
 
 void Ctx::check(double margin, const std::string& desc, std::optional<std::int64_t> position, const EncodingSpec& spec) {
   if (!(margin <= worst)) worst = std::isnan(margin) ? std::numeric_limits<double>::infinity() : margin;

@@ -53,6 +53,7 @@ std::vector<PropertyInfo> list_properties() {
 double run_property_case(const std::string& property, Target& target, const EncodingSpec* spec, std::int64_t max_position) {
   const detail::PropertyDef& def = find_def(property);
   detail::Ctx ctx{target, spec, max_position};
+  const detail::CurrentCtx current(ctx);
   def.run(ctx);
   return ctx.worst;
 }
@@ -80,6 +81,7 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
   for (const detail::PropertyDef* def : defs) {
     detail::Ctx ctx{target, spec, options.max_position};
     MarginStats margins;
+    const detail::CurrentCtx current(ctx);
     rc::detail::TestParams params;
     params.seed = options.seed;
     params.maxSuccess = options.cases;
@@ -132,6 +134,34 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
       o.passed = false;
       o.counterexample = "error: " + error.description;
     }
+    o.declined = ctx.declined;
+    o.bounds = ctx.bounds;
+    o.saturated = ctx.saturated;
+    o.first_saturated_position = ctx.first_saturated;
+    if (!o.passed) {
+      o.verdict = Verdict::fail;
+      o.reason = o.counterexample;
+    } else if (o.skipped >= o.cases && ctx.declined == 0) {
+      o.verdict = Verdict::not_tested;
+      o.applicable = false;
+      o.asked = !options.only.empty();
+      o.reason = "does not apply to " + (spec ? "this spec" : std::string("the generated specs")) + " (" +
+                 std::to_string(o.skipped) + " of " + std::to_string(o.cases) + " cases skipped)";
+    } else if (o.skipped >= o.cases) {
+      o.verdict = Verdict::not_tested;
+      o.reason = std::string(def->name) == "inverse" && !target.info().negative_positions
+                     ? "the target does not accept negative positions, which inverse needs (" +
+                           std::to_string(o.skipped) + " of " + std::to_string(o.cases) + " cases skipped)"
+                     : "the target declined every case (" + std::to_string(o.skipped) + " of " +
+                           std::to_string(o.cases) + " skipped: it does not implement the spec)";
+    } else if (o.saturated > 0) {
+      o.verdict = Verdict::not_tested;
+      o.reason = std::to_string(o.saturated) + " of " + std::to_string(o.bounds) + " " +
+                 std::string(to_string(target.info().accuracy)) +
+                 " bounds saturated (bound >= the pair's magnitude: an all-zero output passes) from position " +
+                 std::to_string(*o.first_saturated_position) + "; " + std::string(kSaturationAdvice) +
+                 ", or --max-pos below that position";
+    }
     std::string src;
     if (spec) src = is_preset(spec->name) ? " --preset " + spec->name : " --spec SPEC.json";
     o.reproduce = "ropecheck props --target " + report.target + src + " --only " + def->name + " --seed " +
@@ -161,6 +191,13 @@ bool SuiteReport::passed() const {
   return true;
 }
 
+Verdict SuiteReport::verdict() const {
+  Verdict v = Verdict::pass;
+  for (const auto& o : outcomes)
+    if (o.asked) v = combine(v, o.verdict);
+  return v;
+}
+
 nlohmann::json SuiteReport::to_json() const {
   nlohmann::json j;
   j["target"] = target;
@@ -172,7 +209,8 @@ nlohmann::json SuiteReport::to_json() const {
   j["max_position"] = max_position;
   j["class"] = std::string(to_string(accuracy_class));
   j["dtype"] = std::string(to_string(dtype));
-  j["passed"] = passed();
+  j["passed"] = verdict() == Verdict::pass;  // never true when something was not tested
+  j["verdict"] = std::string(to_string(verdict()));
   auto& arr = j["properties"] = nlohmann::json::array();
   for (const auto& o : outcomes) {
     nlohmann::json p;
@@ -183,7 +221,14 @@ nlohmann::json SuiteReport::to_json() const {
     p["worst_margin"] = std::isfinite(o.worst_margin) ? nlohmann::json(o.worst_margin) : nlohmann::json("inf");
     p["rms_margin"] = std::isfinite(o.margins.rms()) ? nlohmann::json(o.margins.rms()) : nlohmann::json("inf");
     p["margin_cases"] = o.margins.cases;
-    p["passed"] = o.passed;
+    p["passed"] = o.verdict == Verdict::pass;
+    p["verdict"] = std::string(to_string(o.verdict));
+    p["reason"] = o.reason;
+    p["saturated"] = o.saturated;
+    p["bounds"] = o.bounds;
+    p["declined"] = o.declined;
+    p["applicable"] = o.applicable;
+    p["first_saturated_position"] = o.first_saturated_position ? nlohmann::json(*o.first_saturated_position) : nlohmann::json(nullptr);
     if (!o.passed) {
       p["counterexample"] = o.counterexample;
       p["reproduce"] = o.reproduce;
@@ -201,11 +246,14 @@ std::string SuiteReport::summary() const {
   for (const auto& o : outcomes) w = std::max(w, o.property.size());
   for (const auto& o : outcomes) {
     char line[256];
-    const char* verdict = !o.passed ? "FAIL" : (o.skipped == o.cases ? "skipped" : "pass");
+    const char* verdict = o.verdict == Verdict::fail
+                              ? "FAIL"
+                              : (o.verdict == Verdict::pass ? "pass" : (o.applicable ? "NOT TESTED" : "not applicable"));
     std::snprintf(line, sizeof line, "%-*s  cases %4d (skipped %4d)  worst margin %-9s  rms %-9s  %s\n", static_cast<int>(w),
                   o.property.c_str(), o.cases, o.skipped, fmt_margin(o.worst_margin).c_str(),
                   fmt_margin(o.margins.rms()).c_str(), verdict);
     out += line;
+    if (o.verdict == Verdict::not_tested && o.applicable) out += "    not tested: " + o.reason + "\n";
   }
   return out;
 }

@@ -59,7 +59,7 @@ reports_clean() {
   [ -z "$extra" ] || echo "left in the report folder: $extra; "
 }
 
-# expect_rc DESCRIPTION WANT ARGS...: exit WANT (0 or 1), empty stderr, the summary on stdout, a
+# expect_rc DESCRIPTION WANT ARGS...: exit WANT (0, 1 or 3), empty stderr, the summary on stdout, a
 # valid report (when --report was given), nothing else written.
 expect_rc() {
   local desc=$1 want=$2
@@ -72,6 +72,8 @@ expect_rc() {
   grep -q '^ropecheck check: golden ' "$OUT" || p+="no summary header on stdout; "
   if [ "$want" -eq 0 ]; then grep -q '^PASS: ' "$OUT" || p+="no PASS verdict line; "; fi
   if [ "$want" -eq 1 ]; then grep -q '^FAIL: ' "$OUT" || p+="no FAIL verdict line; "; fi
+  if [ "$want" -eq 3 ]; then grep -q '^NOT TESTED: ' "$OUT" || p+="no NOT TESTED verdict line; "; fi
+  if [ "$want" -ne 0 ]; then ! grep -q '^PASS: ' "$OUT" || p+="a PASS verdict line; "; fi
   case " $* " in *" --report "*) [ -f "$REPORT" ] || p+="no report written; " ;; esac
   p+=$(reports_clean)
   check "$desc" "$p"
@@ -184,6 +186,8 @@ half = b"".join(raw[4 * r * shape[2]: 4 * (r * shape[2] + 64)] for r in range(ro
 write_st(os.path.join(tmp, "bad_shape.safetensors"), {"q_rot.f32": (dt, [shape[0], shape[1], 64], half)})
 # Dtype mismatch: bf16 data named like an f32 output.
 write_st(os.path.join(tmp, "bad_dtype.safetensors"), {"q_rot.f32": out16["q_rot.bf16"]})
+# A table-only kernel's output: cos and sin in f32.
+write_st(os.path.join(tmp, "tables.safetensors"), {"cos.f32": out32["cos.f32"], "sin.f32": out32["sin.f32"]})
 # The position of token 40, for the report check.
 p = inputs["positions"]
 open(os.path.join(tmp, "pos40"), "w").write(str(struct.unpack_from("<q", p[2], 8 * 40)[0]))
@@ -287,21 +291,47 @@ expect_input_error "builtin: with no recipe" "unknown built-in recipe" check --g
 # ---------------------------------------------------------------------------------------------
 echo "== candidate files"
 
-expect_rc "the golden set's own f32 outputs pass --class exact" 0 \
+# issue 11 (audit L6): the f32 outputs alone used to pass although the bf16 ones were never checked.
+expect_rc "the golden set's own f32 outputs alone: not tested (exit 3), the bf16 outputs had no candidate" 3 \
   check --golden "$G" --candidate "$G/outputs_f32.safetensors" --class exact --report "$REPORT"
+report_check "partial candidate report: verdict not-tested, the bf16 outputs listed, every tensor checked passes" '
+if d.get("pass") is not False: problems.append("pass %r" % d.get("pass"))
+if d.get("verdict") != "not-tested": problems.append("verdict %r" % d.get("verdict"))
+if sorted(d.get("not_tested", [])) != sorted(n + ".bf16" for n in ("cos", "sin", "q_rot", "k_rot")):
+    problems.append("not_tested %r" % d.get("not_tested"))
+if "--only" not in d.get("reason", ""): problems.append("reason %r" % d.get("reason"))
+for n, t in by.items():
+    if t["verdict"]["state"] != "pass" or t["verdict"]["pass"] is not True: problems.append("%s verdict %r" % (n, t["verdict"]))
+'
+expect_rc "the golden set's own f32 outputs pass --class exact with --only naming them" 0 \
+  check --golden "$G" --candidate "$G/outputs_f32.safetensors" --class exact --only cos.f32,sin.f32,q_rot.f32,k_rot.f32 \
+  --report "$REPORT"
 report_check "exact report: pass, best class exact, file source" '
+if d.get("verdict") != "pass" or d.get("reason") != "": problems.append("verdict %r reason %r" % (d.get("verdict"), d.get("reason")))
 if d.get("pass") is not True: problems.append("pass %r" % d.get("pass"))
 if d.get("satisfied_classes", [None])[0] != "exact": problems.append("satisfied %r" % d.get("satisfied_classes"))
 if len(by) != 4: problems.append("%d tensors" % len(by))
 if d.get("candidate_source", {}).get("kind") != "file": problems.append("candidate_source %r" % d.get("candidate_source"))
 '
 expect_rc "the golden set's own bf16 outputs pass --max-ulp 0.5" 0 \
-  check --golden "$G" --candidate "$G/outputs_bf16.safetensors" --max-ulp 0.5
+  check --golden "$G" --candidate "$G/outputs_bf16.safetensors" --max-ulp 0.5 --only cos.bf16,sin.bf16,q_rot.bf16,k_rot.bf16
 expect_rc "the golden set's own f32 outputs pass --atol 1e-6 --rtol 1e-6" 0 \
-  check --golden "$G" --candidate "$G/outputs_f32.safetensors" --atol 1e-6 --rtol 1e-6
+  check --golden "$G" --candidate "$G/outputs_f32.safetensors" --atol 1e-6 --rtol 1e-6 --only cos.f32,sin.f32,q_rot.f32,k_rot.f32
+# A table-only kernel is checked honestly with --only: a pass for what it makes, not for q_rot / k_rot.
+expect_rc "a table-only candidate without --only is not tested (exit 3)" 3 \
+  check --golden "$G" --candidate tables.safetensors
+grep -q 'q_rot.f32' "$OUT"
+check "the not-tested outputs are named" "$([ $? -eq 0 ] || echo "$(grep -E '^NOT TESTED' "$OUT")")"
+expect_rc "a table-only candidate with --only cos.f32,sin.f32 passes" 0 \
+  check --golden "$G" --candidate tables.safetensors --only cos.f32,sin.f32
+expect_rc "--only cos,sin (bases: every dtype of the set) still asks for the bf16 tables: exit 3" 3 \
+  check --golden "$G" --candidate tables.safetensors --only cos,sin
+expect_input_error "--only naming no output or base of the set" "--only qrot" \
+  check --golden "$G" --candidate tables.safetensors --only cos,qrot
 
 expect_rc "a safetensors candidate with a base name, --map and an extra tensor passes --class exact" 0 \
-  check --golden "$G" --candidate renamed.safetensors --map q_rot.bf16=query_out --class exact --report "$REPORT"
+  check --golden "$G" --candidate renamed.safetensors --map q_rot.bf16=query_out --class exact --only cos.bf16,q_rot.bf16 \
+  --report "$REPORT"
 report_check "--map and base names resolve; the extra tensor is listed as ignored" '
 if set(by) != {"cos.bf16", "q_rot.bf16"}: problems.append("tensors %r" % sorted(by))
 elif by["q_rot.bf16"]["candidate"] != "query_out" or by["cos.bf16"]["candidate"] != "cos":
@@ -312,12 +342,14 @@ expect_input_error "--map to a candidate tensor that does not exist is refused" 
   "query_missing" check --golden "$G" --candidate renamed.safetensors --map q_rot.bf16=query_missing
 
 expect_rc "an .npz candidate (f32 and bf16 members) passes --class exact" 0 \
-  check --golden "$G" --candidate cand.npz --class exact --report "$REPORT"
+  check --golden "$G" --candidate cand.npz --class exact --only q_rot.f32,k_rot.f32,sin.bf16 --report "$REPORT"
 report_check ".npz candidate: three tensors checked" '
 if set(by) != {"q_rot.f32", "k_rot.f32", "sin.bf16"}: problems.append("tensors %r" % sorted(by))
 '
 expect_rc "an .npy candidate (named after the file stem) passes --class exact" 0 \
-  check --golden "$G" --candidate q_rot.f32.npy --class exact
+  check --golden "$G" --candidate q_rot.f32.npy --class exact --only q_rot.f32
+expect_rc "an .npy candidate with --only q_rot (its f32 and bf16 dtypes): bf16 not tested (exit 3)" 3 \
+  check --golden "$G" --candidate q_rot.f32.npy --class exact --only q_rot
 
 expect_rc "one wrong element fails --class exact (exit 1)" 1 \
   check --golden "$G" --candidate one_wrong.safetensors --class exact --report "$REPORT"
@@ -467,6 +499,32 @@ expect_input_error "a RoPE kernel on a sinusoidal golden set" "ropecheck_sinusoi
   check --golden "$GS" --kernel "$HF"
 expect_input_error "a sinusoidal kernel on a RoPE golden set" "neither ropecheck_rope_apply" \
   check --golden "$G" --kernel "$TPD/test_plugin_sinusoidal.so"
+
+# issue 11 §2: at position 2^24 - 1 the fp32-angle bound of Llama-3.1-8B's highest-frequency pairs
+# reaches the pairs' magnitude (an all-zero output would pass): those elements are not tested, the
+# verdict is NOT TESTED (exit 3) with the advice; f32-reduced still discriminates there.
+GL="$TMP/glong"
+run golden --preset llama-3.1-8b --positions 0:4,16777215 --heads 1 --dtypes f32 --out "$GL"
+check "golden --preset llama-3.1-8b --positions 0:4,16777215" "$([ "$RC" -eq 0 ] || echo "exit code $RC")"
+expect_rc "the HF fp32 kernel at position 2^24 - 1 under fp32-angle: not tested (exit 3)" 3 \
+  check --golden "$GL" --kernel "$HF" --report "$REPORT"
+grep -q 'use a stricter class (f32-reduced, fp64-angle) here' "$OUT"
+check "saturated bounds: the advice is printed" "$([ $? -eq 0 ] || echo "$(grep -E '^(NOT TESTED|PASS|FAIL)' "$OUT")")"
+report_check "saturated report: counts per tensor and per bin, first position 16777215" '
+if d.get("verdict") != "not-tested": problems.append("verdict %r" % d.get("verdict"))
+for n, t in by.items():
+    v = t["verdict"]
+    if v["state"] != "not-tested" or v["pass"] is not False: problems.append("%s verdict %r" % (n, v))
+    if v["first_saturated_position"] != 16777215: problems.append("%s first saturated %r" % (n, v["first_saturated_position"]))
+    want = 18 if n.startswith(("cos", "sin")) else 36
+    if v["saturated"] != want: problems.append("%s saturated %r (want %d)" % (n, v["saturated"], want))
+    if t["position_bins"][-1]["saturated"] != want or any(b["saturated"] for b in t["position_bins"][:-1]):
+        problems.append("%s bins %r" % (n, t["position_bins"]))
+'
+expect_rc "builtin:accurate at position 2^24 - 1 passes f32-reduced (exit 0)" 0 \
+  check --golden "$GL" --kernel builtin:accurate --class f32-reduced
+expect_rc "the HF fp32 kernel at position 2^24 - 1 fails f32-reduced (exit 1)" 1 \
+  check --golden "$GL" --kernel "$HF" --class f32-reduced
 
 expect_rc "a kernel that leaves its output unwritten (NaN) fails (exit 1)" 1 \
   check --golden "$G" --kernel "$TPD/test_plugin_nan.so" --report "$REPORT"

@@ -76,8 +76,15 @@ ls "$tmp/drift-llama-3.1-8b/"*.png >/dev/null 2>&1 && fail "--no-plots wrote PNG
 grep -q "^  fast-sincos " "$tmp/stdout" || fail "default --recipes is not every recipe"
 
 # ---- --compare: two recipes, and a recipe against a plugin ------------------------------------------
+# Every compared pair has a verdict (issue 11): hf and bf16-positions disagree beyond twice the
+# fp32-angle bound from position 257 (exit 1).
 "$rc_bin" drift --preset llama-3.1-8b --compare hf,bf16-positions --dtype f32 --max-pos 4096 --out "$tmp/cmp" \
-  >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr"; fail "--compare exited nonzero"; }
+  >"$tmp/stdout" 2>"$tmp/stderr"
+code=$?
+[ "$code" -eq 1 ] || { cat "$tmp/stdout" "$tmp/stderr"; fail "--compare hf,bf16-positions exited $code, expected 1"; }
+grep -q "^FAIL: .*cannot both be fp32-angle" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare: no FAIL verdict line"; }
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['verdict']=='fail' and d['class']=='fp32-angle' and d['first_violation']>=257 and d['total']['violations']>0, (d['verdict'], d['first_violation'])" \
+  "$tmp/cmp/compare.json" || fail "--compare hf,bf16-positions: bad verdict in compare.json"
 for f in compare.json compare_bins.csv compare_positions.csv compare_plot_data.csv summary.md compare.gp drift-compare.png; do
   [ -s "$tmp/cmp/$f" ] || fail "--compare: missing $f"
 done
@@ -86,6 +93,23 @@ python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['first_dif
 grep -q "first differ at position 257" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare: stdout does not name 257"; }
 "$rc_bin" drift --preset llama-3.1-8b --compare "hf,plugin:$hf_plugin" --dtype f32 --max-pos 2048 --out "$tmp/cmp2" \
   >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr"; fail "--compare with a plugin exited nonzero"; }
+grep -q "^PASS: A and B agree" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare hf,plugin: no PASS line"; }
+# Past ~1.16e6 the fp32-angle bound of the highest frequencies is saturated: not tested (exit 3), per bin.
+"$rc_bin" drift --preset llama-3.1-8b --compare hf,meta --dtype f32 --max-pos 2000000 --no-uniqueness --no-plots \
+  --out "$tmp/cmp3" >"$tmp/stdout" 2>"$tmp/stderr"
+code=$?
+[ "$code" -eq 3 ] || { cat "$tmp/stdout" "$tmp/stderr"; fail "--compare hf,meta to 2e6 exited $code, expected 3"; }
+grep -q "^NOT TESTED: .*use a stricter class (f32-reduced, fp64-angle) here" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare: no NOT TESTED line"; }
+python3 - "$tmp/cmp3/compare.json" <<'PY' || fail "--compare hf,meta: saturation not reported per bin"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verdict"] == "not-tested" and d["total"]["violations"] == 0, (d["verdict"], d["total"]["violations"])
+first = d["first_saturated"]
+assert 1_000_000 < first < 1_300_000, first
+for b in d["bins"]:
+    if b["hi"] <= first: assert b["saturated"] == 0, (b["lo"], b["hi"], b["saturated"])
+    if b["lo"] >= first and b["samples"] > 0: assert b["saturated"] > 0, (b["lo"], b["hi"], b["saturated"])
+PY
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['b']['name'].startswith('plugin:')" \
   "$tmp/cmp2/compare.json" || fail "--compare: plugin side not named"
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # `ropecheck props`: a preset against the exact reference passes (exit 0) with one line per property,
-# --list-targets, and unusable input exits 2 with one line on stderr.
-# Usage: test_props.sh ROPECHECK HF_PLUGIN BROKEN_PLUGIN
+# --list-targets, unusable input exits 2 with one line on stderr, and what was not tested (a kernel
+# declining every case, saturated bounds) exits 3, never 0 (issue 11).
+# Usage: test_props.sh ROPECHECK HF_PLUGIN BROKEN_PLUGIN UNSUPPORTED_ALL_PLUGIN
 set -u
 rc_bin="$1"
 hf_plugin="$2"
 broken_plugin="$3"
+unsupported_plugin="$4"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -18,7 +20,7 @@ for p in relative_shift attention_shift norm composition matrix_orthogonal uniqu
   grep -q "^$p .*cases   20" "$tmp/out" || { cat "$tmp/out"; fail "no line for $p"; }
 done
 grep -q "first turns negative at m = " "$tmp/out" || fail "cosine-sum report missing"
-python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['passed'] and len(r['properties'])>=15" "$tmp/r.json" \
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['passed'] and r['verdict']=='pass' and len(r['properties'])>=15" "$tmp/r.json" \
   || fail "bad --report JSON"
 
 "$rc_bin" props --list-targets >"$tmp/out" 2>&1 || fail "--list-targets exited nonzero"
@@ -45,10 +47,40 @@ expect_exit() {
   local c=$?
   [ "$c" -eq "$want" ] || { cat "$tmp/out" "$tmp/err"; fail "props $* exited $c, expected $want"; }
 }
-expect_exit 0 --target hf-fp32 --preset llama-3.1-8b
+# hf-fp32 is class fp32-angle: positions up to 2^24 (the default) reach its saturated bounds (an
+# all-zero output passes there, from ~1.16e6 for the highest frequency), so it is not tested: exit 3;
+# below 1e6 the class still discriminates everywhere and the kernel passes.
+expect_exit 3 --target hf-fp32 --preset llama-3.1-8b
+grep -q "^relative_shift .*NOT TESTED" "$tmp/out" || { cat "$tmp/out"; fail "hf-fp32 to 2^24: relative_shift not NOT TESTED"; }
+grep -q "bounds saturated .*use a stricter class (f32-reduced, fp64-angle) here" "$tmp/out" || { cat "$tmp/out"; fail "no saturation reason"; }
+grep -q "^NOT TESTED: no property failed" "$tmp/out" || { cat "$tmp/out"; fail "no NOT TESTED verdict line"; }
+expect_exit 0 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000
+grep -q "^all properties hold" "$tmp/out" || fail "hf-fp32 below 1e6: no 'all properties hold'"
 expect_exit 1 --target mutant:sin-sign-flipped --preset llama-2-7b
 grep -q "FAIL" "$tmp/out" || fail "mutant: no failing property line"
-expect_exit 0 --kernel "$hf_plugin" --preset llama-3.1-8b
+# Plugins cannot take negative positions (kernel ABI v1), so inverse is not tested for them, and the
+# HF example declines the multimodal and YaRN specs the mrope / yarn properties derive: exit 3.
+expect_exit 3 --kernel "$hf_plugin" --preset llama-3.1-8b --max-pos 1000000
+grep -q "^NOT TESTED: no property failed, but these were not tested: inverse, mrope_equal_streams, mrope_streams, yarn_frequencies$" "$tmp/out" ||
+  { cat "$tmp/out"; fail "hf plugin: expected inverse and the mrope / yarn properties not tested"; }
+grep -q "^sinusoidal_shift .*not applicable" "$tmp/out" || { cat "$tmp/out"; fail "hf plugin: sinusoidal_shift not 'not applicable'"; }
+expect_exit 0 --kernel "$hf_plugin" --preset llama-3.1-8b --max-pos 1000000 --only relative_shift,norm,composition
+# issue 11 §1: a kernel that answered UNSUPPORTED for every case used to print "all properties hold", exit 0.
+expect_exit 3 --kernel "$hf_plugin" --preset phi-3.5-mini
+grep -q "^relative_shift .*NOT TESTED" "$tmp/out" || { cat "$tmp/out"; fail "phi-3.5-mini: relative_shift not NOT TESTED"; }
+grep -q "declined every case" "$tmp/out" || { cat "$tmp/out"; fail "phi-3.5-mini: no 'declined every case' reason"; }
+grep -q "all properties hold" "$tmp/out" && fail "phi-3.5-mini: 'all properties hold' for a kernel that ran nothing"
+expect_exit 3 --kernel "$hf_plugin" --preset llama-3.1-8b --dtype f64
+grep -q "declined every case" "$tmp/out" || { cat "$tmp/out"; fail "--dtype f64: no 'declined every case' reason"; }
+expect_exit 3 --kernel "$unsupported_plugin" --preset llama-3.1-8b --report "$tmp/u.json"
+python3 - "$tmp/u.json" <<'PY' || fail "unsupported_all: bad --report JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["verdict"] == "not-tested" and r["passed"] is False, (r["verdict"], r["passed"])
+asked = [p for p in r["properties"] if p["applicable"] and p["name"] != "reference_views"]  # never calls the target
+assert asked and all(p["verdict"] == "not-tested" and p["passed"] is False and p["reason"] for p in asked), asked
+assert all(p["verdict"] == "not-tested" for p in r["properties"] if p["name"] != "reference_views"), r["properties"]
+PY
 expect_exit 1 --kernel "$broken_plugin" --preset llama-3.1-8b
 grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "broken plugin: relative_shift did not fail"; }
 # ropecheck's own fast kernels (kernel:<recipe>): accurate passes as f32-reduced, bf16 inverse frequencies fail.

@@ -2,7 +2,7 @@
 // (baseline.hpp, `ropecheck check --baseline`).
 //
 // Error model of the tests: ropecheck's `accurate` kernel stores f32 outputs within about one f32 ulp
-// of the truth (f32-reduced, props/ERROR_MODEL.md); a candidate whose every error is 10x accurate's
+// of the truth (f32-reduced, accuracy/ERROR_MODEL.md); a candidate whose every error is 10x accurate's
 // (y + 10 (c - y), rounded once to f32) stays far under f16-table's bound (3 u_f16 = 24576 u_32 of
 // storage allowance alone), so the class verdict cannot see it; its RMS error in u_dt grows ~10x against
 // a floor of 1 u, which the baseline comparison must report for every f32 tensor and never for the f64
@@ -31,7 +31,7 @@ namespace ropecheck::golden {
 namespace {
 
 namespace fs = std::filesystem;
-using props::AccuracyClass;
+using accuracy::AccuracyClass;
 
 struct TempRoot {
   fs::path path;

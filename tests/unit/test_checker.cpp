@@ -150,6 +150,14 @@ const ClassResult& class_result(const TensorReport& t, AccuracyClass c) {
   throw std::runtime_error("no class");
 }
 
+// Options asking for exactly these golden outputs (--only).
+CheckOptions asking(std::vector<std::string> only, CheckOptions o = {}) {
+  o.only = std::move(only);
+  return o;
+}
+const std::vector<std::string> kF32 = {"cos.f32", "sin.f32", "q_rot.f32", "k_rot.f32"};
+const std::vector<std::string> kBf16 = {"cos.bf16", "sin.bf16", "q_rot.bf16", "k_rot.bf16"};
+
 bool contains(const std::vector<AccuracyClass>& v, AccuracyClass c) { return std::find(v.begin(), v.end(), c) != v.end(); }
 
 template <class F>
@@ -324,8 +332,19 @@ TEST(checker, GoldenItselfIsExact) {
   for (const char* n : {"q_rot.bf16", "k_rot.bf16", "cos.bf16", "sin.bf16"}) cand.push_back(g.tensor(n));
   CheckOptions o;
   o.criterion = Criterion::of_class(AccuracyClass::exact);
-  const CheckReport r = check_candidate(g, cand, o);
+  o.only = {"q_rot.bf16", "k_rot", "cos.bf16", "sin.bf16"};  // k_rot: every dtype of it but the unmatched f64 copy
+  // The f32 and f16 dtypes of k_rot were asked for through its base name and have no candidate.
+  CheckReport r = check_candidate(g, cand, o);
+  EXPECT_EQ(r.verdict, ropecheck::Verdict::not_tested);
+  EXPECT_EQ(r.not_tested, (std::vector<std::string>{"k_rot.f32", "k_rot.f16"}));
+  o.only = {"q_rot.bf16", "k_rot.bf16", "cos", "sin.bf16"};
+  r = check_candidate(g, cand, o);
+  EXPECT_EQ(r.verdict, ropecheck::Verdict::not_tested);  // cos.f32, cos.f16
+  o.only = {"q_rot.bf16", "k_rot.bf16", "cos.bf16", "sin.bf16"};
+  r = check_candidate(g, cand, o);
   EXPECT_TRUE(r.pass);
+  EXPECT_EQ(r.verdict, ropecheck::Verdict::pass);
+  EXPECT_TRUE(r.not_tested.empty());
   ASSERT_EQ(r.tensors.size(), 4u);
   EXPECT_EQ(r.satisfied_classes().size(), accuracy::kAccuracyClasses.size());
   for (const TensorReport& t : r.tensors) {
@@ -339,11 +358,107 @@ TEST(checker, GoldenItselfIsExact) {
   EXPECT_NE(r.summary().find("PASS: class exact"), std::string::npos) << r.summary();
 }
 
+// issue 11 (audit L6): a candidate that matches only some golden outputs used to pass. Without
+// --only every output of the set is asked for (the f64 truth copies only when matched), so the
+// unmatched ones are not tested: verdict not-tested, exit 3, never pass.
+TEST(checker, PartialCandidateIsNotTested) {
+  const GoldenSet g = load_golden_set(llama_set());
+  std::vector<Tensor> cand;
+  for (const char* n : {"cos.bf16", "sin.bf16"}) cand.push_back(g.tensor(n));
+  const CheckReport r = check_candidate(g, cand, {});
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.verdict, ropecheck::Verdict::not_tested);
+  EXPECT_EQ(ropecheck::exit_code(r.verdict), 3);
+  for (const TensorReport& t : r.tensors) EXPECT_EQ(t.verdict, ropecheck::Verdict::pass) << t.golden_name;
+  // 12 outputs in f32 / f16 / bf16, 2 matched; the 4 f64 truth copies are not asked for.
+  EXPECT_EQ(r.not_tested.size(), 10u);
+  EXPECT_EQ(r.unchecked_golden.size(), 14u);
+  EXPECT_NE(r.reason.find("no candidate tensor for 10 asked-for golden outputs"), std::string::npos) << r.reason;
+  EXPECT_NE(r.summary().find("NOT TESTED: nothing failed"), std::string::npos) << r.summary();
+  const nlohmann::json j = r.to_json();
+  EXPECT_EQ(j["verdict"], "not-tested");
+  EXPECT_EQ(j["pass"], false);
+  EXPECT_EQ(j["not_tested"].size(), 10u);
+  EXPECT_EQ(j["tensors"][0]["verdict"]["state"], "pass");
+  // A failure anywhere still wins over not-tested.
+  Tensor bad = g.tensor("cos.bf16");
+  bad.data[0] ^= 0x40;
+  EXPECT_EQ(check_candidate(g, {bad}, {}).verdict, ropecheck::Verdict::fail);
+  // --only naming what the candidate has: pass; naming something unknown: unusable input.
+  EXPECT_EQ(check_candidate(g, cand, asking({"cos.bf16", "sin.bf16"})).verdict, ropecheck::Verdict::pass);
+  const std::string e = error_of([&] { check_candidate(g, cand, asking({"cos.bf16", "qrot"})); });
+  EXPECT_NE(e.find("--only qrot: the golden set has no output or base 'qrot'"), std::string::npos) << e;
+  // Outputs outside --only are not checked, even when the candidate has them.
+  const CheckReport narrowed = check_candidate(g, cand, asking({"sin"}));
+  ASSERT_EQ(narrowed.tensors.size(), 1u);
+  EXPECT_EQ(narrowed.tensors[0].golden_name, "sin.bf16");
+  EXPECT_EQ(narrowed.not_tested, (std::vector<std::string>{"sin.f32", "sin.f16"}));
+}
+
+// issue 11 §2: Llama-3.1-8B at position 2^24 - 1. Under fp32-angle 18 of the 64 pairs have a bound
+// that reaches the pair's magnitude (an all-zero output passes there; 14 of them are at the cap 2,
+// where any output of that magnitude passes). A candidate that is zero on exactly those pairs and
+// correct elsewhere must not pass: it is not tested there, with the advice to use a stricter class;
+// f32-reduced still discriminates and catches the zeros.
+TEST(checker, SaturatedBoundsAreNotTested) {
+  const GoldenSet g = load_golden_set(make_set("llama_2p24", "llama-3.1-8b", "16777215", FileFormat::safetensors, 1,
+                                               {DType::f32}));
+  const std::int64_t p = 16777215, P = 64, D = 128;
+  const RopeFrequencies<double> f = rope_frequencies<double>(g.spec().rope, g.seq_len());
+  const accuracy::ClassBound b = accuracy::class_bound(AccuracyClass::fp32_angle, DType::f32, accuracy::Quantity::rotated);
+  std::vector<bool> sat(P);
+  int saturated = 0, capped = 0;
+  for (int j = 0; j < P; ++j) {
+    const accuracy::PairAngle a = accuracy::pair_angle(static_cast<double>(p), f.inv_freq[static_cast<std::size_t>(j)]);
+    sat[static_cast<std::size_t>(j)] = b.saturated(a);
+    saturated += b.saturated(a);
+    capped += (b.k_log * a.abs_log_freq + b.k_lin) * a.abs_theta >= accuracy::model::kAngleCap;
+  }
+  EXPECT_EQ(saturated, 18);
+  EXPECT_EQ(capped, 14);
+  // q_rot.f32 with the saturated pairs zeroed, the others the golden values.
+  Tensor q = g.tensor("q_rot.f32");
+  const float zero = 0.0f;
+  for (int j = 0; j < P; ++j) {
+    if (!sat[static_cast<std::size_t>(j)]) continue;
+    const auto [ia, ib] = pair_channels(g.spec().rope, j);
+    std::memcpy(q.data.data() + 4 * ia, &zero, 4);
+    std::memcpy(q.data.data() + 4 * ib, &zero, 4);
+  }
+  ASSERT_EQ(q.numel(), D);
+  CheckReport r = check_candidate(g, {q}, asking({"q_rot.f32"}));
+  const TensorReport& t = r.tensors.at(0);
+  EXPECT_EQ(t.violations, 0) << r.summary();
+  EXPECT_EQ(t.saturated, 2 * 18);
+  EXPECT_EQ(t.first_saturated_position, p);
+  EXPECT_EQ(t.verdict, ropecheck::Verdict::not_tested);
+  EXPECT_FALSE(t.pass);
+  EXPECT_NE(t.reason.find("use a stricter class (f32-reduced, fp64-angle) here"), std::string::npos) << t.reason;
+  EXPECT_EQ(r.verdict, ropecheck::Verdict::not_tested);
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(t.bins.back().saturated, 2 * 18);
+  EXPECT_EQ(r.to_json()["tensors"][0]["position_bins"].back()["saturated"], 2 * 18);
+  // An all-zero candidate fails (the pairs that still discriminate catch it) ...
+  Tensor zeros = q;
+  std::fill(zeros.data.begin(), zeros.data.end(), std::uint8_t{0});
+  EXPECT_EQ(check_candidate(g, {zeros}, asking({"q_rot.f32"})).verdict, ropecheck::Verdict::fail);
+  // ... and a stricter class catches the zeros in the saturated pairs too.
+  CheckOptions strict = asking({"q_rot.f32"});
+  strict.criterion = Criterion::of_class(AccuracyClass::f32_reduced);
+  r = check_candidate(g, {q}, strict);
+  EXPECT_EQ(r.verdict, ropecheck::Verdict::fail);
+  EXPECT_EQ(r.tensors.at(0).violations, 2 * 18);
+  EXPECT_EQ(r.tensors.at(0).saturated, 0);
+  // The golden values themselves: still not a pass under fp32-angle (not discriminated), a pass under f32-reduced.
+  EXPECT_EQ(check_candidate(g, {g.tensor("q_rot.f32")}, asking({"q_rot.f32"})).verdict, ropecheck::Verdict::not_tested);
+  EXPECT_EQ(check_candidate(g, {g.tensor("q_rot.f32")}, asking({"q_rot.f32"}, strict)).verdict, ropecheck::Verdict::pass);
+}
+
 TEST(checker, Fp32RecipeIsFp32AngleButNotExact) {
   const GoldenSet g = load_golden_set(llama_set());
   // Base names, resolved with the f32 dtype.
   const std::vector<Tensor> cand = recipe_candidate(g, {recipes::InvFreqMode::hf_f32, recipes::TrigMode::libm, DType::f32, DType::f32}, "");
-  const CheckReport r = check_candidate(g, cand, {});  // default: class fp32-angle
+  const CheckReport r = check_candidate(g, cand, asking(kF32));  // default: class fp32-angle
   EXPECT_EQ(r.criterion.accuracy_class, AccuracyClass::fp32_angle);
   EXPECT_TRUE(r.pass) << r.summary();
   const std::vector<AccuracyClass> sat = r.satisfied_classes();
@@ -428,12 +543,13 @@ TEST(checker, HuggingFaceBf16RecipeIsBf16Table) {
       recipe_candidate(g, {recipes::InvFreqMode::hf_f32, recipes::TrigMode::libm, DType::bf16, DType::bf16}, "");
   CheckOptions o;
   o.criterion = Criterion::of_class(AccuracyClass::bf16_table);
+  o.only = kBf16;
   const CheckReport r = check_candidate(g, cand, o);
   EXPECT_TRUE(r.pass) << r.summary();
   EXPECT_TRUE(contains(r.satisfied_classes(), AccuracyClass::bf16_table));
   EXPECT_FALSE(contains(r.satisfied_classes(), AccuracyClass::fp32_angle));
   // ... and fails the default class.
-  EXPECT_FALSE(check_candidate(g, cand, {}).pass);
+  EXPECT_EQ(check_candidate(g, cand, asking(kBf16)).verdict, ropecheck::Verdict::fail);
 }
 
 TEST(checker, NanFailsEveryClass) {
@@ -495,7 +611,10 @@ TEST(checker, NameResolution) {
   ASSERT_EQ(r.tensors.size(), 2u);
   EXPECT_EQ(find_report(r, "k_rot.f16").candidate_name, "k_rot");
   EXPECT_EQ(find_report(r, "sin.f64").candidate_name, "sin");
-  EXPECT_TRUE(r.pass);
+  EXPECT_TRUE(find_report(r, "k_rot.f16").pass);
+  EXPECT_TRUE(find_report(r, "sin.f64").pass);
+  EXPECT_EQ(r.verdict, ropecheck::Verdict::not_tested);  // the other outputs have no candidate
+  EXPECT_FALSE(r.pass);
   // errors
   std::string e = error_of([&] { check_candidate(g, {g.tensor("q")}, {}); });
   EXPECT_NE(e.find("no candidate tensor matches a golden output"), std::string::npos) << e;
@@ -530,6 +649,7 @@ TEST(checker, UlpAndToleranceCriteria) {
   const GoldenSet g = load_golden_set(llama_set());
   const std::vector<Tensor> gold = {g.tensor("cos.f32")};
   CheckOptions o;
+  o.only = {"cos.f32"};
   o.criterion = Criterion::of_max_ulp(0.5);
   EXPECT_TRUE(check_candidate(g, gold, o).pass);
   o.criterion = Criterion::of_tolerance(0, 0);
@@ -540,10 +660,12 @@ TEST(checker, UlpAndToleranceCriteria) {
       recipe_candidate(g, {recipes::InvFreqMode::hf_f32, recipes::TrigMode::libm, DType::f32, DType::f32}, ".f32");
   o.criterion = Criterion::of_max_ulp(4);
   const CheckReport r = check_candidate(g, {fp32[0]}, o);
-  EXPECT_FALSE(r.pass);  // ulps of cos near its zeros are huge for an honest f32 kernel
+  EXPECT_EQ(r.verdict, ropecheck::Verdict::fail);  // ulps of cos near its zeros are huge for an honest f32 kernel
   EXPECT_NE(r.summary().find("max-ulp 4"), std::string::npos);
   EXPECT_EQ(r.to_json()["criterion"]["kind"], "max-ulp");
-  EXPECT_THROW(check_candidate(g, gold, {{}, Criterion::of_max_ulp(-1), 10}), TensorError);
+  CheckOptions negative;
+  negative.criterion = Criterion::of_max_ulp(-1);
+  EXPECT_THROW(check_candidate(g, gold, negative), TensorError);
 }
 
 TEST(checker, JsonReportShape) {
@@ -559,6 +681,10 @@ TEST(checker, JsonReportShape) {
     for (const char* k : {"golden", "candidate", "dtype", "shape", "elements", "identical", "metrics", "classes",
                           "best_class", "verdict", "worst", "position_bins"})
       EXPECT_TRUE(t.contains(k)) << k;
+    for (const char* k : {"pass", "state", "reason", "violations", "saturated", "first_saturated_position"})
+      EXPECT_TRUE(t["verdict"].contains(k)) << k;
+    EXPECT_EQ(t["verdict"]["state"], t["verdict"]["pass"].get<bool>() ? "pass" : "fail") << t["golden"];
+    EXPECT_EQ(t["verdict"]["saturated"], 0);
     EXPECT_EQ(t["classes"].size(), accuracy::kAccuracyClasses.size());
     EXPECT_EQ(t["classes"].back()["class"], "bf16-table");
     EXPECT_TRUE(t["best_class"].is_string());
@@ -567,6 +693,8 @@ TEST(checker, JsonReportShape) {
   }
   EXPECT_EQ(j["satisfied_classes"].back(), "bf16-table");
   EXPECT_EQ(j["pass"], false);
+  EXPECT_EQ(j["verdict"], "fail");
+  EXPECT_TRUE(j["reason"].is_string());
 }
 
 TEST(checker, SinusoidalSet) {
@@ -585,7 +713,7 @@ TEST(checker, SinusoidalSet) {
       const float a = static_cast<float>(p.t + s.position_offset) * w[static_cast<std::size_t>(col.frequency)];
       pe.push_back(col.kind == SinusoidalKind::zero ? 0.0f : (col.kind == SinusoidalKind::sine ? std::sin(a) : std::cos(a)));
     }
-  const CheckReport r = check_candidate(g, {make_f32("pe", {g.tokens(), s.d_model}, pe)}, {});
+  const CheckReport r = check_candidate(g, {make_f32("pe", {g.tokens(), s.d_model}, pe)}, asking({"pe.f32"}));
   EXPECT_TRUE(r.pass) << r.summary();
   EXPECT_FALSE(contains(r.satisfied_classes(), AccuracyClass::exact));
   EXPECT_EQ(r.tensors.at(0).golden_name, "pe.f32");
@@ -601,6 +729,7 @@ TEST(checker, NpzSetAndMultimodalPositions) {
       recipe_candidate(g, {recipes::InvFreqMode::hf_f32, recipes::TrigMode::libm, DType::f32, DType::bf16}, "");
   CheckOptions o;
   o.worst_count = 3;
+  o.only = kBf16;
   const CheckReport r = check_candidate(g, cand, o);
   EXPECT_TRUE(r.pass) << r.summary();
   const TensorReport& c = find_report(r, "cos.bf16");
@@ -620,7 +749,7 @@ TEST(checker, NpzSetAndMultimodalPositions) {
     wrong.push_back(make_f32("cos", {T, P}, cv));
   }
   const CheckReport rw = check_candidate(g, wrong, {});
-  EXPECT_FALSE(rw.pass);
+  EXPECT_EQ(rw.verdict, ropecheck::Verdict::fail);
   EXPECT_EQ(rw.tensors.at(0).first_violating_position, 2);  // 5/2/3: the h stream at 2 differs from t = 5
 }
 

@@ -94,6 +94,9 @@ TEST(DriftCompare, IdenticalAndCollidingRecipes) {
   EXPECT_EQ(same.positions_differing_all, 0);
   EXPECT_EQ(same.total.differing, 0);
   EXPECT_GT(same.total.elements, 0);
+  EXPECT_EQ(same.verdict, ropecheck::Verdict::pass);  // the compared pair's verdict (issue 11)
+  EXPECT_EQ(same.total.violations, 0);
+  EXPECT_EQ(same.total.saturated, 0);
 
   // bf16 positions equal the exact ones up to 256: the first difference over all positions is 257.
   const rd::CompareResult pos = rd::run_compare(spec, "hf", "bf16-positions", o);
@@ -105,6 +108,55 @@ TEST(DriftCompare, IdenticalAndCollidingRecipes) {
   EXPECT_GT(pos.total.angle_diff.max, 1.0);
   // Above 256 most positions differ: 2048 - 257 minus the ones exact in bf16 (multiples of 2..8).
   EXPECT_GT(pos.positions_differing_all, 1000);
+  // They cannot both be fp32-angle: fail, from the first differing position on.
+  EXPECT_EQ(pos.verdict, ropecheck::Verdict::fail);
+  ASSERT_TRUE(pos.first_violation);
+  EXPECT_GE(*pos.first_violation, 257);
+  EXPECT_GT(pos.total.violations, 0);
+}
+
+// Past ~1.16e6 the fp32-angle bound of the highest frequency reaches the pair's magnitude: agreement
+// within it says nothing there, so two fp32 recipes that agree are not tested (per bin), not a pass.
+TEST(DriftCompare, SaturatedBoundsAreNotTested) {
+  const EncodingSpec spec = load_preset("llama-3.1-8b");
+  rd::DriftOptions o = small_options(1 << 21);
+  o.storage = DType::f32;
+  o.uniqueness = false;
+  const rd::CompareResult r = rd::run_compare(spec, "hf", "meta", o);
+  EXPECT_EQ(r.total.violations, 0);
+  EXPECT_GT(r.total.saturated, 0);
+  EXPECT_EQ(r.verdict, ropecheck::Verdict::not_tested);
+  ASSERT_TRUE(r.first_saturated);
+  EXPECT_GT(*r.first_saturated, 1000000);
+  EXPECT_LT(*r.first_saturated, 1300000);
+  EXPECT_NE(r.reason.find("use a stricter class (f32-reduced, fp64-angle) here"), std::string::npos) << r.reason;
+  for (std::size_t b = 0; b < r.bins.size(); ++b)
+    if (r.plan.bins[b].hi <= *r.first_saturated) EXPECT_EQ(r.bins[b].saturated, 0) << r.plan.bins[b].lo;
+  // f32-reduced still discriminates there: hf (an f32 angle) and accurate cannot both be f32-reduced.
+  o.compare_class = ropecheck::accuracy::AccuracyClass::f32_reduced;
+  const rd::CompareResult strict = rd::run_compare(spec, "hf", "accurate", o);
+  EXPECT_EQ(strict.verdict, ropecheck::Verdict::fail);
+  EXPECT_EQ(strict.total.saturated, 0);
+}
+
+// A sweep's breakdown says where each class's bound saturates: "never" beyond it proves nothing.
+TEST(DriftCompare, SweepBreakdownSaysWhereTheBoundSaturates) {
+  rd::DriftOptions o = small_options(1 << 21);
+  o.storage = DType::f32;
+  o.uniqueness = false;
+  const std::vector<std::string> names = {"accurate"};
+  const rd::DriftResult r = rd::run_drift(load_preset("llama-3.1-8b"), names, o);
+  ASSERT_EQ(r.candidates.size(), 1u);
+  for (const rd::Breakdown& b : r.candidates[0].breakdown) {
+    if (b.cls == ropecheck::accuracy::AccuracyClass::fp32_angle) {
+      EXPECT_FALSE(b.position);  // accurate never leaves fp32-angle ...
+      ASSERT_TRUE(b.saturated_from);  // ... but past ~1.16e6 that is not tested for the highest frequencies
+      EXPECT_GT(*b.saturated_from, 1000000);
+      EXPECT_LT(*b.saturated_from, 1300000);
+    }
+    if (b.cls == ropecheck::accuracy::AccuracyClass::f32_reduced) EXPECT_FALSE(b.saturated_from);
+  }
+  EXPECT_NE(rd::summary_markdown(r, "cmd").find("(saturated from "), std::string::npos);
 }
 
 TEST(DriftPlugin, HfPluginAgainstTheHfRecipe) {

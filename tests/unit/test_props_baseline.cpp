@@ -24,6 +24,7 @@
 #include "ropecheck/reference/rope_reference.hpp"
 
 namespace ropecheck::props {
+using namespace ropecheck::accuracy;
 namespace {
 
 namespace fs = std::filesystem;

@@ -18,6 +18,7 @@
 #include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/spec.hpp"
+#include "ropecheck/core/verdict.hpp"
 
 namespace ropecheck::drift {
 
@@ -31,6 +32,9 @@ struct DriftOptions {
   std::int64_t key_distance = 16;        // the key sits key_distance positions before the query (>= 0)
   bool uniqueness = true;                // the exact pass over all positions 0 .. N-1
   int threads = 0;                       // 0: all cores
+  // --compare: the class whose bound decides whether A and B agree (|A - B| <= 2 E, E the class's
+  // per-element bound for the storage dtype: both could be in the class).
+  accuracy::AccuracyClass compare_class = accuracy::AccuracyClass::fp32_angle;
   // Told one line per finished step ("hf: sweep 0.41 s"); may be empty.
   std::function<void(const std::string&)> progress;
 };
@@ -46,6 +50,10 @@ struct Breakdown {
   int channel = -1;                      // rotated: the channel; table: 0 = cos, 1 = sin
   double error = 0;                      // |candidate - exact| (absolute; infinity for non-finite)
   double allowed = 0;                    // the class's allowance for that element
+  // The first sampled position where the class's bound on a rotated value is saturated for some
+  // pair (ClassBound::saturated: an all-zero output would pass; from there "never" proves nothing
+  // for that pair); nullopt: never saturated. Depends on the spec and class only.
+  std::optional<std::int64_t> saturated_from;
 };
 
 struct CandidateResult {
@@ -92,6 +100,9 @@ struct CompareMetrics {
   Stat err_a_ulp, err_b_ulp;  // each side against the exact reference (as Metrics::rot_ulp)
   Stat err_a_rel, err_b_rel;  // ... relative to M (as Metrics::rot_rel)
   std::int64_t nonfinite_a = 0, nonfinite_b = 0;
+  // Rotated elements where |A - B| > 2 E (or one side is not finite): A and B cannot both be in the
+  // class; and, of the others, those whose bound is saturated (E >= M: not tested).
+  std::int64_t violations = 0, saturated = 0;
   void merge(const CompareMetrics& o);
 };
 
@@ -114,6 +125,12 @@ struct CompareResult {
   FirstDifference first_sampled;  // rotated random vectors at the sampled positions
   FirstDifference first_all;      // rotated unit pair vectors at every position 0 .. N-1 (options.uniqueness)
   std::int64_t positions_differing_all = 0;  // positions of 0 .. N-1 whose unit rotations differ
+  // The compared pair's verdict under options.compare_class: fail (some violation), not-tested (no
+  // violation, some saturated bounds), pass; reason one line (empty for pass); the first sampled
+  // position with a violation / a saturated bound.
+  ropecheck::Verdict verdict = ropecheck::Verdict::pass;
+  std::string reason;
+  std::optional<std::int64_t> first_violation, first_saturated;
   double seconds = 0;
 };
 

@@ -30,6 +30,7 @@
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
+#include "ropecheck/core/verdict.hpp"
 
 namespace ropecheck::golden {
 
@@ -57,6 +58,11 @@ struct CheckOptions {
   Criterion criterion;                           // default: class fp32-angle
   int worst_count = 10;                          // worst elements listed per tensor
   int threads = 0;                               // 0: hardware concurrency (results do not depend on it)
+  // What is asked for (--only): golden output names ("q_rot.bf16") or bases ("q_rot": every dtype of
+  // it; its f64 copy only when matched). Empty: every golden output, the f64 truth copies only when
+  // matched or when f64 is the set's only dtype. An asked-for output without a candidate tensor is
+  // not tested; an output outside --only is not checked.
+  std::vector<std::string> only;
 };
 
 // Where an element sits and how wrong it is.
@@ -95,6 +101,7 @@ struct PositionBin {
   double max_ulps = 0;
   std::int64_t violations = 0;   // of the verdict criterion
   ErrorStats error;              // max / mean / RMS error in the bin (error_stats.hpp)
+  std::int64_t saturated = 0;    // violation-free elements whose criterion bound is saturated (not tested)
 };
 
 struct TensorReport {
@@ -112,8 +119,15 @@ struct TensorReport {
   double max_pair_relative = 0, mean_pair_relative = 0;  // units of u_dt
   ErrorStats error;                  // max / mean / RMS error, in units of the bound and of u_dt
   std::vector<ClassResult> classes;  // every class, strictest first
-  // The verdict criterion on this tensor.
-  bool pass = true;
+  // The verdict criterion on this tensor. pass: no violation and no saturated element;
+  // not-tested: no violation, but `saturated` elements had a saturated class bound (ClassBound::
+  // saturated: the bound reached the pair's magnitude, so an all-zero output passes), from
+  // first_saturated_position.
+  ropecheck::Verdict verdict = ropecheck::Verdict::pass;
+  std::string reason;  // one line, empty for pass
+  std::int64_t saturated = 0;
+  std::optional<std::int64_t> first_saturated_position;
+  bool pass = true;  // verdict == pass
   std::int64_t violations = 0;
   std::optional<std::int64_t> first_violating_position;
   double worst_score = 0;
@@ -131,8 +145,13 @@ struct CheckReport {
   Criterion criterion;
   std::vector<TensorReport> tensors;          // golden output order
   std::vector<std::string> ignored_candidate;  // candidate tensors matching no golden output
-  std::vector<std::string> unchecked_golden;   // golden outputs without a candidate
-  bool pass = false;                           // the criterion holds on every element of every tensor
+  std::vector<std::string> unchecked_golden;   // golden outputs without a candidate (or outside --only)
+  std::vector<std::string> not_tested;         // of those, the ones asked for: verdict not-tested
+  // fail: some tensor failed; not-tested: none failed, but an asked-for output had no candidate or
+  // some tensor is not tested (saturated bounds); pass: everything asked for was tested and held.
+  ropecheck::Verdict verdict = ropecheck::Verdict::fail;
+  std::string reason;                          // one line, empty for pass
+  bool pass = false;                           // verdict == pass
 
   // Classes every matched tensor satisfies, strictest first.
   std::vector<accuracy::AccuracyClass> satisfied_classes() const;

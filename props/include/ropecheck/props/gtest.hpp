@@ -48,12 +48,15 @@ namespace ropecheck::props {
 // Registers one GoogleTest test per property (and per spec when `specs` is not empty; with no
 // specs the suite generates them: presets and odd-but-valid configurations). `make_target` makes a
 // fresh target for each test (targets may hold state; tests may run in any order or be filtered).
-// A property whose every case the target declines (rope_apply / sinusoidal returning false) is
-// reported as skipped (GTEST_SKIP), not failed. `options.only` restricts the registered properties.
+// A property that is not tested (its every case declined by the target, rope_apply / sinusoidal
+// returning false, or only saturated class bounds seen: props/verdict.hpp) FAILS its test, so a
+// consumer's CI is never green for something that did not run, unless the consumer names the
+// property in `options.allow_not_tested` (then it is reported as skipped, with the reason).
+// `options.only` restricts the registered properties.
 // Call it after testing::InitGoogleTest and before RUN_ALL_TESTS (or from a static initializer).
 // Returns the number of tests registered.
 // Throws std::invalid_argument for an empty suite name, an empty factory or an unknown name in
-// options.only.
+// options.only or options.allow_not_tested.
 std::size_t register_property_tests(std::string suite_name, TargetFactory make_target,
                                     SuiteOptions options = {}, std::vector<EncodingSpec> specs = {});
 

@@ -22,6 +22,7 @@
 #include "ropecheck/props/margin_stats.hpp"
 #include "ropecheck/props/target.hpp"
 #include "ropecheck/core/spec.hpp"
+#include "ropecheck/core/verdict.hpp"
 
 namespace ropecheck::props {
 
@@ -30,6 +31,9 @@ struct SuiteOptions {
   std::uint64_t seed = 20261121;      // RapidCheck seed (the same for every property)
   std::int64_t max_position = 0;      // largest position generated; 0: 2^24
   std::vector<std::string> only;      // property names; empty = all
+  // GoogleTest adapter only (gtest.hpp): properties whose not-tested verdict is accepted (reported
+  // as skipped); any other not-tested property fails its test. run_suite ignores it.
+  std::vector<std::string> allow_not_tested;
 };
 
 struct PropertyInfo {
@@ -44,7 +48,20 @@ struct PropertyOutcome {
                                     // (target does not implement the spec, or property not applicable)
   double worst_margin = 0;          // max error / bound over the cases run; > 1 fails
   MarginStats margins;              // RMS of the per-case margins (cases that were not skipped)
-  bool passed = true;
+  bool passed = true;               // no case failed (the property may still be not tested: see verdict)
+  // pass: tested and held; fail: a case failed; not-tested: every case skipped, or no case failed
+  // but some bounds of the target's class were saturated (ClassBound::saturated: the bound reached
+  // the pair's magnitude, so those elements accept an all-zero output). reason: one line saying why, empty for pass.
+  Verdict verdict = Verdict::pass;
+  std::string reason;
+  std::int64_t bounds = 0, saturated = 0;           // class bounds evaluated / saturated ones
+  int declined = 0;                 // target calls that returned false (unsupported spec / capability)
+  // false: every case was skipped without asking the target (the property does not apply to the
+  // spec, e.g. sinusoidal_shift on a RoPE spec); not-tested, but not counted against the run unless
+  // named in SuiteOptions::only.
+  bool applicable = true;
+  bool asked = true;                // counts in SuiteReport::verdict() (applicable, or named in only)
+  std::optional<std::int64_t> first_saturated_position;
   std::string counterexample;       // one readable line: spec, positions, dims (the shrunk case)
   std::string reproduce;            // how to rerun just this
   std::optional<std::int64_t> failing_position;
@@ -57,10 +74,11 @@ struct SuiteReport {
   std::uint64_t seed = 0;
   int cases = 0;                    // per property, as asked (SuiteOptions::cases)
   std::int64_t max_position = 0;    // as asked (0: 2^24)
-  AccuracyClass accuracy_class = AccuracyClass::exact;  // the target's: margins are in units of its bounds
+  accuracy::AccuracyClass accuracy_class = accuracy::AccuracyClass::exact;  // the target's: margins are in units of its bounds
   DType dtype = DType::f64;                             // the target's output dtype
   std::vector<PropertyOutcome> outcomes;
-  bool passed() const;
+  bool passed() const;               // no property failed (see verdict(): some may be not tested)
+  Verdict verdict() const;           // combined over the asked-for properties: fail, else not-tested, else pass
   nlohmann::json to_json() const;
   std::string summary() const;      // one line per property: cases, worst margin, verdict
 };
