@@ -113,6 +113,14 @@ bool may_affect_rope(const std::string& key) {
   return false;
 }
 
+// A key as it may be shown in a one-line message: control bytes as '?', at most 80 bytes.
+std::string shown(const std::string& key) {
+  std::string out = key.substr(0, 80);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return key.size() > 80 ? out + "..." : out;
+}
+
 // The keys of the config that this import did not use although they may concern RoPE.
 std::vector<std::string> ignored_keys(const json& full_cfg, const json& cfg, const json& rp, const std::string& where,
                                       bool rp_is_config_dict, ScalingType type, const std::string& type_name) {
@@ -122,11 +130,11 @@ std::vector<std::string> ignored_keys(const json& full_cfg, const json& cfg, con
   const std::string prefix = &cfg == &full_cfg ? "" : "text_config.";
   if (&cfg != &full_cfg)
     for (const auto& [k, v] : full_cfg.items())
-      if (may_affect_rope(k) && !v.is_null()) out.push_back("'" + k + "': ignored, text_config is used");
+      if (may_affect_rope(k) && !v.is_null()) out.push_back("'" + shown(k) + "': ignored, text_config is used");
   for (const auto& [k, v] : cfg.items()) {
     if (!may_affect_rope(k)) continue;
     if (!top_level_keys_used().count(k)) {
-      out.push_back("'" + prefix + k + "': not understood by ropecheck, ignored");
+      out.push_back("'" + prefix + shown(k) + "': not understood by ropecheck, ignored");
     } else if (k == "rope_scaling" && find(cfg, "rope_parameters") && !v.is_null()) {
       out.push_back("'" + prefix + k + "': ignored, rope_parameters is used");
     } else if (k == "original_max_position_embeddings" && type != ScalingType::longrope && !v.is_null()) {
@@ -143,7 +151,7 @@ std::vector<std::string> ignored_keys(const json& full_cfg, const json& cfg, con
                                                 "mscale_all_dim",  "truncate",         "low_freq_factor",
                                                 "high_freq_factor", "short_factor",    "long_factor",
                                                 "short_mscale",    "long_mscale"};
-    out.push_back("'" + where + "." + k + "': " +
+    out.push_back("'" + where + "." + shown(k) + "': " +
                   (known.count(k) ? "not used by rope type \"" + type_name + "\", ignored"
                                   : std::string("not understood by ropecheck, ignored")));
   }

@@ -1150,6 +1150,17 @@ TEST(HfConfigIgnoredKeys, TopLevelOriginalMaxPositionsOnlyForLongrope) {
   EXPECT_TRUE(ignored_by(phi35_mini()).empty());  // used there
 }
 
+TEST(HfConfigIgnoredKeys, KeyNamesStayOnOneLine) {
+  json cfg = phi35_mini();
+  cfg["rope_scaling"]["evil\nkey\x1b[31m"] = 1;
+  const std::vector<std::string> v = ignored_by(cfg);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].find("'rope_scaling.evil?key?[31m'"), std::string::npos) << v[0];
+  HfImportOptions strict;
+  strict.strict = true;
+  EXPECT_TRUE(import_fails(cfg, {"evil?key"}, strict));  // import_fails also asserts one line
+}
+
 TEST(HfConfigIgnoredKeys, StrictMakesThemAnError) {
   json cfg = phi35_moe();
   cfg["rope_scaling"]["magic_mscale"] = 2.0;
