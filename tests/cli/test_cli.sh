@@ -358,6 +358,11 @@ expect_input_error "spec --strict: an unknown RoPE key is exit 2" "'rope_ratio':
 expect_input_error "golden --strict: an unknown RoPE key is exit 2" "--strict" \
   golden --hf-config "$FIX/hf_unknown_keys_config.json" --strict --positions 0:4 --out "$TMP/g_strict"
 check "golden --strict wrote nothing" "$([ ! -e "$TMP/g_strict" ] || echo "$TMP/g_strict exists")"
+expect_input_error "props --strict: an unknown RoPE key is exit 2" "--strict" \
+  props --target reference --hf-config "$FIX/hf_unknown_keys_config.json" --strict
+expect_input_error "drift --strict: an unknown RoPE key is exit 2" "--strict" \
+  drift --hf-config "$FIX/hf_unknown_keys_config.json" --strict --recipes hf --out "$TMP/d_strict"
+check "drift --strict wrote nothing" "$([ ! -e "$TMP/d_strict" ] || echo "$TMP/d_strict exists")"
 expect_ok "spec --strict on a config without unused keys exits 0" spec --hf-config "$FIX/hf_phimoe_config.json" --strict
 # reliability-2 defect 9: 64-bit integers were narrowed to int silently (2^32 + 64 read as 64).
 expect_input_error "hf-config rotary_dim 2^32+64 is exit 2" "rotary_dim" spec --hf-config "$FIX/bad_hf_rotary_dim_2p32.json"
