@@ -1,9 +1,24 @@
 #include "spec_source.hpp"
 
+#include <filesystem>
+#include <iostream>
+#include <vector>
+
+#include "ropecheck/golden/sha256.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck::cli {
+namespace {
+
+// A key name from the config may hold control characters: keep the warning on one line.
+std::string one_line(const std::string& s) {
+  std::string out;
+  for (const char c : s) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  return out;
+}
+
+}  // namespace
 
 void SpecSource::add_options(CLI::App& app) {
   app.add_option("--preset", preset, "model preset name (see `ropecheck presets`)");
@@ -13,6 +28,8 @@ void SpecSource::add_options(CLI::App& app) {
   app.add_option("--layer-type", layer_type,
                  "with --hf-config whose rope_parameters are nested by layer type: which one")
       ->capture_default_str();
+  app.add_flag("--strict", strict,
+               "with --hf-config: a RoPE key ropecheck does not understand or use is an error (exit 2), not a warning");
 }
 
 EncodingSpec SpecSource::load() const {
@@ -21,16 +38,28 @@ EncodingSpec SpecSource::load() const {
   if (!layout.empty() && hf_config.empty()) throw SpecError("--layout only applies to --hf-config");
   if (!preset.empty()) return load_preset(preset);
   if (!spec_file.empty()) return load_spec_file(spec_file);
+  // The set records the config's file name and sha256, never the path as typed: the same config
+  // reached by a relative or an absolute path gives the same bytes, and no local path leaks.
+  const std::filesystem::path path(hf_config);
   HfImportOptions opt;
-  opt.name = hf_config;
+  opt.name = path.filename().string();
   opt.layer_type = layer_type;
+  opt.strict = strict;
   if (layout == "half_split")
     opt.layout = RopeLayout::half_split;
   else if (layout == "interleaved")
     opt.layout = RopeLayout::interleaved;
   else if (!layout.empty())
     throw SpecError("--layout must be half_split or interleaved, got '" + layout + "'");
-  return load_hf_config_file(hf_config, opt);
+  std::vector<std::string> ignored;
+  EncodingSpec spec = load_hf_config_file(path, opt, &ignored);
+  try {
+    spec.source += ", file " + opt.name + " with sha256 " + golden::sha256_file(path);
+  } catch (const std::exception& e) {
+    throw SpecError(e.what());
+  }
+  for (const std::string& w : ignored) std::cerr << "ropecheck: warning: --hf-config: " << one_line(w) << "\n";
+  return spec;
 }
 
 }  // namespace ropecheck::cli

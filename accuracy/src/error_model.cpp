@@ -32,7 +32,7 @@ std::string_view describe(AccuracyClass c) {
       return "angle, sin, cos and rotation in binary64, rounded once to the output dtype: error <= "
              "(6|ln w| + 14) 2^-53 |theta| M + 8 2^-53 M + u_dt M (times 1 + 2^-5)";
     case AccuracyClass::f32_reduced:
-      return "angle formed and reduced in binary64, the reduced argument rounded to f32, f32 sin/cos within 2 ulp, "
+      return "angle formed and reduced in binary64, the reduced argument rounded to f32, f32 sin/cos within 1.5 ulp, "
              "f32 rotation, one rounding to the output dtype (ropecheck's `accurate` recipe): error <= "
              "(6|ln w| + 14) 2^-53 |theta| M + 8 2^-24 M + u_dt M (times 1 + 2^-5)";
     case AccuracyClass::fp32_angle:

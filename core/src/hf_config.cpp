@@ -3,6 +3,7 @@
 // Phi-3's top-level original_max_position_embeddings takes priority for longrope.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "ropecheck/core/spec_json.hpp"
@@ -33,6 +34,14 @@ std::int64_t integer(const json& v, const std::string& key) {
   const double d = number(v, key);
   if (d != std::floor(d) || std::fabs(d) > 9e15) fail(key, "must be an integer, got " + v.dump());
   return static_cast<std::int64_t>(d);
+}
+
+// An integer that must fit an `int` field (rotary_dim, mrope_section): never narrowed silently.
+int small_integer(const json& v, const std::string& key) {
+  const std::int64_t i = integer(v, key);
+  if (i < -(std::int64_t{1} << 30) || i > (std::int64_t{1} << 30))
+    fail(key, "out of range (|value| must be <= 2^30), got " + v.dump());
+  return static_cast<int>(i);
 }
 
 std::vector<double> numbers(const json& v, const std::string& key) {
@@ -70,9 +79,88 @@ json rope_dict(const json& cfg, const HfImportOptions& opt, std::string& where) 
   return *rp;
 }
 
+// Keys of the rope dict each rope type reads; any other key in it is reported as ignored.
+const std::set<std::string>& rope_keys_used(ScalingType t) {
+  static const std::map<ScalingType, std::set<std::string>> used = {
+      {ScalingType::none, {}},
+      {ScalingType::linear, {"factor"}},
+      {ScalingType::dynamic, {"factor"}},
+      {ScalingType::yarn,
+       {"factor", "attention_factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "mscale",
+        "mscale_all_dim", "truncate"}},
+      {ScalingType::llama3, {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
+      {ScalingType::longrope,
+       {"factor", "attention_factor", "original_max_position_embeddings", "short_factor", "long_factor",
+        "short_mscale", "long_mscale"}},
+      {ScalingType::proportional, {"factor"}},
+  };
+  return used.at(t);
+}
+
+// Top-level keys the importer reads (some only for one rope type, checked separately).
+const std::set<std::string>& top_level_keys_used() {
+  static const std::set<std::string> used = {
+      "rope_theta", "rotary_emb_base", "rope_scaling", "rope_parameters", "rope_local_base_freq",
+      "partial_rotary_factor", "rotary_pct", "rotary_dim", "max_position_embeddings", "n_positions",
+      "qk_rope_head_dim", "rope_interleave", "original_max_position_embeddings"};
+  return used;
+}
+
+// A top-level key that may change the rotation: its name mentions rope, rotary, theta or positions.
+bool may_affect_rope(const std::string& key) {
+  for (const char* w : {"rope", "rotary", "theta", "position", "pos_emb"})
+    if (key.find(w) != std::string::npos) return true;
+  return false;
+}
+
+// A key as it may be shown in a one-line message: control bytes as '?', at most 80 bytes.
+std::string shown(const std::string& key) {
+  std::string out = key.substr(0, 80);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return key.size() > 80 ? out + "..." : out;
+}
+
+// The keys of the config that this import did not use although they may concern RoPE.
+std::vector<std::string> ignored_keys(const json& full_cfg, const json& cfg, const json& rp, const std::string& where,
+                                      bool rp_is_config_dict, ScalingType type, const std::string& type_name) {
+  std::vector<std::string> out;
+  const json* text = find(full_cfg, "text_config");
+  if (text && !text->is_object()) out.push_back("'text_config': not an object, ignored (the top level is used)");
+  const std::string prefix = &cfg == &full_cfg ? "" : "text_config.";
+  if (&cfg != &full_cfg)
+    for (const auto& [k, v] : full_cfg.items())
+      if (may_affect_rope(k) && !v.is_null()) out.push_back("'" + shown(k) + "': ignored, text_config is used");
+  for (const auto& [k, v] : cfg.items()) {
+    if (!may_affect_rope(k)) continue;
+    if (!top_level_keys_used().count(k)) {
+      out.push_back("'" + prefix + shown(k) + "': not understood by ropecheck, ignored");
+    } else if (k == "rope_scaling" && find(cfg, "rope_parameters") && !v.is_null()) {
+      out.push_back("'" + prefix + k + "': ignored, rope_parameters is used");
+    } else if (k == "original_max_position_embeddings" && type != ScalingType::longrope && !v.is_null()) {
+      out.push_back("'" + prefix + k + "': not used by rope type \"" + type_name + "\", ignored");
+    }
+  }
+  if (!rp_is_config_dict) return out;
+  static const std::set<std::string> common = {"rope_type", "type", "rope_theta", "partial_rotary_factor",
+                                               "mrope_section", "mrope_interleaved"};
+  for (const auto& [k, v] : rp.items()) {
+    if (common.count(k) || rope_keys_used(type).count(k) || v.is_null()) continue;
+    static const std::set<std::string> known = {"factor",          "attention_factor", "original_max_position_embeddings",
+                                                "beta_fast",       "beta_slow",        "mscale",
+                                                "mscale_all_dim",  "truncate",         "low_freq_factor",
+                                                "high_freq_factor", "short_factor",    "long_factor",
+                                                "short_mscale",    "long_mscale"};
+    out.push_back("'" + where + "." + shown(k) + "': " +
+                  (known.count(k) ? "not used by rope type \"" + type_name + "\", ignored"
+                                  : std::string("not understood by ropecheck, ignored")));
+  }
+  return out;
+}
+
 }  // namespace
 
-EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& opt) {
+EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& opt, std::vector<std::string>* ignored) {
   if (!full_cfg.is_object()) fail("(config)", "must be a JSON object");
   // Multimodal configs (Qwen3-VL, Gemma 3 multimodal) keep the language model under text_config.
   const json* text = find(full_cfg, "text_config");
@@ -80,6 +168,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
   std::string where;
   json rp = rope_dict(cfg, opt, where);
   const bool nested = where.find('.') != std::string::npos;
+  bool rp_is_config_dict = true;  // false when built here (legacy Gemma 3 sliding layers)
   if (!nested && opt.layer_type != "full_attention") {
     // Legacy Gemma 3 configs: sliding layers use rope_local_base_freq with no scaling.
     const json* local = find(cfg, "rope_local_base_freq");
@@ -87,6 +176,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
       fail("rope_parameters", "has no per-layer entry for layer type \"" + opt.layer_type + "\"");
     rp = json{{"rope_type", "default"}, {"rope_theta", *local}};
     where = "rope_local_base_freq";
+    rp_is_config_dict = false;
   }
 
   EncodingSpec spec;
@@ -133,7 +223,8 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     if (h <= 0) fail("num_attention_heads", "must be > 0, got " + heads->dump());
     head_dim = integer(*hidden, "hidden_size") / h;
   }
-  if (head_dim <= 0 || head_dim > (1 << 20)) fail("head_dim", "must be > 0, got " + std::to_string(head_dim));
+  if (head_dim <= 0 || head_dim > (1 << 20))
+    fail("head_dim", "must be in [1, 2^20], got " + std::to_string(head_dim));
   r.head_dim = static_cast<int>(head_dim);
 
   double prf = 1.0;
@@ -146,7 +237,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
   if (!(prf > 0 && prf <= 1)) fail("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(prf));
 
   if (const json* v = find(cfg, "rotary_dim"))  // GPT-J / CodeGen
-    r.rotary_dim = static_cast<int>(integer(*v, "rotary_dim"));
+    r.rotary_dim = small_integer(*v, "rotary_dim");
   else
     r.rotary_dim = static_cast<int>(std::floor(static_cast<double>(head_dim) * prf));
 
@@ -157,7 +248,13 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
 
   std::string model_type;
   if (const json* v = find(cfg, "model_type"); v && v->is_string()) model_type = v->get<std::string>();
-  r.layout = opt.layout ? *opt.layout : layout_for_model_type(model_type);
+  r.layout = layout_for_model_type(model_type);
+  // DeepSeek-V3 in transformers: rope_interleave picks the interleaved (true) or rotate_half (false) form.
+  if (const json* v = find(cfg, "rope_interleave")) {
+    if (!v->is_boolean()) fail("rope_interleave", "must be true or false, got " + v->dump().substr(0, 60));
+    r.layout = v->get<bool>() ? RopeLayout::interleaved : RopeLayout::half_split;
+  }
+  if (opt.layout) r.layout = *opt.layout;
 
   if (type == "default") {
     s.type = ScalingType::none;
@@ -190,6 +287,10 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
       s.original_max_position_embeddings = integer(*v, "original_max_position_embeddings");
     if (const json* v = find(rp, "short_factor")) s.short_factor = numbers(*v, w + "short_factor");
     if (const json* v = find(rp, "long_factor")) s.long_factor = numbers(*v, w + "long_factor");
+    // Phi-3.5-MoE (model_type phimoe): the attention factor per list; HF PhimoeRotaryEmbedding and vLLM
+    // apply it instead of the derived sqrt(1 + ln f / ln L_orig) (1.2432 vs 1.1902 for that model).
+    if (const json* v = find(rp, "short_mscale")) s.short_mscale = number(*v, w + "short_mscale");
+    if (const json* v = find(rp, "long_mscale")) s.long_mscale = number(*v, w + "long_mscale");
     if (s.short_factor.empty()) fail(w + "short_factor", "missing required key for longrope");
     if (s.long_factor.empty()) fail(w + "long_factor", "missing required key for longrope");
   }
@@ -218,7 +319,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
   if (const json* sec = find(rp, "mrope_section")) {
     if (!sec->is_array() || sec->size() != 3) fail(w + "mrope_section", "must be a list of 3 integers");
     for (std::size_t i = 0; i < 3; ++i)
-      r.mrope_section[i] = static_cast<int>(integer((*sec)[i], w + "mrope_section[" + std::to_string(i) + "]"));
+      r.mrope_section[i] = small_integer((*sec)[i], w + "mrope_section[" + std::to_string(i) + "]");
     bool inter = false;
     if (const json* v = find(rp, "mrope_interleaved")) {
       if (!v->is_boolean()) fail(w + "mrope_interleaved", "must be true or false, got " + v->dump());
@@ -229,6 +330,15 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
 
   spec.source = "imported from a Hugging Face config.json (model_type \"" + model_type + "\")";
   validate(spec);
+  std::vector<std::string> unused =
+      ignored_keys(full_cfg, cfg, rp, where, rp_is_config_dict, s.type, type == "default" ? "default" : type);
+  if (opt.strict && !unused.empty()) {
+    std::string first = unused.front();
+    if (first.ends_with(", ignored")) first.resize(first.size() - 9);
+    throw SpecError("invalid Hugging Face config (--strict): " + first +
+                    (unused.size() > 1 ? " (and " + std::to_string(unused.size() - 1) + " more)" : ""));
+  }
+  if (ignored) *ignored = std::move(unused);
   return spec;
 }
 

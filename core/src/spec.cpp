@@ -91,6 +91,8 @@ void validate_scaling(const RopeSpec& r) {
       };
       check_list("short_factor", s.short_factor);
       check_list("long_factor", s.long_factor);
+      if (s.short_mscale) require_positive(k + "short_mscale", *s.short_mscale);
+      if (s.long_mscale) require_positive(k + "long_mscale", *s.long_mscale);
       break;
     }
     case ScalingType::proportional:
@@ -98,6 +100,9 @@ void validate_scaling(const RopeSpec& r) {
   }
   if (s.type != ScalingType::longrope && (!s.short_factor.empty() || !s.long_factor.empty()))
     fail(k + "short_factor", "(list)", "only valid for rope type 'longrope'");
+  if (s.type != ScalingType::longrope && (s.short_mscale || s.long_mscale))
+    fail(k + (s.short_mscale ? "short_mscale" : "long_mscale"), num(s.short_mscale ? *s.short_mscale : *s.long_mscale),
+         "only valid for rope type 'longrope'");
 }
 
 void validate_rope(const RopeSpec& r) {

@@ -101,7 +101,7 @@ RopeScaling parse_scaling(const json& j) {
   check_keys(j, w,
              {"type", "factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow",
               "mscale", "mscale_all_dim", "truncate", "low_freq_factor", "high_freq_factor", "short_factor",
-              "long_factor"});
+              "long_factor", "short_mscale", "long_mscale"});
   RopeScaling s;
   s.type = parse_scaling_type(get_string(at(j, w, "type"), w + ".type"), w + ".type");
   auto opt = [&](const char* k) -> const json* {
@@ -125,6 +125,8 @@ RopeScaling parse_scaling(const json& j) {
   }
   if (auto* v = opt("short_factor")) s.short_factor = get_number_list(*v, w + ".short_factor");
   if (auto* v = opt("long_factor")) s.long_factor = get_number_list(*v, w + ".long_factor");
+  if (auto* v = opt("short_mscale")) s.short_mscale = get_number(*v, w + ".short_mscale");
+  if (auto* v = opt("long_mscale")) s.long_mscale = get_number(*v, w + ".long_mscale");
   return s;
 }
 
@@ -237,6 +239,8 @@ json spec_to_json(const EncodingSpec& spec) {
     if (s.type == ScalingType::longrope) {
       sc["short_factor"] = s.short_factor;
       sc["long_factor"] = s.long_factor;
+      if (s.short_mscale) sc["short_mscale"] = *s.short_mscale;
+      if (s.long_mscale) sc["long_mscale"] = *s.long_mscale;
     }
     o["scaling"] = sc;
     if (r.mrope != MropeMode::none)
@@ -271,8 +275,9 @@ json read_json_file(const std::filesystem::path& path) {
 
 EncodingSpec load_spec_file(const std::filesystem::path& path) { return spec_from_json(read_json_file(path)); }
 
-EncodingSpec load_hf_config_file(const std::filesystem::path& path, const HfImportOptions& options) {
-  return spec_from_hf_config(read_json_file(path), options);
+EncodingSpec load_hf_config_file(const std::filesystem::path& path, const HfImportOptions& options,
+                                 std::vector<std::string>* ignored) {
+  return spec_from_hf_config(read_json_file(path), options, ignored);
 }
 
 }  // namespace ropecheck

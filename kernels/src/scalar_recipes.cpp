@@ -152,7 +152,7 @@ RopeFrequenciesF32 hf_rope_frequencies_f32(const RopeSpec& r, std::optional<std:
       const std::vector<double>& ext = out.long_factors ? s.long_factor : s.short_factor;
       for (int j = 0; j < P; ++j)
         inv[idx(j)] = 1.0f / (static_cast<float>(ext[idx(j)]) * std::pow(static_cast<float>(r.base), hf_exponent(j, R)));
-      out.attention_factor = static_cast<float>(longrope_attention_factor<double>(r));
+      out.attention_factor = static_cast<float>(longrope_attention_factor<double>(r, out.long_factors));
       break;
     }
     case ScalingType::proportional: {

@@ -469,6 +469,33 @@ expect_input_error "a tampered golden file is refused (hash mismatch)" "hash mis
   check --golden "$TMP/tampered" --kernel "$HF"
 expect_input_error "a folder that is not a golden set is refused" "manifest" check --golden "$TMP/reports" --kernel "$HF"
 
+# reliability-2 defect 16: the hashes do not cover manifest.json; an edited spec must not pass
+# (--candidate) nor blame the kernel (--kernel exit 1). The reader recomputes a sample from the spec.
+tamper_manifest() {  # tamper_manifest SRC DST PYTHON_EXPR_ON_m
+  cp -r "$1" "$2"
+  python3 - "$2/manifest.json" "$3" <<'PY'
+import json, sys
+p = sys.argv[1]
+m = json.load(open(p))
+exec(sys.argv[2])
+json.dump(m, open(p, "w"), indent=2)
+PY
+}
+tamper_manifest "$G" "$TMP/tampered_base" 'm["spec"]["rope"]["base"] = 10000.0'
+expect_input_error "manifest base 500000 -> 10000: --candidate is refused (data and spec disagree)" \
+  "does not match its spec" check --golden "$TMP/tampered_base" --candidate "$G/outputs_f32.safetensors"
+expect_input_error "manifest base 500000 -> 10000: --kernel is refused, not blamed on the kernel" \
+  "does not match its spec" check --golden "$TMP/tampered_base" --kernel "$HF"
+tamper_manifest "$G" "$TMP/tampered_factor" 'm["spec"]["rope"]["scaling"]["factor"] = 16.0'
+expect_input_error "manifest llama3 factor 8 -> 16 is refused" "does not match its spec" \
+  check --golden "$TMP/tampered_factor" --candidate "$G/outputs_f32.safetensors"
+tamper_manifest "$G" "$TMP/tampered_att" 'm["attention_factor"] = "1.100000000000000000000000000000000000000e+00"'
+expect_input_error "manifest attention_factor edited is refused" "attention_factor" \
+  check --golden "$TMP/tampered_att" --kernel "$HF"
+tamper_manifest "$G" "$TMP/tampered_name" 'm["spec"]["notes"] = "edited notes only"'
+run check --golden "$TMP/tampered_name" --candidate "$G/outputs_f32.safetensors"
+check "an edit that does not change the mathematics (spec notes) is still accepted" "$([ "$RC" -eq 0 ] || echo "exit $RC")"
+
 expect_input_error "--kernel to a missing file" "no such file" check --golden "$G" --kernel "$TMP/nope.so"
 expect_input_error "--kernel to a file that is not a shared library" "shared library" \
   check --golden "$G" --kernel "$G/manifest.json"

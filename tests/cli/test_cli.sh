@@ -330,6 +330,45 @@ run spec --hf-config "$FIX/hf_phi35_mini_config.json"
 check "hf-config text output says 'longrope factors: short'" \
   "$([ "$RC" -eq 0 ] && grep -q '^longrope factors: short$' "$OUT" || echo "rc $RC")"
 
+# Phi-3.5-MoE: rope_scaling.short_mscale / long_mscale are the attention factor (HF, vLLM), not sqrt(17/12).
+expect_ok "spec --hf-config (Phi-3.5-MoE) exits 0, no warning" spec --hf-config "$FIX/hf_phimoe_config.json" --json
+json_check "hf-config Phi-3.5-MoE: 64 pairs, attention 1.243163121016122 (short_mscale), not 1.1902" '
+if len(d.get("inverse_frequencies") or []) != 64: problems.append("%d inverse frequencies" % len(d.get("inverse_frequencies") or []))
+att = d.get("attention_factor", "")
+if abs(float(att) - 1.243163121016122) > 1e-30: problems.append("attention_factor %r" % att)
+if d.get("spec", {}).get("rope", {}).get("scaling", {}).get("short_mscale") != 1.243163121016122: problems.append("short_mscale not in the spec")
+'
+run spec --hf-config "$FIX/hf_phimoe_config.json" --json --seq-len 8192
+json_check "hf-config Phi-3.5-MoE --seq-len 8192: long factors, attention 1.243163121016122 (long_mscale)" '
+if d.get("longrope_factors") != "long": problems.append("longrope_factors %r" % d.get("longrope_factors"))
+if abs(float(d.get("attention_factor", 0)) - 1.243163121016122) > 1e-30: problems.append("attention_factor %r" % d.get("attention_factor"))
+'
+
+# Keys the importer does not use: one warning line each on stderr (exit 0); --strict: exit 2.
+run spec --hf-config "$FIX/hf_unknown_keys_config.json" --json
+p=""
+[ "$RC" -eq 0 ] || p+="exit code $RC (want 0); "
+[ "$(lines "$ERR")" -eq 2 ] || p+="stderr has $(lines "$ERR") lines (want 2); "
+grep -q "^ropecheck: warning: .*'rope_scaling.magic_mscale': not understood" "$ERR" || p+="rope_scaling.magic_mscale not named; "
+grep -q "^ropecheck: warning: .*'rope_ratio': not understood" "$ERR" || p+="rope_ratio not named; "
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$OUT" 2>/dev/null || p+="stdout is not JSON; "
+check "hf-config with unknown RoPE keys: one warning per key on stderr, exit 0" "$p"
+expect_input_error "spec --strict: an unknown RoPE key is exit 2" "'rope_ratio': not understood by ropecheck (and 1 more)" \
+  spec --hf-config "$FIX/hf_unknown_keys_config.json" --strict
+expect_input_error "golden --strict: an unknown RoPE key is exit 2" "--strict" \
+  golden --hf-config "$FIX/hf_unknown_keys_config.json" --strict --positions 0:4 --out "$TMP/g_strict"
+check "golden --strict wrote nothing" "$([ ! -e "$TMP/g_strict" ] || echo "$TMP/g_strict exists")"
+expect_input_error "props --strict: an unknown RoPE key is exit 2" "--strict" \
+  props --target reference --hf-config "$FIX/hf_unknown_keys_config.json" --strict
+expect_input_error "drift --strict: an unknown RoPE key is exit 2" "--strict" \
+  drift --hf-config "$FIX/hf_unknown_keys_config.json" --strict --recipes hf --out "$TMP/d_strict"
+check "drift --strict wrote nothing" "$([ ! -e "$TMP/d_strict" ] || echo "$TMP/d_strict exists")"
+expect_ok "spec --strict on a config without unused keys exits 0" spec --hf-config "$FIX/hf_phimoe_config.json" --strict
+# reliability-2 defect 9: 64-bit integers were narrowed to int silently (2^32 + 64 read as 64).
+expect_input_error "hf-config rotary_dim 2^32+64 is exit 2" "rotary_dim" spec --hf-config "$FIX/bad_hf_rotary_dim_2p32.json"
+expect_input_error "hf-config mrope_section [2^32+16, 24, 24] is exit 2" "mrope_section[0]" \
+  spec --hf-config "$FIX/bad_hf_mrope_2p32.json"
+
 run spec --hf-config "$FIX/hf_llama31_8b_config.json" --json
 json_check "hf-config Llama-3.1-8B: 64 pairs, llama3 8, bands 29/6/29" '
 if len(d.get("inverse_frequencies") or []) != 64: problems.append("%d inverse frequencies" % len(d.get("inverse_frequencies") or []))
@@ -424,6 +463,32 @@ expect_input_error "golden: triples need mrope" "multimodal" golden --preset lla
 expect_input_error "golden: bad format" "--format" golden --preset llama-3.1-8b --positions 0:4 --format csv --out "$TMP/g4"
 expect_input_error "golden: missing --out" "--out" golden --preset llama-3.1-8b --positions 0:4
 check "golden: nothing written on bad input" "$(ls -A "$TMP" | grep -E '^(g[0-9]|\.g)' || true)"
+
+# ---------------------------------------------------------------------------------------------
+echo "== golden --hf-config: the same bytes whatever path reaches the config"
+mkdir -p "$TMP/cfgdir"
+cp "$FIX/hf_phi35_mini_config.json" "$TMP/cfgdir/config.json"
+p=""
+run golden --hf-config cfgdir/config.json --positions 0:4 --dtypes f32 --out "$TMP/g_rel" --quiet
+[ "$RC" -eq 0 ] || p+="relative path: exit $RC; "
+run golden --hf-config "$TMP/cfgdir/config.json" --positions 0:4 --dtypes f32 --out "$TMP/g_abs" --quiet
+[ "$RC" -eq 0 ] || p+="absolute path: exit $RC; "
+run golden --hf-config ./cfgdir/../cfgdir/config.json --positions 0:4 --dtypes f32 --out "$TMP/g_dots" --quiet
+[ "$RC" -eq 0 ] || p+="path with ..: exit $RC; "
+if [ -z "$p" ]; then
+  h_rel=$(cd "$TMP/g_rel" && sha256sum -- * | sort)
+  h_abs=$(cd "$TMP/g_abs" && sha256sum -- * | sort)
+  h_dots=$(cd "$TMP/g_dots" && sha256sum -- * | sort)
+  [ "$h_rel" = "$h_abs" ] || p+="relative and absolute path give different file hashes; "
+  [ "$h_rel" = "$h_dots" ] || p+="relative and ./x/../x path give different file hashes; "
+  ! grep -qF -- "$TMP" "$TMP/g_abs/manifest.json" || p+="the manifest holds the local path $TMP; "
+  ! grep -qF -- "cfgdir" "$TMP/g_rel/manifest.json" || p+="the manifest holds the typed path cfgdir/...; "
+  want=$(sha256sum "$TMP/cfgdir/config.json" | cut -c1-64)
+  grep -q "config.json with sha256 $want" "$TMP/g_abs/manifest.json" || p+="the manifest does not record config.json with its sha256 $want; "
+  python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["spec"]["name"]; sys.exit(n != "config.json")' \
+    "$TMP/g_rel/manifest.json" || p+="spec.name is not the file name config.json; "
+fi
+check "golden --hf-config: relative, absolute and ../ paths give byte-identical sets naming config.json + sha256" "$p"
 
 echo
 echo "$PASS passed, $FAIL failed"

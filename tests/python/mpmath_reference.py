@@ -33,8 +33,9 @@ Interpretation choices (where the spec text leaves room):
    inv[j] = inv0[j] * (1 - ramp[j]) + inv0[j] / factor * ramp[j].
  * llama3 follows HF's order of ``where``s: wl > L/low -> inv/factor; else wl < L/high -> inv;
    else smoothed (both band edges inclusive).
- * longrope: inv[j] = 1 / (ext[j] * base^(2j/R)); attention factor explicit, else 1 if factor <= 1,
-   else sqrt(1 + ln(factor) / ln(L_orig)).
+ * longrope: inv[j] = 1 / (ext[j] * base^(2j/R)); attention factor: long_mscale when the long factors
+   are used, short_mscale with the short ones (the same sequence-length switch); when that key is
+   absent, attention_factor if given, else 1 if factor <= 1, else sqrt(1 + ln(factor) / ln(L_orig)).
  * proportional: pairs over the whole head (P = head_dim / 2), inv[j] = base^(-2j/head_dim) / factor
    for j < rotary_dim / 2, exactly 0 otherwise; the layout applies over the whole head (half_split:
    (j, j + head_dim/2); interleaved: (2j, 2j+1)); attention factor 1.
@@ -175,7 +176,7 @@ _SCALING_KEYS = {
              "mscale", "mscale_all_dim", "truncate"},
     "llama3": {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
     "longrope": {"short_factor", "long_factor", "factor", "original_max_position_embeddings",
-                 "attention_factor"},
+                 "attention_factor", "short_mscale", "long_mscale"},
     "proportional": {"factor"},
 }
 _MROPE_KEYS = {"section", "interleaved"}
@@ -344,6 +345,11 @@ def _parse_rope(name: str, r) -> RopeSpec:
             sc[k] = [_num(v, k) for v in lst]
             if not all(v > 0 for v in sc[k]):
                 raise SpecError("longrope %s entries must be > 0" % k)
+        for k in ("short_mscale", "long_mscale"):
+            if k in sc:
+                sc[k] = _num(sc[k], "scaling." + k)
+                if not sc[k] > 0:
+                    raise SpecError("longrope %s must be > 0" % k)
     if "mrope" in r:
         m = r["mrope"]
         _check_keys(m, _MROPE_KEYS, "mrope")
@@ -514,7 +520,10 @@ def rope_params(rs: RopeSpec, seq_len: Optional[int] = None) -> RopeParams:
         ext = sc["long_factor"] if use_long else sc["short_factor"]
         info["use_long"] = use_long
         inv = [inv0[j] / mpf(ext[j]) for j in range(P)]
-        if "attention_factor" in sc:
+        mscale_key = "long_mscale" if use_long else "short_mscale"
+        if mscale_key in sc:
+            att = mpf(sc[mscale_key])
+        elif "attention_factor" in sc:
             att = mpf(sc["attention_factor"])
         elif factor <= 1:
             att = mpf(1)

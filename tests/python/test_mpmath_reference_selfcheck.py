@@ -241,6 +241,28 @@ def test_longrope_switch():
     assert not p.info["use_long"]
 
 
+def test_phimoe_mscale_follows_the_factor_switch():
+    # Phi-3.5-MoE: short_mscale / long_mscale replace the derived sqrt(17/12) = 1.19024 (4.4 % lower);
+    # each goes with the list of the same name, switched by the sequence length (SPEC_FORMAT longrope).
+    sc = dict(PHI3["rope"]["scaling"], short_mscale=1.243163121016122, long_mscale=1.5)
+    moe = rope_spec("phimoe", head_dim=96, base=10000.0, layout="half_split", max_position_embeddings=131072,
+                    scaling=sc)
+    for seq, att in ((None, 1.243163121016122), (4096, 1.243163121016122), (4097, 1.5), (131072, 1.5)):
+        _, p = params(moe, seq_len=seq)
+        assert p.att == mpf(att) and p.att_exact, (seq, p.att)
+    # only the short one given: the long factors fall back to the derived value
+    del sc["long_mscale"]
+    _, p = params(moe, seq_len=8192)
+    assert close(p.att, 1.1902380714, 5e-11)
+    for bad in (0, -1.0, "1.2"):
+        try:
+            ref.parse_spec(rope_spec(head_dim=96, base=10000.0, layout="half_split", max_position_embeddings=131072,
+                                     scaling=dict(sc, short_mscale=bad)))
+        except ref.SpecError:
+            continue
+        raise AssertionError("accepted short_mscale %r" % (bad,))
+
+
 def test_fairseq_lowest_frequency():
     s = sin_spec(d_model=512, layout="concatenated", frequencies="half_dim_minus_one")
     ss = ref.parse_spec(s)

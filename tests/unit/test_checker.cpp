@@ -298,6 +298,45 @@ TEST(checker_golden_set, RejectsManifestsThatLie) {
   }
 }
 
+// reliability-2 defect 16: the hashes do not cover manifest.json, so a valid but different spec
+// (base 500000 -> 10000) must be caught by recomputing a sample of the stored values from it.
+TEST(checker_golden_set, RejectsAManifestWhoseSpecDoesNotMatchItsData) {
+  const nlohmann::json good = read_manifest(llama_set());
+  const fs::path dir = copy_set("respecced");
+  auto expect_error = [&](nlohmann::json m, const std::string& needle) {
+    write_manifest(dir, m);
+    const std::string e = error_of([&] { load_golden_set(dir); });
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  };
+  {
+    nlohmann::json m = good;
+    m["spec"]["rope"]["base"] = 10000.0;
+    expect_error(m, "the set's data does not match its spec");
+  }
+  {
+    nlohmann::json m = good;
+    m["spec"]["rope"]["scaling"]["factor"] = 16.0;  // only the low-frequency pairs change
+    expect_error(m, "does not match its spec");
+  }
+  {
+    nlohmann::json m = good;
+    m["spec"]["rope"]["layout"] = "interleaved";  // same frequencies, other channel pairs
+    expect_error(m, "q_rot.f64");
+  }
+  {
+    nlohmann::json m = good;
+    m["attention_factor"] = "1.5";
+    expect_error(m, "'attention_factor' '1.5' does not match the spec's");
+  }
+  {
+    nlohmann::json m = good;
+    m["spec"]["notes"] = "an edit that does not change the mathematics";
+    write_manifest(dir, m);
+    EXPECT_NO_THROW((void)load_golden_set(dir));
+  }
+}
+
 // A file whose tensors disagree with the manifest (dtype, shape) passes the hash check when the
 // manifest's hash is updated, and is rejected when the tensor is first read.
 TEST(checker_golden_set, RejectsTensorsThatDifferFromTheManifest) {

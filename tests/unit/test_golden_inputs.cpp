@@ -3,6 +3,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "ropecheck/golden/input_generator.hpp"
 #include "ropecheck/golden/positions.hpp"
@@ -65,14 +70,33 @@ TEST(Positions, BadInputNamesTheItem) {
   }
 }
 
-TEST(InputGenerator, KnownValuesArePinned) {
-  // Pinned so that a change of the algorithm cannot go unnoticed (bump kGeneratorVersion then).
-  const std::vector<float> q = generate_inputs(0, InputStream::q, 4);
-  const std::vector<float> k = generate_inputs(0, InputStream::k, 4);
-  std::vector<float> again = generate_inputs(0, InputStream::q, 4);
-  EXPECT_EQ(q, again);
-  EXPECT_NE(q, k);
-  EXPECT_NE(generate_inputs(1, InputStream::q, 4), q);
+// The first values of several (seed, stream) pairs, pinned in tests/data/golden_contract (written
+// once from a golden set's inputs; reproduced independently by tests/python/test_golden_contract.py).
+// A change of the algorithm fails here: bump kGeneratorVersion and pin new values then.
+TEST(InputGenerator, PinnedValuesAreReproduced) {
+  const std::filesystem::path file = std::filesystem::path(ROPECHECK_TEST_DATA_DIR) / "golden_contract" / "input_generator_v1.json";
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << "cannot read " << file;
+  const nlohmann::json pinned = nlohmann::json::parse(in);
+  EXPECT_EQ(pinned.at("generator"), kGeneratorName);
+  EXPECT_EQ(pinned.at("version"), kGeneratorVersion);
+  std::size_t n = 0;
+  for (const auto& c : pinned.at("cases")) {
+    const auto seed = c.at("seed").get<std::uint64_t>();
+    const InputStream stream = c.at("stream") == "q" ? InputStream::q : InputStream::k;
+    const auto first = c.at("first_index").get<std::uint64_t>();
+    const auto& bits = c.at("f32_bits");
+    ASSERT_EQ(bits.size(), c.at("values").size());
+    for (std::size_t i = 0; i < bits.size(); ++i, ++n) {
+      const float x = generate_input(seed, stream, first + i);
+      std::uint32_t b = 0;
+      std::memcpy(&b, &x, 4);
+      EXPECT_EQ(b, std::stoul(bits[i].get<std::string>(), nullptr, 16))
+          << "seed " << seed << " stream " << c.at("stream") << " index " << first + i;
+      EXPECT_EQ(static_cast<double>(x), std::stod(c.at("values")[i].get<std::string>()));
+    }
+  }
+  EXPECT_GE(n, 64u);  // the file really pins values
   EXPECT_EQ(splitmix64_finalize(0), 0u);
   EXPECT_EQ(splitmix64_finalize(0x9E3779B97F4A7C15ULL), 0xE220A8397B1DCDAFULL);  // SplitMix64's first output
 }

@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -259,6 +260,84 @@ TEST(HfConfig, Longrope_ExplicitFactorWins) {
   EXPECT_EQ(ropecheck::effective_factor(r), 8.0);
   EXPECT_NEAR(ropecheck::longrope_attention_factor<double>(r), std::sqrt(1.0 + std::log(8.0) / std::log(4096.0)),
               1e-15);
+}
+
+// Phi-3.5-MoE (model_type "phimoe"): as Phi-3.5-mini but head_dim 4096 / 32 = 128 and
+// rope_scaling.short_mscale = long_mscale = 1.243163121016122 (its config.json on the Hub), which HF
+// PhimoeRotaryEmbedding and vLLM apply instead of the derived sqrt(17/12) = 1.1902 (4.4 % lower).
+json phi35_moe() {
+  json cfg = phi35_mini();
+  cfg["model_type"] = "phimoe";
+  cfg["architectures"] = {"PhiMoEForCausalLM"};
+  cfg["hidden_size"] = 4096;
+  cfg["num_key_value_heads"] = 8;
+  std::vector<double> short_factor, long_factor;
+  for (int i = 0; i < 64; ++i) {
+    short_factor.push_back(1.0 + 0.015625 * i);
+    long_factor.push_back(1.25 + 0.25 * i);
+  }
+  cfg["rope_scaling"]["short_factor"] = short_factor;
+  cfg["rope_scaling"]["long_factor"] = long_factor;
+  cfg["rope_scaling"]["short_mscale"] = 1.243163121016122;
+  cfg["rope_scaling"]["long_mscale"] = 1.243163121016122;
+  return cfg;
+}
+
+TEST(HfConfig, Phi35MoE_MscaleIsTheAttentionFactor) {
+  const RopeSpec r = import(phi35_moe());
+  EXPECT_EQ(r.head_dim, 128);
+  EXPECT_EQ(r.scaling.type, ScalingType::longrope);
+  EXPECT_EQ(r.scaling.short_mscale, 1.243163121016122);
+  EXPECT_EQ(r.scaling.long_mscale, 1.243163121016122);
+  // Not the derived sqrt(17/12) = 1.19024 that ropecheck used before (issue 11 section 4).
+  for (const std::optional<std::int64_t> seq : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{4096},
+                                                std::optional<std::int64_t>{4097}, std::optional<std::int64_t>{131072}})
+    EXPECT_EQ(ropecheck::rope_frequencies<double>(r, seq).attention_factor, 1.243163121016122);
+}
+
+TEST(HfConfig, Phi35MoE_MscaleIsChosenBySeqLenLikeTheFactors) {
+  json cfg = phi35_moe();
+  cfg["rope_scaling"]["long_mscale"] = 1.5;
+  cfg["rope_scaling"]["attention_factor"] = 1.1;  // the chosen mscale wins over it
+  const RopeSpec r = import(cfg);
+  const auto at = [&](std::optional<std::int64_t> seq) { return ropecheck::rope_frequencies<double>(r, seq); };
+  EXPECT_EQ(at(std::nullopt).attention_factor, 1.243163121016122);  // short list, short mscale
+  EXPECT_FALSE(at(4096).long_factors);
+  EXPECT_EQ(at(4096).attention_factor, 1.243163121016122);
+  EXPECT_TRUE(at(4097).long_factors);
+  EXPECT_EQ(at(4097).attention_factor, 1.5);
+  // Only one given: the other list falls back to attention_factor, then to the derived value.
+  cfg["rope_scaling"].erase("long_mscale");
+  EXPECT_EQ(ropecheck::rope_frequencies<double>(import(cfg), 8192).attention_factor, 1.1);
+  cfg["rope_scaling"].erase("attention_factor");
+  EXPECT_NEAR(ropecheck::rope_frequencies<double>(import(cfg), 8192).attention_factor, std::sqrt(17.0 / 12.0), 1e-15);
+}
+
+TEST(HfConfig, Phi35MoE_MscaleRoundTripsThroughSpecJson) {
+  const EncodingSpec s = ropecheck::spec_from_hf_config(phi35_moe());
+  const json j = ropecheck::spec_to_json(s);
+  EXPECT_EQ(j["rope"]["scaling"]["short_mscale"], 1.243163121016122);
+  EXPECT_EQ(j["rope"]["scaling"]["long_mscale"], 1.243163121016122);
+  const EncodingSpec back = ropecheck::spec_from_json(j);
+  EXPECT_EQ(back.rope.scaling.short_mscale, 1.243163121016122);
+  EXPECT_EQ(back.rope.scaling.long_mscale, 1.243163121016122);
+}
+
+TEST(HfConfig, Phi35MoE_BadMscaleIsRejected) {
+  json cfg = phi35_moe();
+  cfg["rope_scaling"]["short_mscale"] = "1.24";
+  EXPECT_TRUE(import_fails(cfg, {"rope_scaling.short_mscale", "must be a number"}));
+  cfg["rope_scaling"]["short_mscale"] = 0;
+  EXPECT_TRUE(import_fails(cfg, {"short_mscale", "must be > 0"}));
+  // In a spec JSON, mscales belong to longrope only.
+  json spec = ropecheck::spec_to_json(ropecheck::spec_from_hf_config(phi35_moe()));
+  spec["rope"]["scaling"] = {{"type", "linear"}, {"factor", 2.0}, {"long_mscale", 1.2}};
+  try {
+    (void)ropecheck::spec_from_json(spec);
+    ADD_FAILURE() << "long_mscale accepted for linear scaling";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("long_mscale"), std::string::npos) << e.what();
+  }
 }
 
 TEST(HfConfig, Longrope_LegacySuTypeAndMissingList) {
@@ -992,3 +1071,131 @@ TEST(SpecJsonFix, Llama3MissingFrequencyFactorSaysMissing) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Keys the importer does not use are reported (issue 11 section 4), and integers never narrowed.
+
+namespace {
+
+std::vector<std::string> ignored_by(const json& cfg, HfImportOptions opt = {}) {
+  std::vector<std::string> ignored;
+  (void)ropecheck::spec_from_hf_config(cfg, opt, &ignored);
+  return ignored;
+}
+
+bool names(const std::vector<std::string>& v, const std::string& key) {
+  for (const std::string& s : v)
+    if (s.find("'" + key + "'") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(HfConfigIgnoredKeys, RealConfigsHaveNone) {
+  EXPECT_TRUE(ignored_by(phi35_mini()).empty());
+  EXPECT_TRUE(ignored_by(phi35_moe()).empty());
+}
+
+TEST(HfConfigIgnoredKeys, UnknownRopeSectionKeyIsNamedOnce) {
+  json cfg = phi35_moe();
+  cfg["rope_scaling"]["magic_mscale"] = 2.0;
+  const std::vector<std::string> v = ignored_by(cfg);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].find("'rope_scaling.magic_mscale'"), std::string::npos) << v[0];
+  EXPECT_NE(v[0].find("not understood"), std::string::npos) << v[0];
+}
+
+TEST(HfConfigIgnoredKeys, KeyOfAnotherRopeTypeIsNamed) {
+  // Before the PhiMoE fix this is what short_mscale was: read by HF, silently dropped here.
+  json cfg = phi35_mini();
+  cfg["rope_scaling"]["low_freq_factor"] = 1.0;
+  cfg["rope_scaling"]["mscale"] = 0.7;
+  const std::vector<std::string> v = ignored_by(cfg);
+  EXPECT_EQ(v.size(), 2u);
+  EXPECT_TRUE(names(v, "rope_scaling.low_freq_factor"));
+  EXPECT_TRUE(names(v, "rope_scaling.mscale"));
+  for (const std::string& s : v) EXPECT_NE(s.find("not used by rope type \"longrope\""), std::string::npos) << s;
+}
+
+TEST(HfConfigIgnoredKeys, TopLevelRopeKeysAreNamed) {
+  json cfg = phi35_mini();
+  cfg["no_rope_layers"] = {1, 1, 0};
+  cfg["rope_ratio"] = 2.0;
+  cfg["num_local_experts"] = 16;  // not about RoPE: never named
+  const std::vector<std::string> v = ignored_by(cfg);
+  EXPECT_EQ(v.size(), 2u);
+  EXPECT_TRUE(names(v, "no_rope_layers"));
+  EXPECT_TRUE(names(v, "rope_ratio"));
+}
+
+TEST(HfConfigIgnoredKeys, RopeScalingBesideRopeParametersIsNamed) {
+  json cfg = {{"head_dim", 64}, {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500000.0}}},
+              {"rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}}}};
+  const std::vector<std::string> v = ignored_by(cfg);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].find("'rope_scaling': ignored, rope_parameters is used"), std::string::npos) << v[0];
+}
+
+TEST(HfConfigIgnoredKeys, OuterKeysBesideTextConfigAreNamed) {
+  json cfg = {{"rope_theta", 1e6}, {"text_config", {{"head_dim", 64}, {"rope_theta", 10000.0}}}};
+  const std::vector<std::string> v = ignored_by(cfg);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].find("'rope_theta': ignored, text_config is used"), std::string::npos) << v[0];
+  EXPECT_TRUE(names(ignored_by({{"head_dim", 64}, {"text_config", {1, 2}}}), "text_config"));
+}
+
+TEST(HfConfigIgnoredKeys, TopLevelOriginalMaxPositionsOnlyForLongrope) {
+  json cfg = {{"head_dim", 64}, {"original_max_position_embeddings", 4096}};
+  EXPECT_TRUE(names(ignored_by(cfg), "original_max_position_embeddings"));
+  EXPECT_TRUE(ignored_by(phi35_mini()).empty());  // used there
+}
+
+TEST(HfConfigIgnoredKeys, KeyNamesStayOnOneLine) {
+  json cfg = phi35_mini();
+  cfg["rope_scaling"]["evil\nkey\x1b[31m"] = 1;
+  const std::vector<std::string> v = ignored_by(cfg);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].find("'rope_scaling.evil?key?[31m'"), std::string::npos) << v[0];
+  HfImportOptions strict;
+  strict.strict = true;
+  EXPECT_TRUE(import_fails(cfg, {"evil?key"}, strict));  // import_fails also asserts one line
+}
+
+TEST(HfConfigIgnoredKeys, StrictMakesThemAnError) {
+  json cfg = phi35_moe();
+  cfg["rope_scaling"]["magic_mscale"] = 2.0;
+  cfg["rope_ratio"] = 2.0;
+  HfImportOptions strict;
+  strict.strict = true;
+  EXPECT_TRUE(import_fails(cfg, {"--strict", "'rope_ratio': not understood by ropecheck (and 1 more)"}, strict));
+  EXPECT_NO_THROW((void)ropecheck::spec_from_hf_config(phi35_moe(), strict));
+}
+
+TEST(HfConfigIgnoredKeys, RopeInterleaveChoosesTheLayout) {
+  json cfg = {{"model_type", "deepseek_v3"}, {"qk_rope_head_dim", 64}};
+  EXPECT_EQ(import(cfg).layout, RopeLayout::interleaved);
+  cfg["rope_interleave"] = false;
+  EXPECT_EQ(import(cfg).layout, RopeLayout::half_split);
+  EXPECT_TRUE(ignored_by(cfg).empty());
+  cfg["rope_interleave"] = "yes";
+  EXPECT_TRUE(import_fails(cfg, {"rope_interleave", "true or false"}));
+}
+
+TEST(HfConfigIntegers, RotaryDimBeyondIntIsRejectedNotTruncated) {
+  // reliability-2 defect 9: 2^32 + 64 was read as 64.
+  json cfg = {{"model_type", "gptj"}, {"n_embd", 4096}, {"n_head", 16}, {"rotary_dim", 4294967360.0}};
+  EXPECT_TRUE(import_fails(cfg, {"'rotary_dim'", "out of range", "4294967360"}));
+  cfg["rotary_dim"] = 64;
+  EXPECT_EQ(import(cfg).rotary_dim, 64);
+}
+
+TEST(HfConfigIntegers, MropeSectionBeyondIntIsRejectedNotTruncated) {
+  // reliability-2 defect 9: [2^32 + 16, 24, 24] was read as [16, 24, 24].
+  json cfg = {{"head_dim", 128},
+              {"rope_scaling", {{"type", "mrope"}, {"mrope_section", {4294967312.0, 24, 24}}}}};
+  EXPECT_TRUE(import_fails(cfg, {"mrope_section[0]", "out of range", "4294967312"}));
+}
+
+TEST(HfConfigIntegers, HugeHeadDimSaysTheRange) {
+  EXPECT_TRUE(import_fails({{"head_dim", 1048578}}, {"'head_dim'", "[1, 2^20]", "1048578"}));
+}

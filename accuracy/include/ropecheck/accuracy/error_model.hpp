@@ -68,8 +68,8 @@ struct PairAngle {
 // |p * w| and |ln w| of a position and a frequency (w = 0 gives {0, 0}).
 PairAngle pair_angle(double position, double frequency);
 
-// Model constants (ERROR_MODEL.md, section "Constants"). Units: the unit roundoff u of the
-// format named in each comment.
+// Model constants, each derived in ERROR_MODEL.md where it is named (sections 3-7 and 10). Units:
+// the unit roundoff u of the format named in each comment.
 namespace model {
 // Inverse frequency relative error allowed to an fp32 / fp64 recipe: (kInvLog |ln w| + kInvConst) u.
 inline constexpr double kInvLog = 6;

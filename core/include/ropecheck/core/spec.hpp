@@ -72,6 +72,10 @@ struct RopeScaling {
   // longrope (one entry per frequency pair)
   std::vector<double> short_factor;
   std::vector<double> long_factor;
+  // longrope (Phi-3.5-MoE): the attention factor that goes with the short / long factors, chosen by
+  // the sequence length as the factor lists are; wins over attention_factor and the derived value.
+  std::optional<double> short_mscale;
+  std::optional<double> long_mscale;
 };
 
 struct RopeSpec {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,16 +23,24 @@ struct HfImportOptions {
   // For configs whose rope_parameters are nested by layer type (Gemma 3 in transformers v5):
   // which entry to take; default "full_attention".
   std::string layer_type = "full_attention";
+  // A key of the RoPE section (or a top-level key that may concern RoPE) that the import does not
+  // use is an error (SpecError naming it) instead of an entry in `ignored`.
+  bool strict = false;
 };
 
 // Hugging Face config.json -> spec, following current transformers (v5 / G4) semantics:
 // rope_parameters (or rope_scaling + rope_theta), head_dim (or hidden_size / num_attention_heads),
 // partial_rotary_factor, max_position_embeddings, top-level original_max_position_embeddings (Phi-3).
-EncodingSpec spec_from_hf_config(const nlohmann::json& config, const HfImportOptions& options = {});
+// Keys that may concern RoPE but were not used (unknown, or not read by the rope type) are listed in
+// `ignored`, one message per key ("'rope_scaling.foo': not understood by ropecheck, ignored"); the
+// caller shows them (the CLI as warnings on stderr). With options.strict they throw instead.
+EncodingSpec spec_from_hf_config(const nlohmann::json& config, const HfImportOptions& options = {},
+                                 std::vector<std::string>* ignored = nullptr);
 
 // File helpers: read, parse (malformed JSON becomes a one-line SpecError naming the file).
 nlohmann::json read_json_file(const std::filesystem::path& path);
 EncodingSpec load_spec_file(const std::filesystem::path& path);
-EncodingSpec load_hf_config_file(const std::filesystem::path& path, const HfImportOptions& options = {});
+EncodingSpec load_hf_config_file(const std::filesystem::path& path, const HfImportOptions& options = {},
+                                 std::vector<std::string>* ignored = nullptr);
 
 }  // namespace ropecheck

@@ -11,6 +11,8 @@
 //   - a tensor entry naming a file that is not listed, an unknown dtype, a bad shape, a duplicate
 //     name, or a missing required tensor (positions, q, k, and cos / sin / q_rot / k_rot for RoPE, pe
 //     for sinusoidal specs, for f64 and every listed dtype), or shapes that disagree with the spec;
+//   - a manifest whose spec (or attention_factor) does not reproduce a small fixed sample of the stored
+//     f64 values, recomputed with the exact reference (an edited manifest.json; sample_check.hpp);
 // and, when a file is first read: a file whose bytes no longer hash to the manifest's value, a
 // tensor the manifest lists but the file lacks, a tensor whose dtype or shape differs from the
 // manifest, or a tensor the file has but the manifest does not list.

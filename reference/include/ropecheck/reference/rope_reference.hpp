@@ -90,11 +90,15 @@ T yarn_attention_factor(const RopeSpec& r) {
   return yarn_get_mscale(f, T(1));
 }
 
+// `long_factors`: the long list is in use (a sequence length above L_orig). short_mscale /
+// long_mscale (PhiMoE) go with the list they are named after, as in HF PhimoeRotaryEmbedding and
+// vLLM Phi3LongRoPEScaledRotaryEmbedding; absent, the attention factor is explicit or derived.
 template <class T>
-T longrope_attention_factor(const RopeSpec& r) {
+T longrope_attention_factor(const RopeSpec& r, bool long_factors = false) {
   using std::log;
   using std::sqrt;
   const RopeScaling& s = r.scaling;
+  if (const std::optional<double>& m = long_factors ? s.long_mscale : s.short_mscale) return T(*m);
   if (s.attention_factor) return T(*s.attention_factor);
   const T f = T(effective_factor(r));
   if (f <= T(1)) return T(1);
@@ -180,7 +184,7 @@ RopeFrequencies<T> rope_frequencies(const RopeSpec& r, std::optional<std::int64_
       const std::vector<double>& ext = out.long_factors ? s.long_factor : s.short_factor;
       for (int j = 0; j < P; ++j)
         out.inv_freq.push_back(T(1) / (T(ext[static_cast<std::size_t>(j)]) * pow(T(r.base), T(2 * j) / T(R))));
-      out.attention_factor = longrope_attention_factor<T>(r);
+      out.attention_factor = longrope_attention_factor<T>(r, out.long_factors);
       break;
     }
     case ScalingType::proportional: {
