@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Hostile-input catalogue for the ropecheck command line (issue 12 §3).
+
+Plays every case of reliability-2.md sections 1-3 and 5 that a test can reproduce cheaply, plus the
+defects fixed since, and asserts for each:
+  - the exit code (2 for unusable input, 0 for odd but valid input);
+  - for exit 2: stderr is exactly one line, starting "ropecheck: error: ", holding the expected words;
+  - the destination (--out / --report) is absent, or unchanged when it existed before;
+  - no temporary (`.NAME.partial-PID`, `.NAME.tmp-PID`, `.NAME.old-PID`) is left in the work folder.
+
+Usage: hostile_inputs.py ROPECHECK [-k SUBSTRING]    (a few seconds; exit 0 when every case holds)
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+FAILURES = []
+COUNT = 0
+
+
+def tree_digest(path):
+    """sha256 over names and contents of a file or folder; None when absent."""
+    if not os.path.lexists(path):
+        return None
+    h = hashlib.sha256()
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            h.update(f.read())
+        return h.hexdigest()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            p = os.path.join(root, name)
+            h.update(os.path.relpath(p, path).encode())
+            with open(p, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def leftovers(folder):
+    out = []
+    for name in os.listdir(folder):
+        if name.startswith(".") and (".partial-" in name or ".tmp-" in name or ".old-" in name):
+            out.append(name)
+        elif ".tmp." in name:
+            out.append(name)
+    return out
+
+
+class Catalogue:
+    def __init__(self, exe, work, only):
+        self.exe = exe
+        self.work = work
+        self.only = only
+
+    def case(self, name, args, rc=2, words=(), dest=None, env=None, preexec=None, timeout=60):
+        """Runs `ropecheck ARGS` in the work folder and checks the contract (see the module doc)."""
+        global COUNT
+        if self.only and self.only not in name:
+            return None
+        COUNT += 1
+        dest_path = os.path.join(self.work, dest) if dest else None
+        before = tree_digest(dest_path) if dest_path else None
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        t0 = time.monotonic()
+        p = subprocess.run([self.exe] + args, cwd=self.work, capture_output=True, env=full_env,
+                           preexec_fn=preexec, timeout=timeout)
+        seconds = time.monotonic() - t0
+        err = p.stderr.decode("utf-8", "replace")
+        problems = []
+        if p.returncode != rc:
+            problems.append(f"exit {p.returncode}, expected {rc}")
+        if rc == 2:
+            lines = err.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            if len(lines) != 1 or not lines[0].startswith("ropecheck: error: "):
+                problems.append(f"stderr is not one 'ropecheck: error:' line: {err[:300]!r}")
+            for w in words:
+                if w not in err:
+                    problems.append(f"stderr lacks {w!r}: {err[:300]!r}")
+            if dest_path and tree_digest(dest_path) != before:
+                problems.append(f"{dest} changed or appeared although the run was refused")
+        left = leftovers(self.work)
+        if left:
+            problems.append(f"temporaries left behind: {left}")
+            for name in left:
+                shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
+                if os.path.lexists(os.path.join(self.work, name)):
+                    os.unlink(os.path.join(self.work, name))
+        if problems:
+            FAILURES.append(f"{name}: ropecheck {' '.join(args)[:200]}\n    " + "\n    ".join(problems))
+        print(f"{'ok  ' if not problems else 'FAIL'} {seconds:5.2f}s {name}")
+        return p
+
+    def path(self, *parts):
+        return os.path.join(self.work, *parts)
+
+    def write(self, name, text):
+        mode = "wb" if isinstance(text, bytes) else "w"
+        with open(self.path(name), mode) as f:
+            f.write(text)
+        return name
+
+
+def deep(n=200000):
+    return "[" * n + "]" * n
+
+
+HF_BASE = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
+           "max_position_embeddings": 131072}
+SPEC_BASE = {"name": "t", "family": "rope",
+             "rope": {"head_dim": 128, "base": 10000, "layout": "half_split"}}
+
+
+def hf_text(**over):
+    cfg = dict(HF_BASE)
+    cfg.update(over)
+    return json.dumps(cfg)
+
+
+def json_cases(c):
+    """Section 1 (configs), spec JSON and manifests: deep nesting and malformed values."""
+    # Defect 4: 200,000 `[` as a value crashed the message builder (SIGSEGV).
+    for key in ("rope_theta", "head_dim", "rope_scaling", "num_attention_heads"):
+        text = hf_text()[:-1] + f', "{key}": ' + deep() + "}"
+        c.write(f"deep-{key}.json", text)
+        c.case(f"hf deep {key} (spec)", ["spec", "--hf-config", f"deep-{key}.json"], 2, ["nests deeper than 64"])
+        c.case(f"hf deep {key} (golden)", ["golden", "--hf-config", f"deep-{key}.json", "--positions", "0:4",
+                                           "--out", "o"], 2, ["nests deeper than 64"], dest="o")
+    c.write("deep-ropetype.json", hf_text(rope_scaling={"rope_type": "X"}).replace('"X"', deep()))
+    c.case("hf deep rope_type", ["spec", "--hf-config", "deep-ropetype.json"], 2, ["nests deeper"])
+    c.write("deep-unclosed.json", "[" * 200000)
+    c.case("hf deep unclosed", ["spec", "--hf-config", "deep-unclosed.json"], 2, ["malformed JSON"])
+    c.write("deep-toplevel.json", deep())
+    c.case("hf deep top level", ["spec", "--hf-config", "deep-toplevel.json"], 2, ["nests deeper"])
+    spec = json.dumps(SPEC_BASE).replace("10000", deep())
+    c.write("deep-spec.json", spec)
+    c.case("spec deep rope.base", ["spec", "--spec", "deep-spec.json"], 2, ["nests deeper"])
+    c.case("golden spec deep rope.base", ["golden", "--spec", "deep-spec.json", "--positions", "0:4", "--out", "o"],
+           2, ["nests deeper"], dest="o")
+    # Shallow wrong-typed values: a short excerpt, one line.
+    c.write("list-theta.json", hf_text(rope_theta=[[[[[[10000]]]]]]))
+    c.case("hf theta nested list", ["spec", "--hf-config", "list-theta.json"], 2,
+           ["'rope_theta': must be a number, got [[[[...]]]]"])
+    # Control characters echoed from a value stay on one line (defect 15).
+    c.write("type-newline.json", hf_text(rope_scaling={"rope_type": "warp\nfake line\x1b[31m"}))
+    c.case("hf rope_type with newline and ESC", ["spec", "--hf-config", "type-newline.json"], 2,
+           ["unknown rope type", "\\n"])
+    c.write("type-long.json", hf_text(rope_scaling={"rope_type": "w" * 100000}))
+    c.case("hf rope_type 100k chars", ["spec", "--hf-config", "type-long.json"], 2, ["unknown rope type"])
+    # Malformed configs that already passed (reliability-2 section 1): kept passing.
+    simple = {
+        "truncated": ('{"hidden_size": 4096, "num_attention', ["malformed JSON"]),
+        "empty": ("", ["malformed JSON"]),
+        "comment": ('// c\n' + hf_text(), ["malformed JSON"]),
+        "nan": (hf_text().replace("500000.0", "NaN"), ["malformed JSON"]),
+        "overflow": (hf_text().replace("500000.0", "1e400"), ["number overflow"]),
+        "toplevel-array": ("[1, 2]", ["must be a JSON object"]),
+        "theta-string": (hf_text(rope_theta="10000"), ["'rope_theta': must be a number"]),
+        "theta-bool": (hf_text(rope_theta=True), ["'rope_theta': must be a number"]),
+        "theta-one": (hf_text(rope_theta=1), ["'rope.base'", "must be > 1"]),
+        "heads-zero": (hf_text(num_attention_heads=0), ["num_attention_heads", "must be > 0"]),
+        "headdim-float": (hf_text(head_dim=127.5), ["'head_dim': must be an integer"]),
+        "scaling-list": (hf_text(rope_scaling=[1, 2]), ["'rope_scaling': must be an object"]),
+        "unknown-type": (hf_text(rope_scaling={"rope_type": "warp"}), ["unknown rope type \"warp\""]),
+        "linear-no-factor": (hf_text(rope_scaling={"rope_type": "linear"}), ["factor", "missing required key"]),
+        "prf-zero": (hf_text(partial_rotary_factor=0), ["partial_rotary_factor"]),
+        "non-utf8": (b'{"model_type": "\xff\xfe", "hidden_size": 4096}', ["malformed JSON"]),
+        "utf16": (hf_text().encode("utf-16"), ["malformed JSON"]),
+        "nul-byte": (hf_text().replace("llama", "lla\\u0000ma").encode().replace(b"\\u0000", b"\x00"),
+                     ["malformed JSON"]),
+    }
+    for name, (text, words) in simple.items():
+        c.write(f"cfg-{name}.json", text)
+        c.case(f"hf {name}", ["spec", "--hf-config", f"cfg-{name}.json"], 2, words)
+    c.case("hf missing file", ["spec", "--hf-config", "does-not-exist.json"], 2, ["cannot read"])
+    os.makedirs(c.path("a-directory.json"), exist_ok=True)
+    c.case("hf directory", ["spec", "--hf-config", "a-directory.json"], 2, ["not a regular file"])
+    # Odd but valid.
+    c.write("cfg-ok-bom.json", "\ufeff" + hf_text())
+    c.case("hf BOM accepted", ["spec", "--hf-config", "cfg-ok-bom.json"], 0)
+    c.write("cfg-deep-ignored.json", hf_text()[:-1] + ', "unrelated": ' + deep(60) + "}")
+    c.case("hf ignored key 60 deep accepted", ["spec", "--hf-config", "cfg-deep-ignored.json"], 0)
+    # Spec JSON.
+    for name, (mut, words) in {
+        "unknown-key": ({"extra": 1}, ["unknown key"]),
+        "odd-head": ({"rope": {"head_dim": 127, "base": 10000, "layout": "half_split"}}, ["rope.head_dim"]),
+        "base-list": ({"rope": {"head_dim": 128, "base": [1, [2, [3, [4]]]], "layout": "half_split"}},
+                      ["'rope.base': must be a number, got [1,[2,[3,[...]]]]"]),
+        "family": ({"family": "alibi"}, ["family"]),
+    }.items():
+        s = dict(SPEC_BASE)
+        s.update(mut)
+        c.write(f"spec-{name}.json", json.dumps(s))
+        c.case(f"spec {name}", ["spec", "--spec", f"spec-{name}.json"], 2, words)
+
+
+def manifest_cases(c, golden):
+    """Golden sets given to `check` with a tampered manifest (section 3)."""
+    with open(os.path.join(golden, "manifest.json")) as f:
+        manifest_text = f.read()
+
+    def tampered(name, text):
+        d = c.path(name)
+        shutil.copytree(golden, d)
+        with open(os.path.join(d, "manifest.json"), "w") as f:
+            f.write(text)
+        return name
+
+    m = json.loads(manifest_text)
+    deep_spec = json.dumps(m).replace('"spec": {', '"spec": ' + deep() + ', "spec_was": {', 1)
+    gd = tampered("set-deep-spec", deep_spec)
+    for mode in (["--candidate", os.path.join(golden, "outputs_f32.safetensors")], ["--kernel", "builtin:accurate"]):
+        c.case(f"check manifest deep spec {mode[0]}", ["check", "--golden", gd] + mode + ["--report", "r.json"], 2,
+               ["manifest.json", "nests deeper"], dest="r.json")
+    m2 = json.loads(manifest_text)
+    m2["generator"] = json.loads(deep(100))
+    c.case("check manifest deep generator", ["check", "--golden", tampered("set-deep-gen", json.dumps(m2)),
+                                             "--kernel", "builtin:accurate"], 2, ["nests deeper"])
+    c.case("check manifest truncated", ["check", "--golden", tampered("set-trunc", manifest_text[:100]),
+                                        "--kernel", "builtin:accurate"], 2, ["malformed JSON"])
+    m3 = json.loads(manifest_text)
+    m3["format_version"] = 2
+    c.case("check manifest v2", ["check", "--golden", tampered("set-v2", json.dumps(m3)),
+                                 "--kernel", "builtin:accurate"], 2, ["unsupported format_version 2"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ropecheck")
+    ap.add_argument("-k", default="", help="run only cases whose name holds this")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    a = ap.parse_args()
+    exe = os.path.abspath(a.ropecheck)
+    work = tempfile.mkdtemp(prefix="ropecheck-hostile-")
+    t0 = time.monotonic()
+    try:
+        c = Catalogue(exe, work, a.k)
+        golden = os.path.join(work, "G")
+        subprocess.run([exe, "golden", "--preset", "llama-3.1-8b", "--positions", "0:16", "--dtypes", "f32,bf16",
+                        "--out", golden, "--quiet"], check=True, capture_output=True)
+        json_cases(c)
+        manifest_cases(c, golden)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"{COUNT} cases, {len(FAILURES)} failed, {time.monotonic() - t0:.1f} s")
+    for f in FAILURES:
+        print("FAIL " + f, file=sys.stderr)
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
