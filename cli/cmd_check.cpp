@@ -19,6 +19,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/builtin_kernel.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
@@ -111,37 +112,6 @@ std::map<std::string, std::string> name_map_of(const std::vector<std::string>& m
 }
 
 // Refuses a --report destination that cannot be written, before any work is done.
-void check_report_path(const fs::path& report) {
-  std::error_code ec;
-  if (fs::is_directory(report, ec)) throw TensorError("--report " + report.string() + ": is a directory");
-  const fs::path parent = report.has_parent_path() ? report.parent_path() : fs::path(".");
-  if (!fs::is_directory(parent, ec)) throw TensorError("--report " + report.string() + ": no such directory " + parent.string());
-  if (::access(parent.c_str(), W_OK) != 0) throw TensorError("--report " + report.string() + ": directory not writable");
-}
-
-// Writes `text` to `path` atomically: a temporary sibling, flushed and closed, renamed over `path`.
-// A reader never sees a partial report; on any failure the temporary is removed and nothing changes.
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw TensorError("--report " + path.string() + ": cannot write " + tmp.string());
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw TensorError("--report " + path.string() + ": cannot rename the temporary file into place: " + ec.message());
-  }
-}
-
 }  // namespace
 
 Command add_check_command(CLI::App& app) {
@@ -184,7 +154,7 @@ Command add_check_command(CLI::App& app) {
             opt.name_map = name_map_of(o->maps);
             opt.worst_count = o->worst;
             opt.threads = o->threads;
-            if (!o->report.empty()) check_report_path(o->report);
+            if (!o->report.empty()) golden::check_file_destination(o->report, "--report");
 
             const golden::GoldenSet g = golden::load_golden_set(o->golden_dir);
             std::vector<golden::Tensor> candidate;
@@ -225,7 +195,8 @@ Command add_check_command(CLI::App& app) {
             if (!o->report.empty()) {
               nlohmann::json j = rep.to_json();
               j["candidate_source"] = source;
-              write_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+              golden::write_file_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                                            "--report");
             }
             for (const std::string& line : header) fmt::print("{}\n", line);
             if (!header.empty()) fmt::print("\n");

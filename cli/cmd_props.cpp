@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/plugin_target.hpp"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/props/mutants.hpp"
@@ -70,6 +71,7 @@ int run_props(const PropsCliOptions& o) {
   if (o.target.empty() == o.kernel.empty()) throw SpecError("give exactly one of --target NAME, --kernel LIB.so");
   if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
   if (o.max_pos < 0) throw SpecError("--max-pos must be >= 0, got " + std::to_string(o.max_pos));
+  if (!o.report.empty()) golden::check_file_destination(o.report, "--report");  // before the suite runs
   std::unique_ptr<props::Target> target;
   if (!o.target.empty()) {
     target = props::make_target(o.target);
@@ -134,11 +136,9 @@ int run_props(const PropsCliOptions& o) {
       if (n.rfind("failing spec", 0) == 0) fmt::print("  {}\n", n);
     fmt::print("  reproduce: {}\n", out.reproduce);
   }
-  if (!o.report.empty()) {
-    std::ofstream f(o.report);
-    if (!f) throw SpecError("--report: cannot write " + o.report);
-    f << rep.to_json().dump(2) << "\n";
-  }
+  if (!o.report.empty())  // atomic: a full disk or a kill never leaves a partial report
+    golden::write_file_atomically(o.report, rep.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                                  "--report");
   fmt::print("{}\n", rep.passed() ? "all properties hold" : "a property failed");
   return rep.passed() ? 0 : 1;
 }

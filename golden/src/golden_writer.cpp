@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/input_generator.hpp"
 #include "ropecheck/golden/npy.hpp"
 #include "ropecheck/golden/safetensors.hpp"
@@ -112,25 +113,6 @@ std::vector<std::uint8_t> serialize(const std::vector<Tensor>& group, FileFormat
   return f == FileFormat::safetensors ? serialize_safetensors(group, metadata) : serialize_npz(group);
 }
 
-void write_file(const std::filesystem::path& p, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) throw TensorError("cannot write '" + p.string() + "'");
-}
-
-// Removes the temporary folder unless released.
-struct TempDir {
-  std::filesystem::path path;
-  bool keep = false;
-  ~TempDir() {
-    if (!keep && !path.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  }
-};
-
 }  // namespace
 
 GoldenSummary write_golden_set(const GoldenOptions& opt) {
@@ -142,10 +124,6 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   if (opt.heads < 1 || opt.heads > 4096) throw SpecError("--heads must be in [1, 4096], got " + std::to_string(opt.heads));
   if (opt.positions.has_triples && (!rope || spec.rope.mrope == MropeMode::none))
     throw SpecError("--positions: T/H/W triples need a multimodal RoPE spec (rope.mrope)");
-  if (opt.out.empty()) throw SpecError("--out: missing output folder");
-  std::error_code ec;
-  if (std::filesystem::exists(opt.out, ec) && !opt.overwrite)
-    throw SpecError("--out: '" + opt.out.string() + "' already exists (use --overwrite to replace it)");
 
   std::vector<DType> dtypes = {DType::f64};
   for (DType d : opt.dtypes)
@@ -161,13 +139,9 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   const std::int64_t seq_len = opt.seq_len.value_or(max_pos + 1);
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
 
-  // A temporary sibling folder, renamed into place at the end; made first so that an
-  // unwritable destination fails before the computation.
-  const std::filesystem::path out = std::filesystem::absolute(opt.out);
-  std::filesystem::create_directories(out.parent_path());
-  TempDir tmp{out.parent_path() / ("." + out.filename().string() + ".partial-" + std::to_string(::getpid()))};
-  std::filesystem::remove_all(tmp.path, ec);
-  std::filesystem::create_directory(tmp.path);
+  // A temporary sibling folder, moved into place at the end (atomic_output.hpp); made first so that
+  // an existing or unwritable destination fails before the computation.
+  OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "golden"});
 
   GoldenSummary summary;
   const auto t0 = Clock::now();
@@ -286,7 +260,7 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   nlohmann::json files = nlohmann::json::array(), tensors = nlohmann::json::array();
   auto emit = [&](const std::string& file, const std::vector<Tensor>& group) {
     const std::vector<std::uint8_t> bytes = serialize(group, opt.format, metadata);
-    write_file(tmp.path / file, bytes);
+    folder.write(file, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     files.push_back({{"file", file}, {"bytes", bytes.size()}, {"sha256", sha256_hex(bytes)}});
   };
   auto describe = [&](const Tensor& t, const std::string& file, const std::string& role, const std::string& meaning,
@@ -367,18 +341,9 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
       {"tensors", tensors}};
   {
     const std::string text = manifest.dump(2) + "\n";
-    write_file(tmp.path / "manifest.json", std::vector<std::uint8_t>(text.begin(), text.end()));
+    folder.write("manifest.json", text);
   }
-
-  // Swap into place: an existing set is moved aside first and removed only after the rename.
-  std::filesystem::path old;
-  if (std::filesystem::exists(out, ec)) {
-    old = out.parent_path() / ("." + out.filename().string() + ".old-" + std::to_string(::getpid()));
-    std::filesystem::rename(out, old);
-  }
-  std::filesystem::rename(tmp.path, out);
-  tmp.keep = true;
-  if (!old.empty()) std::filesystem::remove_all(old, ec);
+  folder.commit();  // one rename: refuses to replace without --overwrite, one exchange with it
 
   summary.write_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   summary.manifest = std::move(manifest);

@@ -236,6 +236,116 @@ def manifest_cases(c, golden):
                                  "--kernel", "builtin:accurate"], 2, ["unsupported format_version 2"])
 
 
+def record(name, problems, seconds=0.0):
+    global COUNT
+    COUNT += 1
+    if problems:
+        FAILURES.append(f"{name}:\n    " + "\n    ".join(problems))
+    print(f"{'ok  ' if not problems else 'FAIL'} {seconds:5.2f}s {name}")
+
+
+def wait_for_partial(c, out, proc, timeout=30):
+    """Waits until `proc` has made its temporary folder `.OUT.partial-PID`; returns its name."""
+    want = f".{out}.partial-{proc.pid}"
+    t0 = time.monotonic()
+    while not os.path.exists(c.path(want)):
+        if proc.poll() is not None or time.monotonic() - t0 > timeout:
+            return None
+        time.sleep(0.002)
+    return want
+
+
+def destination_cases(c):
+    """Section 5 (atomicity and destinations) and defects 6, 7, 8, 10, 11."""
+    golden = ["golden", "--preset", "llama-3.1-8b", "--quiet", "--dtypes", "f32"]
+    if c.only and c.only not in "destinations":
+        return
+    # --out DIR/ (defect 8): the set lands at DIR, nothing else is left.
+    c.case("golden --out DIR/", golden + ["--positions", "0:4", "--out", "slash/"], 0)
+    problems = [] if os.path.isfile(c.path("slash", "manifest.json")) else ["slash/manifest.json missing"]
+    record("golden --out DIR/ wrote DIR", problems)
+    c.case("golden --out existing DIR/ refused", golden + ["--positions", "0:4", "--out", "slash/"], 2,
+           ["already exists"], dest="slash")
+    c.case("golden --out DIR/ --overwrite", golden + ["--positions", "0:4", "--out", "slash/", "--overwrite",
+                                                      "--seed", "7"], 0)
+    with open(c.path("slash", "manifest.json")) as f:
+        record("golden --overwrite replaced the set", [] if json.load(f)["generator"]["seed"] == 7 else ["old seed"])
+    for bad in (".", "..", "/"):
+        c.case(f"golden --out {bad} --overwrite refused", golden + ["--positions", "0:4", "--out", bad,
+                                                                   "--overwrite"], 2, ["names no folder"])
+    c.case("drift --out DIR/", ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--no-plots", "--quiet",
+                                "--no-uniqueness", "--out", "dslash/"], 0)
+    # A folder that appears while golden runs is not replaced without --overwrite (defect 7).
+    t0 = time.monotonic()
+    p = subprocess.Popen([c.exe] + golden + ["--positions", "0:2048", "--out", "race"], cwd=c.work,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    problems = []
+    if wait_for_partial(c, "race", p) is None:
+        problems.append("no temporary folder seen")
+    p.send_signal(signal.SIGSTOP)
+    os.mkdir(c.path("race"))
+    with open(c.path("race", "first-run.txt"), "w") as f:
+        f.write("first")
+    p.send_signal(signal.SIGCONT)
+    _, err = p.communicate()
+    if p.returncode != 2 or b"appeared while golden was running" not in err or err.count(b"\n") != 1:
+        problems.append(f"exit {p.returncode}, stderr {err[:200]!r}")
+    if os.listdir(c.path("race")) != ["first-run.txt"]:
+        problems.append(f"race/ now holds {os.listdir(c.path('race'))}")
+    if leftovers(c.work):
+        problems.append(f"left {leftovers(c.work)}")
+    record("golden: --out created during the run is not replaced", problems, time.monotonic() - t0)
+    # Signals remove the temporary folder (defect 10); the run dies of the signal.
+    for cmd, out in ((golden + ["--positions", "0:2048"], "sig"),
+                     (["drift", "--preset", "llama-3.1-8b", "--max-pos", "65536", "--no-plots", "--quiet"], "dsig")):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            t0 = time.monotonic()
+            p = subprocess.Popen([c.exe] + cmd + ["--out", out], cwd=c.work, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            problems = []
+            if wait_for_partial(c, out, p) is None:
+                problems.append("no temporary folder seen")
+            time.sleep(0.05)
+            p.send_signal(sig)
+            rc = p.wait()
+            if rc != -sig:
+                problems.append(f"exit {rc}, expected death by signal {sig}")
+            left = [n for n in os.listdir(c.work) if out in n]
+            if left:
+                problems.append(f"left {left}")
+                for n in left:
+                    shutil.rmtree(c.path(n), ignore_errors=True)
+            record(f"{cmd[0]} killed by {signal.Signals(sig).name}: nothing left", problems, time.monotonic() - t0)
+    # Stale temporaries of dead processes are removed by the next run to the same --out.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for n in (f".stale.partial-{dead.pid}", f".stale.old-{dead.pid}"):
+        os.makedirs(c.path(n))
+        with open(c.path(n, "big.bin"), "wb") as f:
+            f.write(b"x" * 1000)
+    c.case("golden removes stale partial folders of dead processes", golden + ["--positions", "0:4", "--out",
+                                                                               "stale"], 0)
+    # props --report: checked before the suite runs (nothing printed), written atomically (defect 6).
+    props = ["props", "--target", "hf-fp32", "--preset", "llama-3.1-8b", "--cases", "2", "--only", "norm"]
+    for name, rep, words in (("missing parent", "no/such/p.json", ["--report", "no such directory"]),
+                             ("a directory", "slash", ["--report", "is a directory"])):
+        p = c.case(f"props --report {name} refused before the run", props + ["--report", rep], 2, words)
+        if p is not None:
+            record(f"props --report {name}: nothing printed", [] if p.stdout == b"" else [f"stdout {p.stdout[:100]!r}"])
+    c.case("props --report written", props + ["--report", "p.json"], 0)
+    record("props --report is JSON", [] if json.load(open(c.path("p.json")))["target"] else ["no target"])
+    if os.path.exists("/dev/full"):
+        os.symlink("/dev/full", c.path("full.json"))
+        # The report goes to a temporary first, so /dev/full is simply replaced: the write must succeed
+        # and the link become a regular file (never a 0-byte report with exit 0).
+        c.case("props --report over a link to /dev/full", props + ["--report", "full.json"], 0)
+        record("props --report replaced the link with the report",
+               [] if os.path.isfile(c.path("full.json")) and not os.path.islink(c.path("full.json"))
+               and os.path.getsize(c.path("full.json")) > 0 else ["report not written"])
+    c.case("check --report a directory", ["check", "--golden", "G", "--kernel", "builtin:accurate", "--report",
+                                          "slash"], 2, ["is a directory"], dest="slash")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ropecheck")
@@ -252,6 +362,7 @@ def main():
                         "--out", golden, "--quiet"], check=True, capture_output=True)
         json_cases(c)
         manifest_cases(c, golden)
+        destination_cases(c)
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
