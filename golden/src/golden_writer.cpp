@@ -78,16 +78,28 @@ void run_parallel(std::int64_t tokens, int threads, const std::function<void(std
   std::mutex error_mutex;
   // Contiguous chunks: each token is computed independently, so any split gives the same bytes.
   const std::int64_t chunk = (tokens + threads - 1) / threads;
+  std::string spawn_error;
   for (int t = 0; t < threads; ++t) {
     const std::int64_t b = std::min(tokens, t * chunk), e = std::min(tokens, (t + 1) * chunk);
-    pool.emplace_back([&, b, e] {
-      try {
-        work(b, e, done);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    });
+    try {
+      pool.emplace_back([&, b, e] {
+        try {
+          work(b, e, done);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error& ex) {
+      // Out of threads (a pids limit, an address-space limit): the started ones finish, then exit 2.
+      spawn_error = ex.code().message();
+      break;
+    }
+  }
+  if (!spawn_error.empty()) {
+    for (auto& th : pool) th.join();
+    throw SpecError("--threads " + std::to_string(threads) + ": cannot start worker thread " +
+                    std::to_string(pool.size() + 1) + " (" + spawn_error + "); use a smaller --threads");
   }
   if (progress) {
     auto last = Clock::now();

@@ -346,6 +346,26 @@ def destination_cases(c):
                                           "slash"], 2, ["is a directory"], dest="slash")
 
 
+def limit_memory():
+    """4 GB of address space, 8 MiB thread stacks: 1024 threads cannot start (reliability-2 defect 5)."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (4_000_000_000, 4_000_000_000))
+    resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, 8 << 20))
+
+
+def thread_cases(c):
+    """A worker thread that cannot be created: exit 2 with one line, nothing left (defect 5)."""
+    c.case("golden --threads 1024 under a 4 GB limit",
+           ["golden", "--preset", "llama-3.1-8b", "--positions", "0:4", "--out", "thr", "--threads", "1024"], 2,
+           ["--threads 1024: cannot start worker thread"], dest="thr", preexec=limit_memory)
+    c.case("drift --threads 1024 under a 4 GB limit",
+           ["drift", "--preset", "llama-3.1-8b", "--max-pos", "1024", "--no-plots", "--quiet", "--out", "thr",
+            "--threads", "1024"], 2, ["cannot start worker thread"], dest="thr", preexec=limit_memory)
+    c.case("check builtin --threads 1024 under a 4 GB limit (OpenMP)",
+           ["check", "--golden", "G1k", "--kernel", "builtin:accurate", "--threads", "1024", "--report", "thr.json"],
+           2, ["cannot start 1024 threads"], dest="thr.json", preexec=limit_memory)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ropecheck")
@@ -360,9 +380,12 @@ def main():
         golden = os.path.join(work, "G")
         subprocess.run([exe, "golden", "--preset", "llama-3.1-8b", "--positions", "0:16", "--dtypes", "f32,bf16",
                         "--out", golden, "--quiet"], check=True, capture_output=True)
+        subprocess.run([exe, "golden", "--preset", "llama-3.1-8b", "--positions", "0:1024", "--dtypes", "f32",
+                        "--out", os.path.join(work, "G1k"), "--quiet"], check=True, capture_output=True)
         json_cases(c)
         manifest_cases(c, golden)
         destination_cases(c)
+        thread_cases(c)
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
