@@ -69,13 +69,25 @@ std::string extension_of(const fs::path& p) {
   return e;
 }
 
-std::vector<golden::Tensor> read_candidate(const fs::path& p) {
+// A candidate tensor larger than the golden set's largest tensor can never match one, so an .npz member
+// declaring more is refused before it is inflated (plus room for the .npy header).
+std::uint64_t largest_candidate_member(const golden::GoldenSet& g) {
+  std::uint64_t largest = 0;
+  for (const golden::ManifestTensor& t : g.tensors()) {
+    double n = static_cast<double>(golden::dtype_size(t.dtype));
+    for (std::int64_t d : t.shape) n *= static_cast<double>(d);
+    largest = std::max(largest, static_cast<std::uint64_t>(std::min(n, 0x1p62)));
+  }
+  return largest + (std::uint64_t{1} << 16);
+}
+
+std::vector<golden::Tensor> read_candidate(const fs::path& p, const golden::GoldenSet& g) {
   std::error_code ec;
   if (!fs::exists(p, ec)) throw TensorError("--candidate " + p.string() + ": no such file");
   if (!fs::is_regular_file(p, ec)) throw TensorError("--candidate " + p.string() + ": not a regular file");
   const std::string ext = extension_of(p);
   if (ext == ".safetensors") return golden::read_safetensors(p);
-  if (ext == ".npz") return golden::read_npz(p);
+  if (ext == ".npz") return golden::read_npz(p, true, largest_candidate_member(g));
   if (ext == ".npy") return {golden::read_npy(p)};  // named after the file stem
   throw TensorError("--candidate " + p.string() + ": unknown file type '" + ext +
                     "' (expected .safetensors, .npy or .npz)");
@@ -187,7 +199,7 @@ Command add_check_command(CLI::App& app) {
                         {"notes", run.notes}};
               candidate = std::move(run.tensors);
             } else {
-              candidate = read_candidate(o->candidate);
+              candidate = read_candidate(o->candidate, g);
               source = {{"kind", "file"}, {"path", o->candidate}};
             }
             const golden::CheckReport rep = golden::check_candidate(g, candidate, opt);

@@ -12,6 +12,7 @@
 
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/input_generator.hpp"
+#include "ropecheck/golden/memory_budget.hpp"
 #include "ropecheck/golden/npy.hpp"
 #include "ropecheck/golden/safetensors.hpp"
 #include "ropecheck/golden/sha256.hpp"
@@ -150,6 +151,39 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   // Hugging Face's run-time update resolves dynamic / LongRoPE with max(position_ids) + 1.
   const std::int64_t seq_len = opt.seq_len.value_or(max_pos + 1);
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+
+  {
+    // What the run holds at its peak (memory_budget.hpp): inputs (and their copy in the input file's
+    // tensors), every output tensor of every dtype, and the largest file serialized in memory.
+    // In double: the product of the accepted maxima overflows 64 bits.
+    const auto T = static_cast<double>(tokens);
+    const std::size_t nd = dtypes.size();
+    double out_bytes = 0, largest = 0, inputs = T * 8 * 3;
+    std::string what;
+    if (rope) {
+      const double HD = static_cast<double>(opt.heads) * spec.rope.head_dim;
+      const double P = rope_pairs(spec.rope);
+      inputs += 4 * T * HD * 4;
+      for (DType d : dtypes) {
+        const double group = 2 * T * (P + HD) * static_cast<double>(dtype_size(tensor_dtype(d)));
+        out_bytes += group;
+        largest = std::max(largest, group);
+      }
+      what = "--positions (" + std::to_string(tokens) + " tokens) x --heads " + std::to_string(opt.heads) +
+             " x head_dim " + std::to_string(spec.rope.head_dim) + " x " + std::to_string(nd) + " dtypes";
+    } else {
+      const double dm = spec.sinusoidal.d_model;
+      for (DType d : dtypes) {
+        const double group = T * dm * static_cast<double>(dtype_size(tensor_dtype(d)));
+        out_bytes += group;
+        largest = std::max(largest, group);
+      }
+      what = "--positions (" + std::to_string(tokens) + " tokens) x d_model " + std::to_string(dm) + " x " +
+             std::to_string(nd) + " dtypes";
+    }
+    largest = std::max(largest, inputs / 2);
+    require_memory(static_cast<std::uint64_t>(std::min(inputs + out_bytes + largest, 0x1p63)), opt.max_memory, "golden set of " + what);
+  }
 
   // A temporary sibling folder, moved into place at the end (atomic_output.hpp); made first so that
   // an existing or unwritable destination fails before the computation.

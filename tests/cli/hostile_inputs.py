@@ -366,6 +366,43 @@ def thread_cases(c):
            2, ["cannot start 1024 threads"], dest="thr.json", preexec=limit_memory)
 
 
+def npy_bytes_header(shape, descr="<f4"):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, ", ".join(map(str, shape)) + ",")
+    pad = 64 - (10 + len(header) + 1) % 64
+    header = header + " " * pad + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
+
+
+def size_cases(c):
+    """Sizes estimated before allocating (defect 14)."""
+    golden = ["golden", "--preset", "llama-3.1-8b", "--out", "huge"]
+    c.case("golden 2^20 positions over --max-memory 8G", golden + ["--positions", "0:1048576", "--max-memory", "8G"],
+           2, ["--positions (1048576 tokens)", "needs about 11.0 GiB", "the --max-memory limit of 8.0 GiB"],
+           dest="huge")
+    c.case("golden 2^20 positions x 4096 heads: estimate refused", golden + ["--positions", "0:1048576", "--heads",
+                                                                             "4096"], 2,
+           ["--heads 4096", "TiB in memory"], dest="huge")
+    c.case("golden --max-memory below the estimate", golden + ["--positions", "0:4", "--max-memory", "1K"], 2,
+           ["the --max-memory limit of 1.0 KiB"], dest="huge")
+    c.case("golden --max-memory not a size", golden + ["--positions", "0:4", "--max-memory", "lots"], 2,
+           ["--max-memory: 'lots' is not a size"], dest="huge")
+    spec = dict(SPEC_BASE)
+    spec["rope"] = {"head_dim": 1 << 20, "base": 10000, "layout": "half_split"}
+    c.write("spec-headdim-2p20.json", json.dumps(spec))
+    c.case("golden head_dim 2^20 x 65536 positions refused", ["golden", "--spec", "spec-headdim-2p20.json",
+                                                              "--positions", "0:65536", "--out", "huge"], 2,
+           ["head_dim 1048576", "needs about"], dest="huge")
+    # An .npz member that inflates far beyond anything the golden set could compare it with: refused
+    # from its declared size, before inflating (16 MiB each here; the probe used 3 x 1 GiB).
+    member = npy_bytes_header([1 << 22]) + bytes(1 << 24)
+    with zipfile.ZipFile(c.path("bomb.npz"), "w", zipfile.ZIP_DEFLATED) as z:
+        for name in ("q_rot.f32.npy", "b.npy", "c.npy"):
+            z.writestr(name, member)
+    c.case("check .npz bomb refused before inflating", ["check", "--golden", "G", "--candidate", "bomb.npz",
+                                                        "--report", "r.json"], 2,
+           ["member 'q_rot.f32.npy' declares", "more than the"], dest="r.json")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ropecheck")
@@ -386,6 +423,7 @@ def main():
         manifest_cases(c, golden)
         destination_cases(c)
         thread_cases(c)
+        size_cases(c)
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
