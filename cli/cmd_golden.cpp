@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "numeric_options.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/golden/memory_budget.hpp"
 #include "spec_source.hpp"
@@ -54,7 +55,7 @@ Command add_golden_command(CLI::App& app) {
   cmd->add_option("--dtypes", o->dtypes, "output dtypes besides f64, comma-separated (f64,f32,f16,bf16)")
       ->capture_default_str();
   cmd->add_option("--heads", o->heads, "heads per token in q and k")->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--seed", o->seed, "seed of the input generator")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the input generator")->capture_default_str()->check(unsigned_64());
   cmd->add_option("--format", o->format, "safetensors or npy (.npz files)")
       ->capture_default_str()
       ->check(CLI::IsMember({"safetensors", "npy"}));

@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "numeric_options.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/plugin_target.hpp"
 #include "ropecheck/golden/tensor.hpp"
@@ -71,6 +72,8 @@ int run_props(const PropsCliOptions& o) {
   if (o.target.empty() == o.kernel.empty()) throw SpecError("give exactly one of --target NAME, --kernel LIB.so");
   if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
   if (o.max_pos < 0) throw SpecError("--max-pos must be >= 0, got " + std::to_string(o.max_pos));
+  if (o.max_pos > kMaxPosition)  // every other position input stops at 2^53 too
+    throw SpecError("--max-pos must be at most 2^53 = 9007199254740992, got " + std::to_string(o.max_pos));
   if (!o.report.empty()) golden::check_file_destination(o.report, "--report");  // before the suite runs
   std::unique_ptr<props::Target> target;
   if (!o.target.empty()) {
@@ -154,7 +157,7 @@ Command add_props_command(CLI::App& app) {
   sub->add_option("--dtype", o->dtype, "with --kernel: the output dtype requested (f64, f32, f16, bf16)")->capture_default_str();
   o->source.add_options(*sub);
   sub->add_option("--cases", o->cases, "cases per property")->capture_default_str();
-  sub->add_option("--seed", o->seed, "RapidCheck seed")->capture_default_str();
+  sub->add_option("--seed", o->seed, "RapidCheck seed")->capture_default_str()->check(unsigned_64());
   sub->add_option("--max-pos", o->max_pos, "largest position generated (0: 2^24)")->capture_default_str();
   sub->add_option("--report", o->report, "write the JSON report here");
   sub->add_option("--only", o->only, "comma-separated property names (see --list-properties)");

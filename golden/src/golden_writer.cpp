@@ -149,7 +149,8 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
       min_pos = std::min(min_pos, v);
     }
   // Hugging Face's run-time update resolves dynamic / LongRoPE with max(position_ids) + 1.
-  const std::int64_t seq_len = opt.seq_len.value_or(max_pos + 1);
+  // Capped at 2^53 (the largest accepted): position 2^53 itself is valid (reliability-2 defect 12).
+  const std::int64_t seq_len = opt.seq_len.value_or(std::min(max_pos + 1, kMaxPosition));
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
 
   {

@@ -403,6 +403,39 @@ def size_cases(c):
            ["member 'q_rot.f32.npy' declares", "more than the"], dest="r.json")
 
 
+def option_cases(c):
+    """Positions and numeric options (section 2, defects 12 and 13)."""
+    g = ["golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet"]
+    c.case("golden position 2^53 without --seq-len", g + ["--positions", "9007199254740992", "--out", "p53"], 0)
+    c.case("golden position 2^53+1 refused", g + ["--positions", "9007199254740993", "--out", "p53b"], 2,
+           ["--positions", "outside [0, 2^53]"], dest="p53b")
+    for seed, words in (("-1", ["--seed: '-1' is not a non-negative integer"]),
+                        ("-5", ["is not a non-negative integer"]),
+                        ("18446744073709551616", ["above 2^64-1"]),
+                        ("99999999999999999999999", ["above 2^64-1"]),
+                        ("1.5", ["not a non-negative integer"])):
+        c.case(f"golden --seed {seed}", g + ["--positions", "0:4", "--out", "sd", f"--seed={seed}"], 2, words,
+               dest="sd")
+    c.case("golden --seed 2^64-1 accepted", g + ["--positions", "0:4", "--out", "sdmax",
+                                                 "--seed", "18446744073709551615"], 0)
+    c.case("props --seed -1", ["props", "--target", "hf-fp32", "--seed=-1"], 2, ["--seed"])
+    c.case("props --seed 2^64", ["props", "--target", "hf-fp32", "--seed", "18446744073709551616"], 2, ["above 2^64-1"])
+    c.case("props --max-pos 2^62", ["props", "--target", "hf-fp32", "--max-pos", "4611686018427387904"], 2,
+           ["--max-pos must be at most 2^53"])
+    c.case("props --max-pos -1", ["props", "--target", "hf-fp32", "--max-pos=-1"], 2, ["--max-pos must be >= 0"])
+    d = ["drift", "--preset", "llama-3.1-8b", "--no-plots", "--quiet", "--max-pos", "64", "--out", "dr"]
+    c.case("drift --seq-len -5", d + ["--seq-len=-5"], 2, ["--seq-len"], dest="dr")
+    c.case("drift --seq-len 2^62", d + ["--seq-len", "4611686018427387904"], 2, ["--seq-len", "not in range"],
+           dest="dr")
+    c.case("drift --seed -1", d + ["--seed=-1"], 2, ["--seed"], dest="dr")
+    c.case("golden --threads -1", g + ["--positions", "0:4", "--out", "t", "--threads=-1"], 2, ["--threads"], dest="t")
+    c.case("golden --heads 0", g + ["--positions", "0:4", "--out", "t", "--heads", "0"], 2, ["--heads"], dest="t")
+    c.case("golden --positions 1.5", g + ["--positions=1.5", "--out", "t"], 2, ["--positions"], dest="t")
+    c.case("golden --positions empty item", g + ["--positions=5,,6", "--out", "t"], 2, ["empty item"], dest="t")
+    c.case("golden --positions too many", g + ["--positions=0:1099511627776", "--out", "t"], 2,
+           ["more than 67108864 positions"], dest="t")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ropecheck")
@@ -424,6 +457,7 @@ def main():
         destination_cases(c)
         thread_cases(c)
         size_cases(c)
+        option_cases(c)
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
