@@ -3,11 +3,13 @@
 // counterexample and the reproduce command are printed) or 2 (unusable input).
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
+#include <rapidcheck/detail/Configuration.h>
 
 #include "commands.hpp"
 #include "numeric_options.hpp"
@@ -40,6 +42,17 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+// RapidCheck reads RC_PARAMS on first use and prints "Using configuration: seed=N" on stderr. The seed
+// is in our own header line, and an exit-2 message must be the only stderr line, so the configuration
+// is loaded here with stderr muted.
+void set_rapidcheck_seed(std::uint64_t seed) {
+  ::setenv("RC_PARAMS", ("seed=" + std::to_string(seed)).c_str(), 1);
+  std::ostringstream sink;
+  std::streambuf* const old = std::cerr.rdbuf(sink.rdbuf());
+  (void)rc::detail::configuration();
+  std::cerr.rdbuf(old);
+}
+
 // `--self-test`: every mutant (props/mutants.hpp) must be caught by some property on its own spec
 // and positions, and the correct hf-fp32 kernel must pass the same runs.
 int run_self_test(const PropsCliOptions& o) {
@@ -58,7 +71,7 @@ int run_props(const PropsCliOptions& o) {
   if (o.self_test) {
     if (!o.target.empty() || !o.kernel.empty()) throw SpecError("--self-test takes no --target / --kernel");
     if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
-    ::setenv("RC_PARAMS", ("seed=" + std::to_string(o.seed)).c_str(), 1);
+    set_rapidcheck_seed(o.seed);
     return run_self_test(o);
   }
   if (o.list_targets) {
@@ -98,8 +111,7 @@ int run_props(const PropsCliOptions& o) {
   so.seed = o.seed;
   so.max_position = o.max_pos;
   so.only = split_commas(o.only);
-  // RapidCheck prints its configuration on first use; make it show the seed actually used.
-  ::setenv("RC_PARAMS", ("seed=" + std::to_string(o.seed)).c_str(), 1);
+  set_rapidcheck_seed(o.seed);
   props::SuiteReport rep;
   try {
     rep = props::run_suite(*target, spec ? &*spec : nullptr, so);

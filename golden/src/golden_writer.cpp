@@ -148,6 +148,8 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
       max_pos = std::max(max_pos, v);
       min_pos = std::min(min_pos, v);
     }
+  if (max_pos > kMaxPosition)  // a grid's rows and columns are added to its start position
+    throw SpecError("--positions: position " + std::to_string(max_pos) + " is beyond 2^53 = 9007199254740992");
   // Hugging Face's run-time update resolves dynamic / LongRoPE with max(position_ids) + 1.
   // Capped at 2^53 (the largest accepted): position 2^53 itself is valid (reliability-2 defect 12).
   const std::int64_t seq_len = opt.seq_len.value_or(std::min(max_pos + 1, kMaxPosition));

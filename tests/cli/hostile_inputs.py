@@ -436,10 +436,45 @@ def option_cases(c):
            ["more than 67108864 positions"], dest="t")
 
 
+def safetensors_bytes(tensors):
+    """tensors: {name: (dtype, shape, raw bytes)} -> a safetensors file."""
+    header, data = {}, b""
+    for name, (dt, shape, raw) in tensors.items():
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def message_cases(c, plugins):
+    """Every exit-2 message is one line naming the right thing (defect 15)."""
+    c.write("name-newline.safetensors", safetensors_bytes({"q_rot\nfake\x1b[31m": ("F32", [4], bytes(16))}))
+    c.case("check candidate tensor name with newline and ESC", ["check", "--golden", "G", "--candidate",
+                                                                "name-newline.safetensors"], 2,
+           ["no candidate tensor matches", "\\n"])
+    c.write("headdim-huge.json", hf_text(head_dim=1048578))
+    c.case("hf head_dim above 2^20 says too large", ["spec", "--hf-config", "headdim-huge.json"], 2,
+           ["'head_dim': too large: 1048578"])
+    c.write("hidden-huge.json", hf_text(hidden_size=10**15, num_attention_heads=1))
+    c.case("hf derived head_dim 1e15 says too large", ["spec", "--hf-config", "hidden-huge.json"], 2, ["too large"])
+    c.case("golden grid beyond 2^53 names --positions",
+           ["golden", "--preset", "qwen2-vl-7b", "--positions=grid:9007199254740992:2:2", "--out", "grid"], 2,
+           ["--positions: position 9007199254740993 is beyond 2^53"], dest="grid")
+    c.write("bad\nname.json", "{")
+    c.case("file name with a newline", ["spec", "--spec", "bad\nname.json"], 2, ["bad\\nname.json"])
+    if plugins:
+        # An error inside the property suite: no RapidCheck banner before the one line.
+        c.case("props plugin error: one line, no RapidCheck banner",
+               ["props", "--kernel", os.path.join(plugins, "test_plugin_fail.so"), "--preset", "llama-3.1-8b",
+                "--cases", "2", "--report", "pr.json"], 2, ["failed with code 7", "device lost\\nsecond line"],
+               dest="pr.json")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ropecheck")
     ap.add_argument("-k", default="", help="run only cases whose name holds this")
+    ap.add_argument("--plugins", default="", help="folder of the test plugins (tests/plugins)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     a = ap.parse_args()
     exe = os.path.abspath(a.ropecheck)
@@ -458,6 +493,7 @@ def main():
         thread_cases(c)
         size_cases(c)
         option_cases(c)
+        message_cases(c, os.path.abspath(a.plugins) if a.plugins else "")
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
