@@ -470,6 +470,51 @@ def message_cases(c, plugins):
                dest="pr.json")
 
 
+def tensor_file_cases(c, golden):
+    """Section 3: malformed candidate files that already gave one-line exit 2 (kept that way)."""
+    with open(os.path.join(golden, "outputs_f32.safetensors"), "rb") as f:
+        good = f.read()
+    hlen = struct.unpack("<Q", good[:8])[0]
+    q = bytes(16 * 128 * 4)
+    files = {
+        "zero-bytes.safetensors": (b"", ["too short for the 8-byte header length"]),
+        "trunc-7.safetensors": (good[:7], ["too short"]),
+        "trunc-header.safetensors": (good[:40], ["runs past the end of the file"]),
+        "trunc-data.safetensors": (good[:-100], ["data bytes"]),
+        "hlen-2p64.safetensors": (struct.pack("<Q", 2**64 - 1) + good[8:], ["exceeds the limit"]),
+        "trailing.safetensors": (good + bytes(64), ["trailing bytes"]),
+        "header-deep.safetensors": (struct.pack("<Q", 400000) + (deep(200000)).encode(), ["nests deeper than 8"]),
+        "header-not-json.safetensors": (struct.pack("<Q", 4) + b"{{{{", ["not valid JSON"]),
+        "header-non-utf8.safetensors": (struct.pack("<Q", 7) + b'{"\xff":1}', ["UTF-8"]),
+        "dup-names.safetensors": ((lambda h: struct.pack("<Q", len(h)) + h + q)(
+            b'{"q_rot.f32":{"dtype":"F32","shape":[16,1,128],"data_offsets":[0,8192]},'
+            b'"q_rot.f32":{"dtype":"F32","shape":[16,1,128],"data_offsets":[0,8192]}}'), ["duplicate tensor name"]),
+        "overlap.safetensors": (safetensors_bytes({"q_rot.f32": ("F32", [16, 1, 128], q),
+                                                   "k_rot.f32": ("F32", [16, 1, 128], q)}).replace(
+            b'"data_offsets": [8192, 16384]', b'"data_offsets": [4096, 12288]'), ["overlaps"]),
+        "dtype-bool.safetensors": (safetensors_bytes({"q_rot.f32": ("BOOL", [8192], q[:8192])}), ["unsupported dtype"]),
+        "shape-negative.safetensors": (safetensors_bytes({"q_rot.f32": ("F32", [-16, 1, 128], q)}), ["negative"]),
+        "shape-overflow.safetensors": (safetensors_bytes({"q_rot.f32": ("F32", [2**62, 4, 0], b"")}), ["over"]),
+        "zero-bytes.npy": (b"", ["not a .npy file"]),
+        "zero-bytes.npz": (b"", ["not a valid .npz"]),
+        "not-a-zip.npz": (b"PK" + bytes(100), ["not a valid .npz"]),
+    }
+    for name, (data, words) in files.items():
+        c.write(name, data)
+        c.case(f"check candidate {name}", ["check", "--golden", "G", "--candidate", name, "--report", "r.json"], 2,
+               words, dest="r.json")
+    c.case("check candidate missing", ["check", "--golden", "G", "--candidate", "nope.safetensors"], 2, ["no such file"])
+    c.case("check candidate unknown extension", ["check", "--golden", "G", "--candidate", "d.bin"], 2,
+           ["no such file"])
+    c.case("check golden is a file", ["check", "--golden", "zero-bytes.npy", "--kernel", "builtin:accurate"], 2,
+           ["not a folder"])
+    os.makedirs(c.path("EMPTY"), exist_ok=True)
+    c.case("check golden empty folder", ["check", "--golden", "EMPTY", "--kernel", "builtin:accurate"], 2,
+           ["no manifest.json"])
+    c.case("check correct candidate passes", ["check", "--golden", "G", "--candidate",
+                                              os.path.join(golden, "outputs_f32.safetensors"), "--report", "ok.json"], 0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ropecheck")
@@ -489,6 +534,7 @@ def main():
                         "--out", os.path.join(work, "G1k"), "--quiet"], check=True, capture_output=True)
         json_cases(c)
         manifest_cases(c, golden)
+        tensor_file_cases(c, golden)
         destination_cases(c)
         thread_cases(c)
         size_cases(c)
