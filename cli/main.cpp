@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
     for (const auto& c : commands)
       if (c.app->parsed()) return c.run();
   } catch (const std::bad_alloc&) {
-    return usage_error("out of memory (the request is larger than this machine can hold; see --max-memory)");
+    // A size no estimate caught (golden estimates first: --max-memory): still one line, exit 2.
+    return usage_error("out of memory: the request needs more memory than this process can get");
   } catch (const std::exception& e) {  // TensorError, SpecError and the rest: unusable input
     return usage_error(e.what());
   }

@@ -392,6 +392,11 @@ def size_cases(c):
     c.case("golden head_dim 2^20 x 65536 positions refused", ["golden", "--spec", "spec-headdim-2p20.json",
                                                               "--positions", "0:65536", "--out", "huge"], 2,
            ["head_dim 1048576", "needs about"], dest="huge")
+    # Not estimated (spec resolves 2^29 frequencies): the allocation failure is still one line, exit 2.
+    spec["rope"] = {"head_dim": 1 << 30, "base": 10000, "layout": "half_split"}
+    c.write("spec-headdim-2p30.json", json.dumps(spec))
+    c.case("spec head_dim 2^30 under a 4 GB limit", ["spec", "--spec", "spec-headdim-2p30.json"], 2,
+           ["out of memory"], preexec=limit_memory)
     # An .npz member that inflates far beyond anything the golden set could compare it with: refused
     # from its declared size, before inflating (16 MiB each here; the probe used 3 x 1 GiB).
     member = npy_bytes_header([1 << 22]) + bytes(1 << 24)
