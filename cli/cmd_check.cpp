@@ -25,6 +25,7 @@
 
 #include "commands.hpp"
 #include "ropecheck/golden/baseline.hpp"
+#include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/builtin_kernel.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
@@ -77,13 +78,25 @@ std::string extension_of(const fs::path& p) {
   return e;
 }
 
-std::vector<golden::Tensor> read_candidate(const fs::path& p) {
+// A candidate tensor larger than the golden set's largest tensor can never match one, so an .npz member
+// declaring more is refused before it is inflated (plus room for the .npy header).
+std::uint64_t largest_candidate_member(const golden::GoldenSet& g) {
+  std::uint64_t largest = 0;
+  for (const golden::ManifestTensor& t : g.tensors()) {
+    double n = static_cast<double>(golden::dtype_size(t.dtype));
+    for (std::int64_t d : t.shape) n *= static_cast<double>(d);
+    largest = std::max(largest, static_cast<std::uint64_t>(std::min(n, 0x1p62)));
+  }
+  return largest + (std::uint64_t{1} << 16);
+}
+
+std::vector<golden::Tensor> read_candidate(const fs::path& p, const golden::GoldenSet& g) {
   std::error_code ec;
   if (!fs::exists(p, ec)) throw TensorError("--candidate " + p.string() + ": no such file");
   if (!fs::is_regular_file(p, ec)) throw TensorError("--candidate " + p.string() + ": not a regular file");
   const std::string ext = extension_of(p);
   if (ext == ".safetensors") return golden::read_safetensors(p);
-  if (ext == ".npz") return golden::read_npz(p);
+  if (ext == ".npz") return golden::read_npz(p, true, largest_candidate_member(g));
   if (ext == ".npy") return {golden::read_npy(p)};  // named after the file stem
   throw TensorError("--candidate " + p.string() + ": unknown file type '" + ext +
                     "' (expected .safetensors, .npy or .npz)");
@@ -120,37 +133,6 @@ std::map<std::string, std::string> name_map_of(const std::vector<std::string>& m
 }
 
 // Refuses a --report destination that cannot be written, before any work is done.
-void check_report_path(const fs::path& report) {
-  std::error_code ec;
-  if (fs::is_directory(report, ec)) throw TensorError("--report " + report.string() + ": is a directory");
-  const fs::path parent = report.has_parent_path() ? report.parent_path() : fs::path(".");
-  if (!fs::is_directory(parent, ec)) throw TensorError("--report " + report.string() + ": no such directory " + parent.string());
-  if (::access(parent.c_str(), W_OK) != 0) throw TensorError("--report " + report.string() + ": directory not writable");
-}
-
-// Writes `text` to `path` atomically: a temporary sibling, flushed and closed, renamed over `path`.
-// A reader never sees a partial report; on any failure the temporary is removed and nothing changes.
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw TensorError("--report " + path.string() + ": cannot write " + tmp.string());
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw TensorError("--report " + path.string() + ": cannot rename the temporary file into place: " + ec.message());
-  }
-}
-
 }  // namespace
 
 Command add_check_command(CLI::App& app) {
@@ -207,7 +189,7 @@ Command add_check_command(CLI::App& app) {
             if (!o->only.empty() && opt.only.empty()) throw TensorError("--only: empty list");
             opt.worst_count = o->worst;
             opt.threads = o->threads;
-            if (!o->report.empty()) check_report_path(o->report);
+            if (!o->report.empty()) golden::check_file_destination(o->report, "--report");
             if (!(o->max_growth >= 1 && std::isfinite(o->max_growth)))
               throw TensorError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o->max_growth));
             std::optional<golden::CheckBaseline> baseline;
@@ -245,7 +227,7 @@ Command add_check_command(CLI::App& app) {
                         {"notes", run.notes}};
               candidate = std::move(run.tensors);
             } else {
-              candidate = read_candidate(o->candidate);
+              candidate = read_candidate(o->candidate, g);
               source = {{"kind", "file"}, {"path", o->candidate}};
             }
             const golden::CheckReport rep = golden::check_candidate(g, candidate, opt);
@@ -256,7 +238,8 @@ Command add_check_command(CLI::App& app) {
               nlohmann::json j = rep.to_json();
               j["candidate_source"] = source;
               if (cmp) j["baseline"] = cmp->to_json();
-              write_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+              golden::write_file_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                                            "--report");
             }
             for (const std::string& line : header) fmt::print("{}\n", line);
             if (!header.empty()) fmt::print("\n");

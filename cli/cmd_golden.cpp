@@ -6,7 +6,9 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "numeric_options.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
+#include "ropecheck/golden/memory_budget.hpp"
 #include "spec_source.hpp"
 
 namespace ropecheck::cli {
@@ -24,6 +26,7 @@ struct GoldenCliOptions {
   int threads = 0;
   bool overwrite = false;
   bool quiet = false;
+  std::string max_memory;
 };
 
 std::vector<DType> parse_dtypes(const std::string& list) {
@@ -52,7 +55,7 @@ Command add_golden_command(CLI::App& app) {
   cmd->add_option("--dtypes", o->dtypes, "output dtypes besides f64, comma-separated (f64,f32,f16,bf16)")
       ->capture_default_str();
   cmd->add_option("--heads", o->heads, "heads per token in q and k")->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--seed", o->seed, "seed of the input generator")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the input generator")->capture_default_str()->check(unsigned_64());
   cmd->add_option("--format", o->format, "safetensors or npy (.npz files)")
       ->capture_default_str()
       ->check(CLI::IsMember({"safetensors", "npy"}));
@@ -61,6 +64,8 @@ Command add_golden_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores; output is identical for any count)")
       ->check(CLI::Range(0, 1024));
   cmd->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
+  cmd->add_option("--max-memory", o->max_memory,
+                  "refuse runs estimated to need more memory than this (bytes, or 512M, 64G; default: the machine's)");
   cmd->add_flag("--quiet", o->quiet, "no progress display");
   return {cmd, [o] {
             golden::GoldenOptions g;
@@ -74,6 +79,11 @@ Command add_golden_command(CLI::App& app) {
             if (o->seq_len > 0) g.seq_len = o->seq_len;
             g.threads = o->threads;
             g.overwrite = o->overwrite;
+            if (!o->max_memory.empty()) {
+              const std::optional<std::uint64_t> m = golden::parse_byte_size(o->max_memory);
+              if (!m) throw SpecError("--max-memory: '" + o->max_memory + "' is not a size (bytes, or 512M, 64G, 1T)");
+              g.max_memory = *m;
+            }
             const bool tty = !o->quiet && ::isatty(STDERR_FILENO);
             if (tty)
               g.progress = [](std::int64_t done, std::int64_t total) {

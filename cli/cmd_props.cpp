@@ -7,13 +7,17 @@
 #include <cstdlib>
 #include <optional>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
+#include <rapidcheck/detail/Configuration.h>
 
 #include "commands.hpp"
+#include "numeric_options.hpp"
+#include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/plugin_target.hpp"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/props/mutants.hpp"
@@ -44,6 +48,17 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+// RapidCheck reads RC_PARAMS on first use and prints "Using configuration: seed=N" on stderr. The seed
+// is in our own header line, and an exit-2 message must be the only stderr line, so the configuration
+// is loaded here with stderr muted.
+void set_rapidcheck_seed(std::uint64_t seed) {
+  ::setenv("RC_PARAMS", ("seed=" + std::to_string(seed)).c_str(), 1);
+  std::ostringstream sink;
+  std::streambuf* const old = std::cerr.rdbuf(sink.rdbuf());
+  (void)rc::detail::configuration();
+  std::cerr.rdbuf(old);
+}
+
 // `--self-test`: every mutant (props/mutants.hpp) must be caught by some property on its own spec
 // and positions, and the correct hf-fp32 kernel must pass the same runs.
 int run_self_test(const PropsCliOptions& o) {
@@ -62,7 +77,7 @@ int run_props(const PropsCliOptions& o) {
   if (o.self_test) {
     if (!o.target.empty() || !o.kernel.empty()) throw SpecError("--self-test takes no --target / --kernel");
     if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
-    ::setenv("RC_PARAMS", ("seed=" + std::to_string(o.seed)).c_str(), 1);
+    set_rapidcheck_seed(o.seed);
     return run_self_test(o);
   }
   if (o.list_targets) {
@@ -76,6 +91,9 @@ int run_props(const PropsCliOptions& o) {
   if (o.target.empty() == o.kernel.empty()) throw SpecError("give exactly one of --target NAME, --kernel LIB.so");
   if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
   if (o.max_pos < 0) throw SpecError("--max-pos must be >= 0, got " + std::to_string(o.max_pos));
+  if (o.max_pos > kMaxPosition)  // every other position input stops at 2^53 too
+    throw SpecError("--max-pos must be at most 2^53 = 9007199254740992, got " + std::to_string(o.max_pos));
+  if (!o.report.empty()) golden::check_file_destination(o.report, "--report");  // before the suite runs
   if (!(o.max_growth >= 1 && std::isfinite(o.max_growth)))
     throw SpecError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o.max_growth));
   std::optional<props::SuiteBaseline> baseline;
@@ -103,8 +121,7 @@ int run_props(const PropsCliOptions& o) {
   so.seed = o.seed;
   so.max_position = o.max_pos;
   so.only = split_commas(o.only);
-  // RapidCheck prints its configuration on first use; make it show the seed actually used.
-  ::setenv("RC_PARAMS", ("seed=" + std::to_string(o.seed)).c_str(), 1);
+  set_rapidcheck_seed(o.seed);
   if (baseline) {  // before the run: a baseline of another setup is refused without running anything
     std::vector<std::string> names = so.only;
     if (names.empty())
@@ -152,12 +169,11 @@ int run_props(const PropsCliOptions& o) {
       if (n.rfind("failing spec", 0) == 0) fmt::print("  {}\n", n);
     fmt::print("  reproduce: {}\n", out.reproduce);
   }
-  if (!o.report.empty()) {
-    std::ofstream f(o.report);
-    if (!f) throw SpecError("--report: cannot write " + o.report);
+  if (!o.report.empty()) {  // atomic: a full disk or a kill never leaves a partial report
     nlohmann::json j = rep.to_json();
     if (cmp) j["baseline"] = cmp->to_json();
-    f << j.dump(2) << "\n";
+    golden::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                                  "--report");
   }
   const Verdict v = rep.verdict();
   if (v == Verdict::pass) {
@@ -186,7 +202,7 @@ Command add_props_command(CLI::App& app) {
   sub->add_option("--dtype", o->dtype, "with --kernel: the output dtype requested (f64, f32, f16, bf16)")->capture_default_str();
   o->source.add_options(*sub);
   sub->add_option("--cases", o->cases, "cases per property")->capture_default_str();
-  sub->add_option("--seed", o->seed, "RapidCheck seed")->capture_default_str();
+  sub->add_option("--seed", o->seed, "RapidCheck seed")->capture_default_str()->check(unsigned_64());
   sub->add_option("--max-pos", o->max_pos, "largest position generated (0: 2^24)")->capture_default_str();
   sub->add_option("--report", o->report, "write the JSON report here");
   sub->add_option("--baseline", o->baseline,

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "numeric_options.hpp"
 #include "ropecheck/drift/candidate.hpp"
 #include "ropecheck/drift/sweep.hpp"
 #include "ropecheck/drift/writers.hpp"
@@ -250,11 +251,12 @@ Command add_drift_command(CLI::App& app) {
   sub->add_option("--per-octave", o->per_octave, "log-spaced positions per octave")->capture_default_str();
   sub->add_option("--bins-per-octave", o->bins_per_octave, "summary bins per octave")->capture_default_str();
   sub->add_option("--heads", o->heads, "random head vectors per position (1..64)")->capture_default_str();
-  sub->add_option("--seed", o->seed, "seed of the input generator")->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed of the input generator")->capture_default_str()->check(unsigned_64());
   sub->add_option("--shifts", o->shifts, "relative-shift violation: comma-separated shifts s")->capture_default_str();
   sub->add_option("--key-distance", o->key_distance, "the key sits this many positions before the query")
       ->capture_default_str();
-  sub->add_option("--seq-len", o->seq_len, "sequence length for dynamic / longrope (default: N)");
+  sub->add_option("--seq-len", o->seq_len, "sequence length for dynamic / longrope (default: N)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxPosition));
   sub->add_flag("--no-uniqueness", o->no_uniqueness, "skip the pass over every position 0..N-1");
   sub->add_flag("--no-plots", o->no_plots, "write no PNGs (the gnuplot script is still written)");
   sub->add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));

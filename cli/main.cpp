@@ -1,5 +1,8 @@
 // ropecheck: thin command-line front end over the library modules.
 #include <cstdio>
+#include <new>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/core.h>
@@ -11,6 +14,40 @@
 #ifndef ROPECHECK_VERSION
 #define ROPECHECK_VERSION "unknown"
 #endif
+
+namespace {
+
+// An exit-2 message is one line whatever it echoes: control characters (a newline or ESC inside a
+// file name, tensor name or JSON value) and bytes that are not UTF-8 are written as escapes.
+std::string one_line(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto hex = [&](unsigned char c) { out += fmt::format("\\x{:02x}", c); };
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') { out += "\\n"; ++i; continue; }
+    if (c == '\r') { out += "\\r"; ++i; continue; }
+    if (c == '\t') { out += "\\t"; ++i; continue; }
+    if (c < 0x20 || c == 0x7f) { hex(c); ++i; continue; }
+    if (c < 0x80) { out += static_cast<char>(c); ++i; continue; }
+    // A well-formed UTF-8 sequence is kept; anything else byte by byte as \xHH.
+    const std::size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (!ok) { hex(c); ++i; continue; }
+    out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+int usage_error(std::string_view what) {
+  std::fflush(stdout);
+  fmt::print(stderr, "ropecheck: error: {}\n", one_line(what));
+  return 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ropecheck: exact references and property tests for RoPE and sinusoidal position encodings"};
@@ -35,21 +72,16 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Usage errors are unusable input: one line, exit 2.
-    fmt::print(stderr, "ropecheck: error: {}\n", e.what());
-    return 2;
+    return usage_error(e.what());
   }
   try {
     for (const auto& c : commands)
       if (c.app->parsed()) return c.run();
-  } catch (const ropecheck::golden::TensorError& e) {
-    fmt::print(stderr, "ropecheck: error: {}\n", e.what());
-    return 2;
-  } catch (const ropecheck::SpecError& e) {
-    fmt::print(stderr, "ropecheck: error: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "ropecheck: error: {}\n", e.what());
-    return 2;
+  } catch (const std::bad_alloc&) {
+    // A size no estimate caught (golden estimates first: --max-memory): still one line, exit 2.
+    return usage_error("out of memory: the request needs more memory than this process can get");
+  } catch (const std::exception& e) {  // TensorError, SpecError and the rest: unusable input
+    return usage_error(e.what());
   }
   return 2;
 }

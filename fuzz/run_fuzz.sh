@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets for the tensor file parsers (golden/: safetensors, .npy, .npz) with
-# AddressSanitizer + UndefinedBehaviorSanitizer and runs each one for a while, from a fresh copy of
-# the seed corpus in fuzz/corpus/<target>/.
+# Builds the libFuzzer targets for the parsers of untrusted input (golden/: safetensors, .npy, .npz;
+# reference/: spec and Hugging Face JSON) with AddressSanitizer + UndefinedBehaviorSanitizer and runs
+# each one for a while, from a fresh copy of the seed corpus in fuzz/corpus/<target>/. With
+# ROPECHECK_FUZZ_PREBUILT=1 the binaries already in BUILD_DIR are run as they are: the CMake build makes
+# them (fuzz/CMakeLists.txt, target ropecheck_fuzzers) and tracks their staleness.
 #
 #   fuzz/run_fuzz.sh BUILD_DIR [SECONDS_PER_TARGET=20]
 #
@@ -18,11 +20,14 @@ build="${1:?usage: run_fuzz.sh BUILD_DIR [SECONDS_PER_TARGET]}"
 secs="${2:-20}"
 cxx="${CLANGXX:-clang++}"
 seed="${ROPECHECK_FUZZ_SEED:-1}"
-targets=(fuzz_safetensors fuzz_npy fuzz_npz)
+targets=(fuzz_safetensors fuzz_npy fuzz_npz fuzz_spec_json)
 jobs="${ROPECHECK_FUZZ_JOBS:-${#targets[@]}}"
 
 mkdir -p "$build/obj" "$build/artifacts"
 build="$(cd "$build" && pwd)"
+fail=0
+
+if [ "${ROPECHECK_FUZZ_PREBUILT:-0}" != 1 ]; then
 
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 common=(-std=c++20 -g -O1 "${san[@]}" -I"$root/golden/include" -I"$root/reference/include")
@@ -38,7 +43,8 @@ if ! printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigne
 fi
 
 # Rebuilds an output when it is missing or older than any input or header.
-headers=("$root"/golden/include/ropecheck/golden/*.hpp "$root"/golden/src/*.hpp "$0")
+headers=("$root"/golden/include/ropecheck/golden/*.hpp "$root"/golden/src/*.hpp
+         "$root"/reference/include/ropecheck/reference/*.hpp "$0")
 stale() {
   local out="$1"; shift
   [ -f "$out" ] || return 0
@@ -47,14 +53,14 @@ stale() {
   return 1
 }
 
-fail=0
-lib_sources=(tensor safetensors npy)
+lib_sources=(golden/src/tensor golden/src/safetensors golden/src/npy reference/src/spec reference/src/spec_json
+             reference/src/hf_config)
 pids=()
 for s in "${lib_sources[@]}"; do
-  src="$root/golden/src/$s.cpp" obj="$build/obj/$s.o"
+  src="$root/$s.cpp" obj="$build/obj/${s//\//_}.o"
   if stale "$obj" "$src"; then
-    "$cxx" "${common[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj" 2>"$build/obj/$s.log" &
-    pids+=("$!:$s")
+    "$cxx" "${common[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj" 2>"$build/obj/${s//\//_}.log" &
+    pids+=("$!:${s//\//_}")
   fi
 done
 for t in "${targets[@]}"; do
@@ -74,14 +80,30 @@ done
 [ "$fail" -eq 0 ] || exit 1
 for t in "${targets[@]}"; do
   objs=("$build/obj/$t.o")
-  for s in "${lib_sources[@]}"; do objs+=("$build/obj/$s.o"); done
+  if [ "$t" = fuzz_spec_json ]; then
+    for s in spec spec_json hf_config; do objs+=("$build/obj/reference_src_$s.o"); done
+    libs=""
+  else
+    for s in tensor safetensors npy; do objs+=("$build/obj/golden_src_$s.o"); done
+    libs="$zip_libs"
+  fi
   if stale "$build/$t" "${objs[@]}"; then
     # shellcheck disable=SC2086
-    "$cxx" "${common[@]}" -fsanitize=fuzzer "${objs[@]}" $zip_libs -o "$build/$t" || { echo "run_fuzz: linking $t failed" >&2; exit 1; }
+    "$cxx" "${common[@]}" -fsanitize=fuzzer "${objs[@]}" $libs -o "$build/$t" || { echo "run_fuzz: linking $t failed" >&2; exit 1; }
   fi
 done
+fi  # not prebuilt
+for t in "${targets[@]}"; do
+  [ -x "$build/$t" ] || { echo "run_fuzz: $build/$t missing (build the ropecheck_fuzzers target)" >&2; exit 1; }
+done
 
-dict_for() { case "$1" in fuzz_safetensors) echo "$here/safetensors.dict" ;; *) echo "$here/npy.dict" ;; esac; }
+dict_for() {
+  case "$1" in
+    fuzz_safetensors) echo "$here/safetensors.dict" ;;
+    fuzz_spec_json) echo "$here/json.dict" ;;
+    *) echo "$here/npy.dict" ;;
+  esac
+}
 
 run_one() {
   local t="$1" corpus="$build/corpus/$1" log="$build/$1.log"

@@ -24,15 +24,15 @@ const json* find(const json& obj, const char* key) {
 }
 
 double number(const json& v, const std::string& key) {
-  if (!v.is_number()) fail(key, "must be a number, got " + v.dump());
+  if (!v.is_number()) fail(key, "must be a number, got " + json_excerpt(v));
   const double d = v.get<double>();
-  if (!std::isfinite(d)) fail(key, "must be finite, got " + v.dump());
+  if (!std::isfinite(d)) fail(key, "must be finite, got " + json_excerpt(v));
   return d;
 }
 
 std::int64_t integer(const json& v, const std::string& key) {
   const double d = number(v, key);
-  if (d != std::floor(d) || std::fabs(d) > 9e15) fail(key, "must be an integer, got " + v.dump());
+  if (d != std::floor(d) || std::fabs(d) > 9e15) fail(key, "must be an integer, got " + json_excerpt(v));
   return static_cast<std::int64_t>(d);
 }
 
@@ -45,7 +45,7 @@ int small_integer(const json& v, const std::string& key) {
 }
 
 std::vector<double> numbers(const json& v, const std::string& key) {
-  if (!v.is_array()) fail(key, "must be a list of numbers, got " + v.dump().substr(0, 60));
+  if (!v.is_array()) fail(key, "must be a list of numbers, got " + json_excerpt(v));
   std::vector<double> out;
   for (std::size_t i = 0; i < v.size(); ++i) out.push_back(number(v[i], key + "[" + std::to_string(i) + "]"));
   return out;
@@ -68,7 +68,7 @@ json rope_dict(const json& cfg, const HfImportOptions& opt, std::string& where) 
     rp = find(cfg, "rope_scaling");
   }
   if (!rp) return json::object();
-  if (!rp->is_object()) fail(where, "must be an object, got " + rp->dump().substr(0, 60));
+  if (!rp->is_object()) fail(where, "must be an object, got " + json_excerpt(*rp));
   const bool nested = !rp->empty() && std::all_of(rp->begin(), rp->end(), [](const json& v) { return v.is_object(); });
   if (nested) {
     const json* sub = find(*rp, opt.layer_type.c_str());
@@ -198,9 +198,9 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
   std::string type = "default";
   std::string type_key = where + ".rope_type";
   if (const json* t = find(rp, "rope_type")) {
-    type = t->is_string() ? t->get<std::string>() : t->dump();
+    type = t->is_string() ? t->get<std::string>() : json_excerpt(*t);
   } else if (const json* t2 = find(rp, "type")) {
-    type = t2->is_string() ? t2->get<std::string>() : t2->dump();
+    type = t2->is_string() ? t2->get<std::string>() : json_excerpt(*t2);
     type_key = where + ".type";
   }
   if (type == "mrope") type = "default";  // Qwen2-VL: mrope changes pairing of streams, not frequencies
@@ -220,11 +220,11 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     if (!hidden || !heads)
       fail("head_dim", "missing required key (and no hidden_size + num_attention_heads to derive it)");
     const std::int64_t h = integer(*heads, "num_attention_heads");
-    if (h <= 0) fail("num_attention_heads", "must be > 0, got " + heads->dump());
+    if (h <= 0) fail("num_attention_heads", "must be > 0, got " + json_excerpt(*heads));
     head_dim = integer(*hidden, "hidden_size") / h;
   }
-  if (head_dim <= 0 || head_dim > (1 << 20))
-    fail("head_dim", "must be in [1, 2^20], got " + std::to_string(head_dim));
+  if (head_dim <= 0) fail("head_dim", "must be > 0, got " + std::to_string(head_dim));
+  if (head_dim > (1 << 20)) fail("head_dim", "too large: " + std::to_string(head_dim) + " (at most 2^20 = 1048576)");
   r.head_dim = static_cast<int>(head_dim);
 
   double prf = 1.0;
@@ -301,7 +301,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     if (const json* v = find(rp, "mscale")) s.mscale = number(*v, w + "mscale");
     if (const json* v = find(rp, "mscale_all_dim")) s.mscale_all_dim = number(*v, w + "mscale_all_dim");
     if (const json* v = find(rp, "truncate")) {
-      if (!v->is_boolean()) fail(w + "truncate", "must be true or false, got " + v->dump());
+      if (!v->is_boolean()) fail(w + "truncate", "must be true or false, got " + json_excerpt(*v));
       s.truncate = v->get<bool>();
     }
     if (!s.original_max_position_embeddings && r.max_position_embeddings > 0)
@@ -322,7 +322,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
       r.mrope_section[i] = small_integer((*sec)[i], w + "mrope_section[" + std::to_string(i) + "]");
     bool inter = false;
     if (const json* v = find(rp, "mrope_interleaved")) {
-      if (!v->is_boolean()) fail(w + "mrope_interleaved", "must be true or false, got " + v->dump());
+      if (!v->is_boolean()) fail(w + "mrope_interleaved", "must be true or false, got " + json_excerpt(*v));
       inter = v->get<bool>();
     }
     r.mrope = inter ? MropeMode::interleaved : MropeMode::chunked;

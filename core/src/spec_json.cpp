@@ -14,10 +14,40 @@ using nlohmann::json;
   throw SpecError("invalid spec: '" + key + "': " + why);
 }
 
-std::string show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
+std::string show(const json& v) { return json_excerpt(v); }
+
+// Appends a rendering of v, stopping once `out` holds `limit` characters; containers below `levels`
+// are shown as [...] / {...}, so the recursion is bounded whatever the value's depth.
+void excerpt_into(std::string& out, const json& v, std::size_t limit, int levels) {
+  if (out.size() >= limit) return;
+  if (v.is_array() || v.is_object()) {
+    const bool arr = v.is_array();
+    if (levels <= 0 || v.empty()) {
+      out += v.empty() ? (arr ? "[]" : "{}") : (arr ? "[...]" : "{...}");
+      return;
+    }
+    out += arr ? '[' : '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out.size() < limit; ++it) {
+      if (!first) out += ",";
+      first = false;
+      if (!arr) {
+        excerpt_into(out, json(it.key()), limit, 0);
+        out += ":";
+      }
+      excerpt_into(out, it.value(), limit, levels - 1);
+    }
+    out += arr ? ']' : '}';
+    return;
+  }
+  if (v.is_string()) {
+    // Dump only a prefix of a long string: a 100 MB value costs nothing here.
+    const std::string& s = v.get_ref<const std::string&>();
+    const json head = s.size() > limit ? json(s.substr(0, limit)) : v;
+    out += head.dump(-1, ' ', false, json::error_handler_t::replace);
+    return;
+  }
+  out += v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // Rejects keys outside `allowed`, so that a typo never silently means a default.
@@ -182,6 +212,35 @@ SinusoidalSpec parse_sinusoidal(const json& j) {
 
 }  // namespace
 
+std::string json_excerpt(const json& v, std::size_t max_chars) {
+  std::string s;
+  excerpt_into(s, v, max_chars + 1, 3);
+  if (s.size() > max_chars) s = s.substr(0, max_chars > 3 ? max_chars - 3 : 0) + "...";
+  // dump() escapes control characters inside strings; keys and numbers hold none. Belt and braces:
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+
+json parse_json_text(std::string_view text, const std::string& what) {
+  // The parser itself is iterative; the depth check runs as it goes, so a deep value is refused
+  // before a tree is built (copying or dumping one would recurse once per level).
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) -> bool {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throw SpecError("malformed JSON in '" + what + "': nests deeper than " + std::to_string(kMaxJsonDepth) +
+                      " levels");
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), limit);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number overflow (1e999)
+    std::string m = e.what();
+    if (const auto p = m.find("] "); m.rfind("[json.exception", 0) == 0 && p != std::string::npos) m = m.substr(p + 2);
+    throw SpecError("malformed JSON in '" + what + "': " + m);
+  }
+}
+
 EncodingSpec spec_from_json(const json& j) {
   require_object(j, "(spec)");
   check_keys(j, "", {"name", "family", "source", "notes", "rope", "sinusoidal"});
@@ -265,12 +324,7 @@ json read_json_file(const std::filesystem::path& path) {
   if (!in) throw SpecError("cannot read '" + path.string() + "': no such file or not readable");
   std::ostringstream buf;
   buf << in.rdbuf();
-  try {
-    return json::parse(buf.str());
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number overflow (1e999)
-    std::string what = e.what();
-    throw SpecError("malformed JSON in '" + path.string() + "': " + what.substr(what.find(']') + 2));
-  }
+  return parse_json_text(buf.str(), path.string());
 }
 
 EncodingSpec load_spec_file(const std::filesystem::path& path) { return spec_from_json(read_json_file(path)); }

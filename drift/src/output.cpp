@@ -29,53 +29,6 @@ std::string find_gnuplot() {
   return {};
 }
 
-OutputDir::OutputDir(const fs::path& out, bool overwrite) : overwrite_(overwrite) {
-  if (out.empty()) throw SpecError("--out: missing output folder");
-  std::error_code ec;
-  out_ = fs::absolute(out, ec);
-  if (ec) throw SpecError("--out: '" + out.string() + "': " + ec.message());
-  if (out_.filename().empty()) out_ = out_.parent_path();  // a trailing slash
-  if (fs::exists(out_, ec) && !overwrite)
-    throw SpecError("--out: '" + out.string() + "' already exists (use --overwrite to replace it)");
-  const fs::path parent = out_.parent_path();
-  if (!fs::is_directory(parent, ec)) throw SpecError("--out: the parent folder '" + parent.string() + "' does not exist");
-  tmp_ = parent / ("." + out_.filename().string() + ".partial-" + std::to_string(::getpid()));
-  fs::remove_all(tmp_, ec);
-  if (!fs::create_directory(tmp_, ec) || ec)
-    throw SpecError("--out: cannot write in '" + parent.string() + "' (" + (ec ? ec.message() : "not created") + ")");
-}
-
-OutputDir::~OutputDir() {
-  if (!committed_ && !tmp_.empty()) {
-    std::error_code ec;
-    fs::remove_all(tmp_, ec);
-  }
-}
-
-void OutputDir::write(const std::string& name, const std::string& text) const {
-  const fs::path p = tmp_ / name;
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  f.flush();
-  if (!f) throw SpecError("cannot write '" + p.string() + "'");
-}
-
-void OutputDir::commit() {
-  std::error_code ec;
-  fs::path old;
-  if (fs::exists(out_, ec)) {
-    if (!overwrite_) throw SpecError("--out: '" + out_.string() + "' appeared while drift was running");
-    old = out_.parent_path() / ("." + out_.filename().string() + ".old-" + std::to_string(::getpid()));
-    fs::remove_all(old, ec);
-    fs::rename(out_, old, ec);
-    if (ec) throw SpecError("--out: cannot move the existing '" + out_.string() + "' aside: " + ec.message());
-  }
-  fs::rename(tmp_, out_, ec);
-  if (ec) throw SpecError("--out: cannot rename the output into '" + out_.string() + "': " + ec.message());
-  committed_ = true;
-  if (!old.empty()) fs::remove_all(old, ec);
-}
-
 void run_gnuplot(const std::string& gnuplot, const fs::path& dir, const std::string& script) {
   const fs::path log = dir / "gnuplot.log";
   const pid_t pid = ::fork();

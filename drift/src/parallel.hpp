@@ -6,8 +6,12 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include "ropecheck/core/spec.hpp"  // SpecError
 
 namespace ropecheck::drift::detail {
 
@@ -27,17 +31,28 @@ void parallel_for(std::int64_t n, int threads, Fn&& fn) {
   std::vector<std::thread> pool;
   std::exception_ptr error;
   std::mutex m;
-  for (int w = 0; w < t; ++w)
-    pool.emplace_back([&, w] {
-      const std::int64_t b = n * w / t, e = n * (w + 1) / t;
-      try {
-        fn(b, e, w);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(m);
-        if (!error) error = std::current_exception();
-      }
-    });
+  std::string spawn_error;
+  for (int w = 0; w < t; ++w) {
+    try {
+      pool.emplace_back([&, w] {
+        const std::int64_t b = n * w / t, e = n * (w + 1) / t;
+        try {
+          fn(b, e, w);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(m);
+          if (!error) error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error& ex) {
+      // Out of threads (a pids limit, an address-space limit): the started ones finish, then exit 2.
+      spawn_error = ex.code().message();
+      break;
+    }
+  }
   for (std::thread& th : pool) th.join();
+  if (!spawn_error.empty())
+    throw SpecError("--threads " + std::to_string(t) + ": cannot start worker thread " + std::to_string(pool.size() + 1) +
+                    " (" + spawn_error + "); use a smaller --threads");
   if (error) std::rethrow_exception(error);
 }
 

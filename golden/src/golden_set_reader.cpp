@@ -210,8 +210,15 @@ GoldenSet load_golden_set(const std::filesystem::path& dir) {
   {
     const std::vector<std::uint8_t> bytes = detail::read_file(mpath);
     if (bytes.size() > (std::size_t{64} << 20)) fail(where, "manifest larger than 64 MiB");
-    s.manifest = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
-    if (s.manifest.is_discarded()) fail(where, "malformed JSON");
+    try {  // depth-limited: a manifest nests 5 levels, a hostile one must not reach a recursive dump or copy
+      s.manifest = parse_json_text(
+          std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), "manifest.json");
+    } catch (const SpecError& e) {
+      const std::string m = e.what();
+      fail(where, m.find("nests deeper") != std::string::npos ? "malformed JSON: nests deeper than " +
+                                                                    std::to_string(kMaxJsonDepth) + " levels"
+                                                              : "malformed JSON");
+    }
   }
   const nlohmann::json& m = s.manifest;
   if (!m.is_object()) fail(where, "the manifest must be a JSON object");

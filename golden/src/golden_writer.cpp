@@ -10,7 +10,9 @@
 #include <fstream>
 #include <thread>
 
+#include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/input_generator.hpp"
+#include "ropecheck/golden/memory_budget.hpp"
 #include "ropecheck/golden/npy.hpp"
 #include "ropecheck/golden/safetensors.hpp"
 #include "ropecheck/golden/sha256.hpp"
@@ -77,16 +79,28 @@ void run_parallel(std::int64_t tokens, int threads, const std::function<void(std
   std::mutex error_mutex;
   // Contiguous chunks: each token is computed independently, so any split gives the same bytes.
   const std::int64_t chunk = (tokens + threads - 1) / threads;
+  std::string spawn_error;
   for (int t = 0; t < threads; ++t) {
     const std::int64_t b = std::min(tokens, t * chunk), e = std::min(tokens, (t + 1) * chunk);
-    pool.emplace_back([&, b, e] {
-      try {
-        work(b, e, done);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    });
+    try {
+      pool.emplace_back([&, b, e] {
+        try {
+          work(b, e, done);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error& ex) {
+      // Out of threads (a pids limit, an address-space limit): the started ones finish, then exit 2.
+      spawn_error = ex.code().message();
+      break;
+    }
+  }
+  if (!spawn_error.empty()) {
+    for (auto& th : pool) th.join();
+    throw SpecError("--threads " + std::to_string(threads) + ": cannot start worker thread " +
+                    std::to_string(pool.size() + 1) + " (" + spawn_error + "); use a smaller --threads");
   }
   if (progress) {
     auto last = Clock::now();
@@ -112,25 +126,6 @@ std::vector<std::uint8_t> serialize(const std::vector<Tensor>& group, FileFormat
   return f == FileFormat::safetensors ? serialize_safetensors(group, metadata) : serialize_npz(group);
 }
 
-void write_file(const std::filesystem::path& p, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) throw TensorError("cannot write '" + p.string() + "'");
-}
-
-// Removes the temporary folder unless released.
-struct TempDir {
-  std::filesystem::path path;
-  bool keep = false;
-  ~TempDir() {
-    if (!keep && !path.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  }
-};
-
 }  // namespace
 
 GoldenSummary write_golden_set(const GoldenOptions& opt) {
@@ -142,10 +137,6 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   if (opt.heads < 1 || opt.heads > 4096) throw SpecError("--heads must be in [1, 4096], got " + std::to_string(opt.heads));
   if (opt.positions.has_triples && (!rope || spec.rope.mrope == MropeMode::none))
     throw SpecError("--positions: T/H/W triples need a multimodal RoPE spec (rope.mrope)");
-  if (opt.out.empty()) throw SpecError("--out: missing output folder");
-  std::error_code ec;
-  if (std::filesystem::exists(opt.out, ec) && !opt.overwrite)
-    throw SpecError("--out: '" + opt.out.string() + "' already exists (use --overwrite to replace it)");
 
   std::vector<DType> dtypes = {DType::f64};
   for (DType d : opt.dtypes)
@@ -157,17 +148,49 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
       max_pos = std::max(max_pos, v);
       min_pos = std::min(min_pos, v);
     }
+  if (max_pos > kMaxPosition)  // a grid's rows and columns are added to its start position
+    throw SpecError("--positions: position " + std::to_string(max_pos) + " is beyond 2^53 = 9007199254740992");
   // Hugging Face's run-time update resolves dynamic / LongRoPE with max(position_ids) + 1.
-  const std::int64_t seq_len = opt.seq_len.value_or(max_pos + 1);
+  // Capped at 2^53 (the largest accepted): position 2^53 itself is valid (reliability-2 defect 12).
+  const std::int64_t seq_len = opt.seq_len.value_or(std::min(max_pos + 1, kMaxPosition));
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
 
-  // A temporary sibling folder, renamed into place at the end; made first so that an
-  // unwritable destination fails before the computation.
-  const std::filesystem::path out = std::filesystem::absolute(opt.out);
-  std::filesystem::create_directories(out.parent_path());
-  TempDir tmp{out.parent_path() / ("." + out.filename().string() + ".partial-" + std::to_string(::getpid()))};
-  std::filesystem::remove_all(tmp.path, ec);
-  std::filesystem::create_directory(tmp.path);
+  {
+    // What the run holds at its peak (memory_budget.hpp): inputs (and their copy in the input file's
+    // tensors), every output tensor of every dtype, and the largest file serialized in memory.
+    // In double: the product of the accepted maxima overflows 64 bits.
+    const auto T = static_cast<double>(tokens);
+    const std::size_t nd = dtypes.size();
+    double out_bytes = 0, largest = 0, inputs = T * 8 * 3;
+    std::string what;
+    if (rope) {
+      const double HD = static_cast<double>(opt.heads) * spec.rope.head_dim;
+      const double P = rope_pairs(spec.rope);
+      inputs += 4 * T * HD * 4;
+      for (DType d : dtypes) {
+        const double group = 2 * T * (P + HD) * static_cast<double>(dtype_size(tensor_dtype(d)));
+        out_bytes += group;
+        largest = std::max(largest, group);
+      }
+      what = "--positions (" + std::to_string(tokens) + " tokens) x --heads " + std::to_string(opt.heads) +
+             " x head_dim " + std::to_string(spec.rope.head_dim) + " x " + std::to_string(nd) + " dtypes";
+    } else {
+      const double dm = spec.sinusoidal.d_model;
+      for (DType d : dtypes) {
+        const double group = T * dm * static_cast<double>(dtype_size(tensor_dtype(d)));
+        out_bytes += group;
+        largest = std::max(largest, group);
+      }
+      what = "--positions (" + std::to_string(tokens) + " tokens) x d_model " + std::to_string(dm) + " x " +
+             std::to_string(nd) + " dtypes";
+    }
+    largest = std::max(largest, inputs / 2);
+    require_memory(static_cast<std::uint64_t>(std::min(inputs + out_bytes + largest, 0x1p63)), opt.max_memory, "golden set of " + what);
+  }
+
+  // A temporary sibling folder, moved into place at the end (atomic_output.hpp); made first so that
+  // an existing or unwritable destination fails before the computation.
+  OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "golden"});
 
   GoldenSummary summary;
   const auto t0 = Clock::now();
@@ -286,7 +309,7 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   nlohmann::json files = nlohmann::json::array(), tensors = nlohmann::json::array();
   auto emit = [&](const std::string& file, const std::vector<Tensor>& group) {
     const std::vector<std::uint8_t> bytes = serialize(group, opt.format, metadata);
-    write_file(tmp.path / file, bytes);
+    folder.write(file, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     files.push_back({{"file", file}, {"bytes", bytes.size()}, {"sha256", sha256_hex(bytes)}});
   };
   auto describe = [&](const Tensor& t, const std::string& file, const std::string& role, const std::string& meaning,
@@ -367,18 +390,9 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
       {"tensors", tensors}};
   {
     const std::string text = manifest.dump(2) + "\n";
-    write_file(tmp.path / "manifest.json", std::vector<std::uint8_t>(text.begin(), text.end()));
+    folder.write("manifest.json", text);
   }
-
-  // Swap into place: an existing set is moved aside first and removed only after the rename.
-  std::filesystem::path old;
-  if (std::filesystem::exists(out, ec)) {
-    old = out.parent_path() / ("." + out.filename().string() + ".old-" + std::to_string(::getpid()));
-    std::filesystem::rename(out, old);
-  }
-  std::filesystem::rename(tmp.path, out);
-  tmp.keep = true;
-  if (!old.empty()) std::filesystem::remove_all(old, ec);
+  folder.commit();  // one rename: refuses to replace without --overwrite, one exchange with it
 
   summary.write_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   summary.manifest = std::move(manifest);

@@ -304,7 +304,8 @@ std::vector<std::uint8_t> serialize_npy(const Tensor& t) {
 
 // ---- .npz ------------------------------------------------------------------------------------
 
-std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_view what, bool u2_is_bf16) {
+std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_view what, bool u2_is_bf16,
+                              std::uint64_t max_member_bytes) {
   // libzip opens a 0-byte buffer as an empty archive; a real one has at least its 22-byte end record.
   if (bytes.size() < 22) {
     fail(what, "not a valid .npz (zip) archive: " + std::to_string(bytes.size()) +
@@ -358,6 +359,10 @@ std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_v
                      std::to_string(archive_size) + "-byte archive");
     }
     total_comp += st.comp_size;
+    if (st.size > max_member_bytes) {
+      fail(what, mq + " declares " + std::to_string(st.size) + " bytes, more than the " +
+                     std::to_string(max_member_bytes) + " the largest tensor it could be compared with needs");
+    }
     if (st.comp_method == ZIP_CM_STORE) {
       if (st.size != st.comp_size) {
         fail(what, mq + " is stored but declares " + std::to_string(st.size) + " bytes and " +
@@ -398,9 +403,9 @@ std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_v
   return out;
 }
 
-std::vector<Tensor> read_npz(const std::filesystem::path& path, bool u2_is_bf16) {
+std::vector<Tensor> read_npz(const std::filesystem::path& path, bool u2_is_bf16, std::uint64_t max_member_bytes) {
   const std::vector<std::uint8_t> bytes = detail::read_file(path);
-  return parse_npz(bytes, path.string(), u2_is_bf16);
+  return parse_npz(bytes, path.string(), u2_is_bf16, max_member_bytes);
 }
 
 std::vector<std::uint8_t> serialize_npz(const std::vector<Tensor>& tensors) {

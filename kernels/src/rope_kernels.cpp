@@ -4,6 +4,11 @@
 #include "ropecheck/kernels/rope_kernels.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -38,6 +43,41 @@ const Backend& choose_backend(const KernelOptions& opts) {
   return detail::portable_backend();
 }
 
+// libgomp ends the process with exit status 1 ("Thread creation failed") when it cannot start a team
+// thread, which reads as "check failed". So before a parallel region needs n threads, n - 1 threads
+// with the default attributes (libgomp's too, unless OMP_STACKSIZE is set) are started side by side;
+// if that fails the kernel throws (exit 2 with one line). The largest n that worked is remembered.
+void ensure_threads_can_start(int n) {
+  static std::atomic<int> verified{1};
+  if (n <= verified.load()) return;
+  std::mutex m;
+  std::condition_variable cv;
+  bool release = false;
+  std::vector<std::thread> team;
+  std::string error;
+  try {
+    for (int i = 1; i < n; ++i)
+      team.emplace_back([&] {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [&] { return release; });
+      });
+  } catch (const std::system_error& e) {
+    error = e.code().message();
+  }
+  {
+    std::lock_guard<std::mutex> lock(m);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread& t : team) t.join();
+  if (!error.empty())
+    fail("cannot start " + std::to_string(n) + " threads (" + error + " after " + std::to_string(team.size() + 1) +
+         "); use a smaller --threads or OMP_NUM_THREADS");
+  int seen = verified.load();
+  while (seen < n && !verified.compare_exchange_weak(seen, n)) {
+  }
+}
+
 int thread_count(const KernelOptions& opts, std::int64_t work_items) {
   if (opts.threads < 0) fail("threads must be >= 0, got " + std::to_string(opts.threads));
   int n = opts.threads;
@@ -47,7 +87,11 @@ int thread_count(const KernelOptions& opts, std::int64_t work_items) {
   n = 1;
 #endif
   if (work_items < n) n = static_cast<int>(std::max<std::int64_t>(work_items, 1));
-  return std::max(n, 1);
+  n = std::max(n, 1);
+#ifdef _OPENMP
+  ensure_threads_can_start(n);
+#endif
+  return n;
 }
 
 int thread_index() {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,19 @@ struct HfImportOptions {
 // caller shows them (the CLI as warnings on stderr). With options.strict they throw instead.
 EncodingSpec spec_from_hf_config(const nlohmann::json& config, const HfImportOptions& options = {},
                                  std::vector<std::string>* ignored = nullptr);
+
+// The deepest nesting any JSON input may have. Specs nest 4 levels, Hugging Face configs 4, a golden
+// manifest 5; the limit stops a hostile file (200,000 `[`) before anything recurses over it.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses `text`, refusing nesting deeper than kMaxJsonDepth; malformed or too deep JSON becomes a
+// one-line SpecError "malformed JSON in '<what>': ...".
+nlohmann::json parse_json_text(std::string_view text, const std::string& what);
+
+// A short one-line rendering of a value for error messages: at most `max_chars` characters, containers
+// shown only to a few levels, control characters escaped, invalid UTF-8 replaced. Never recurses deeper
+// than a few levels, so it is safe on any value.
+std::string json_excerpt(const nlohmann::json& v, std::size_t max_chars = 60);
 
 // File helpers: read, parse (malformed JSON becomes a one-line SpecError naming the file).
 nlohmann::json read_json_file(const std::filesystem::path& path);

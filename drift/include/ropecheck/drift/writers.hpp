@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/drift/sweep.hpp"
 
 namespace ropecheck::drift {
@@ -33,23 +34,22 @@ std::string find_gnuplot();
 // unwritable destination fails early; removed unless commit() moved it into place.
 class OutputDir {
  public:
-  // Throws SpecError (one line) when `out` exists and overwrite is false, or the temporary folder
-  // cannot be made (an unwritable parent).
-  OutputDir(const std::filesystem::path& out, bool overwrite);
-  ~OutputDir();
-  OutputDir(const OutputDir&) = delete;
-  OutputDir& operator=(const OutputDir&) = delete;
+  // Throws SpecError (one line) when `out` exists and overwrite is false, its parent folder is
+  // missing, or the temporary folder cannot be made (an unwritable parent). golden::OutputFolder
+  // (atomic_output.hpp) does the work: signals and stale temporaries are handled there.
+  OutputDir(const std::filesystem::path& out, bool overwrite)
+      : folder_(out, {.overwrite = overwrite, .create_parents = false, .option = "--out", .command = "drift"}) {}
 
-  const std::filesystem::path& tmp() const { return tmp_; }
-  const std::filesystem::path& out() const { return out_; }
+  const std::filesystem::path& tmp() const { return folder_.tmp(); }
+  const std::filesystem::path& out() const { return folder_.out(); }
   // Writes a text file into the temporary folder (SpecError when it cannot).
-  void write(const std::string& name, const std::string& text) const;
-  // Renames the temporary folder to `out` (an existing `out` is replaced when overwrite was given).
-  void commit();
+  void write(const std::string& name, const std::string& text) const { folder_.write(name, text); }
+  // Moves the temporary folder to `out` in one rename (an existing `out` is replaced, in one atomic
+  // exchange, only when overwrite was given).
+  void commit() { folder_.commit(); }
 
  private:
-  std::filesystem::path out_, tmp_;
-  bool overwrite_ = false, committed_ = false;
+  golden::OutputFolder folder_;
 };
 
 nlohmann::json to_json(const DriftResult& r, const std::string& command_line);

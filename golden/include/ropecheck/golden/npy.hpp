@@ -50,8 +50,12 @@ Tensor read_npy(const std::filesystem::path& path, bool u2_is_bf16 = true);
 // Throws TensorError for an inconsistent tensor (validate()). Tensor::name is not stored.
 std::vector<std::uint8_t> serialize_npy(const Tensor& t);
 
-std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_view what, bool u2_is_bf16 = true);
-std::vector<Tensor> read_npz(const std::filesystem::path& path, bool u2_is_bf16 = true);
+// max_member_bytes: a member declaring more (uncompressed) bytes is refused before it is inflated
+// (`check` passes what the golden set allows, so a 3 MB file cannot inflate to gigabytes).
+std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_view what, bool u2_is_bf16 = true,
+                              std::uint64_t max_member_bytes = UINT64_MAX);
+std::vector<Tensor> read_npz(const std::filesystem::path& path, bool u2_is_bf16 = true,
+                             std::uint64_t max_member_bytes = UINT64_MAX);
 // Throws TensorError for an inconsistent tensor or duplicate names.
 std::vector<std::uint8_t> serialize_npz(const std::vector<Tensor>& tensors);
 

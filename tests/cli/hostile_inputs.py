@@ -1,0 +1,558 @@
+#!/usr/bin/env python3
+"""Hostile-input catalogue for the ropecheck command line (issue 12 §3).
+
+Plays every case of reliability-2.md sections 1-3 and 5 that a test can reproduce cheaply, plus the
+defects fixed since, and asserts for each:
+  - the exit code (2 for unusable input, 0 for odd but valid input);
+  - for exit 2: stderr is exactly one line, starting "ropecheck: error: ", holding the expected words;
+  - the destination (--out / --report) is absent, or unchanged when it existed before;
+  - no temporary (`.NAME.partial-PID`, `.NAME.tmp-PID`, `.NAME.old-PID`) is left in the work folder.
+
+Usage: hostile_inputs.py ROPECHECK [-k SUBSTRING]    (a few seconds; exit 0 when every case holds)
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+FAILURES = []
+COUNT = 0
+
+
+def tree_digest(path):
+    """sha256 over names and contents of a file or folder; None when absent."""
+    if not os.path.lexists(path):
+        return None
+    h = hashlib.sha256()
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            h.update(f.read())
+        return h.hexdigest()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            p = os.path.join(root, name)
+            h.update(os.path.relpath(p, path).encode())
+            with open(p, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def leftovers(folder):
+    out = []
+    for name in os.listdir(folder):
+        if name.startswith(".") and (".partial-" in name or ".tmp-" in name or ".old-" in name):
+            out.append(name)
+        elif ".tmp." in name:
+            out.append(name)
+    return out
+
+
+class Catalogue:
+    def __init__(self, exe, work, only):
+        self.exe = exe
+        self.work = work
+        self.only = only
+
+    def case(self, name, args, rc=2, words=(), dest=None, env=None, preexec=None, timeout=60):
+        """Runs `ropecheck ARGS` in the work folder and checks the contract (see the module doc)."""
+        global COUNT
+        if self.only and self.only not in name:
+            return None
+        COUNT += 1
+        dest_path = os.path.join(self.work, dest) if dest else None
+        before = tree_digest(dest_path) if dest_path else None
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        t0 = time.monotonic()
+        p = subprocess.run([self.exe] + args, cwd=self.work, capture_output=True, env=full_env,
+                           preexec_fn=preexec, timeout=timeout)
+        seconds = time.monotonic() - t0
+        err = p.stderr.decode("utf-8", "replace")
+        problems = []
+        if p.returncode != rc:
+            problems.append(f"exit {p.returncode}, expected {rc}")
+        if rc == 2:
+            lines = err.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            if len(lines) != 1 or not lines[0].startswith("ropecheck: error: "):
+                problems.append(f"stderr is not one 'ropecheck: error:' line: {err[:300]!r}")
+            for w in words:
+                if w not in err:
+                    problems.append(f"stderr lacks {w!r}: {err[:300]!r}")
+            if dest_path and tree_digest(dest_path) != before:
+                problems.append(f"{dest} changed or appeared although the run was refused")
+        left = leftovers(self.work)
+        if left:
+            problems.append(f"temporaries left behind: {left}")
+            for name in left:
+                shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
+                if os.path.lexists(os.path.join(self.work, name)):
+                    os.unlink(os.path.join(self.work, name))
+        if problems:
+            FAILURES.append(f"{name}: ropecheck {' '.join(args)[:200]}\n    " + "\n    ".join(problems))
+        print(f"{'ok  ' if not problems else 'FAIL'} {seconds:5.2f}s {name}")
+        return p
+
+    def path(self, *parts):
+        return os.path.join(self.work, *parts)
+
+    def write(self, name, text):
+        mode = "wb" if isinstance(text, bytes) else "w"
+        with open(self.path(name), mode) as f:
+            f.write(text)
+        return name
+
+
+def deep(n=200000):
+    return "[" * n + "]" * n
+
+
+HF_BASE = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
+           "max_position_embeddings": 131072}
+SPEC_BASE = {"name": "t", "family": "rope",
+             "rope": {"head_dim": 128, "base": 10000, "layout": "half_split"}}
+
+
+def hf_text(**over):
+    cfg = dict(HF_BASE)
+    cfg.update(over)
+    return json.dumps(cfg)
+
+
+def json_cases(c):
+    """Section 1 (configs), spec JSON and manifests: deep nesting and malformed values."""
+    # Defect 4: 200,000 `[` as a value crashed the message builder (SIGSEGV).
+    for key in ("rope_theta", "head_dim", "rope_scaling", "num_attention_heads"):
+        text = hf_text()[:-1] + f', "{key}": ' + deep() + "}"
+        c.write(f"deep-{key}.json", text)
+        c.case(f"hf deep {key} (spec)", ["spec", "--hf-config", f"deep-{key}.json"], 2, ["nests deeper than 64"])
+        c.case(f"hf deep {key} (golden)", ["golden", "--hf-config", f"deep-{key}.json", "--positions", "0:4",
+                                           "--out", "o"], 2, ["nests deeper than 64"], dest="o")
+    c.write("deep-ropetype.json", hf_text(rope_scaling={"rope_type": "X"}).replace('"X"', deep()))
+    c.case("hf deep rope_type", ["spec", "--hf-config", "deep-ropetype.json"], 2, ["nests deeper"])
+    c.write("deep-unclosed.json", "[" * 200000)
+    c.case("hf deep unclosed", ["spec", "--hf-config", "deep-unclosed.json"], 2, ["malformed JSON"])
+    c.write("deep-toplevel.json", deep())
+    c.case("hf deep top level", ["spec", "--hf-config", "deep-toplevel.json"], 2, ["nests deeper"])
+    spec = json.dumps(SPEC_BASE).replace("10000", deep())
+    c.write("deep-spec.json", spec)
+    c.case("spec deep rope.base", ["spec", "--spec", "deep-spec.json"], 2, ["nests deeper"])
+    c.case("golden spec deep rope.base", ["golden", "--spec", "deep-spec.json", "--positions", "0:4", "--out", "o"],
+           2, ["nests deeper"], dest="o")
+    # Shallow wrong-typed values: a short excerpt, one line.
+    c.write("list-theta.json", hf_text(rope_theta=[[[[[[10000]]]]]]))
+    c.case("hf theta nested list", ["spec", "--hf-config", "list-theta.json"], 2,
+           ["'rope_theta': must be a number, got [[[[...]]]]"])
+    # Control characters echoed from a value stay on one line (defect 15).
+    c.write("type-newline.json", hf_text(rope_scaling={"rope_type": "warp\nfake line\x1b[31m"}))
+    c.case("hf rope_type with newline and ESC", ["spec", "--hf-config", "type-newline.json"], 2,
+           ["unknown rope type", "\\n"])
+    c.write("type-long.json", hf_text(rope_scaling={"rope_type": "w" * 100000}))
+    c.case("hf rope_type 100k chars", ["spec", "--hf-config", "type-long.json"], 2, ["unknown rope type"])
+    # Malformed configs that already passed (reliability-2 section 1): kept passing.
+    simple = {
+        "truncated": ('{"hidden_size": 4096, "num_attention', ["malformed JSON"]),
+        "empty": ("", ["malformed JSON"]),
+        "comment": ('// c\n' + hf_text(), ["malformed JSON"]),
+        "nan": (hf_text().replace("500000.0", "NaN"), ["malformed JSON"]),
+        "overflow": (hf_text().replace("500000.0", "1e400"), ["number overflow"]),
+        "toplevel-array": ("[1, 2]", ["must be a JSON object"]),
+        "theta-string": (hf_text(rope_theta="10000"), ["'rope_theta': must be a number"]),
+        "theta-bool": (hf_text(rope_theta=True), ["'rope_theta': must be a number"]),
+        "theta-one": (hf_text(rope_theta=1), ["'rope.base'", "must be > 1"]),
+        "heads-zero": (hf_text(num_attention_heads=0), ["num_attention_heads", "must be > 0"]),
+        "headdim-float": (hf_text(head_dim=127.5), ["'head_dim': must be an integer"]),
+        "scaling-list": (hf_text(rope_scaling=[1, 2]), ["'rope_scaling': must be an object"]),
+        "unknown-type": (hf_text(rope_scaling={"rope_type": "warp"}), ["unknown rope type \"warp\""]),
+        "linear-no-factor": (hf_text(rope_scaling={"rope_type": "linear"}), ["factor", "missing required key"]),
+        "prf-zero": (hf_text(partial_rotary_factor=0), ["partial_rotary_factor"]),
+        "non-utf8": (b'{"model_type": "\xff\xfe", "hidden_size": 4096}', ["malformed JSON"]),
+        "utf16": (hf_text().encode("utf-16"), ["malformed JSON"]),
+        "nul-byte": (hf_text().replace("llama", "lla\\u0000ma").encode().replace(b"\\u0000", b"\x00"),
+                     ["malformed JSON"]),
+    }
+    for name, (text, words) in simple.items():
+        c.write(f"cfg-{name}.json", text)
+        c.case(f"hf {name}", ["spec", "--hf-config", f"cfg-{name}.json"], 2, words)
+    c.case("hf missing file", ["spec", "--hf-config", "does-not-exist.json"], 2, ["cannot read"])
+    os.makedirs(c.path("a-directory.json"), exist_ok=True)
+    c.case("hf directory", ["spec", "--hf-config", "a-directory.json"], 2, ["not a regular file"])
+    # Odd but valid.
+    c.write("cfg-ok-bom.json", "\ufeff" + hf_text())
+    c.case("hf BOM accepted", ["spec", "--hf-config", "cfg-ok-bom.json"], 0)
+    c.write("cfg-deep-ignored.json", hf_text()[:-1] + ', "unrelated": ' + deep(60) + "}")
+    c.case("hf ignored key 60 deep accepted", ["spec", "--hf-config", "cfg-deep-ignored.json"], 0)
+    # Spec JSON.
+    for name, (mut, words) in {
+        "unknown-key": ({"extra": 1}, ["unknown key"]),
+        "odd-head": ({"rope": {"head_dim": 127, "base": 10000, "layout": "half_split"}}, ["rope.head_dim"]),
+        "base-list": ({"rope": {"head_dim": 128, "base": [1, [2, [3, [4]]]], "layout": "half_split"}},
+                      ["'rope.base': must be a number, got [1,[2,[3,[...]]]]"]),
+        "family": ({"family": "alibi"}, ["family"]),
+    }.items():
+        s = dict(SPEC_BASE)
+        s.update(mut)
+        c.write(f"spec-{name}.json", json.dumps(s))
+        c.case(f"spec {name}", ["spec", "--spec", f"spec-{name}.json"], 2, words)
+
+
+def manifest_cases(c, golden):
+    """Golden sets given to `check` with a tampered manifest (section 3)."""
+    with open(os.path.join(golden, "manifest.json")) as f:
+        manifest_text = f.read()
+
+    def tampered(name, text):
+        d = c.path(name)
+        shutil.copytree(golden, d)
+        with open(os.path.join(d, "manifest.json"), "w") as f:
+            f.write(text)
+        return name
+
+    m = json.loads(manifest_text)
+    deep_spec = json.dumps(m).replace('"spec": {', '"spec": ' + deep() + ', "spec_was": {', 1)
+    gd = tampered("set-deep-spec", deep_spec)
+    for mode in (["--candidate", os.path.join(golden, "outputs_f32.safetensors")], ["--kernel", "builtin:accurate"]):
+        c.case(f"check manifest deep spec {mode[0]}", ["check", "--golden", gd] + mode + ["--report", "r.json"], 2,
+               ["manifest.json", "nests deeper"], dest="r.json")
+    m2 = json.loads(manifest_text)
+    m2["generator"] = json.loads(deep(100))
+    c.case("check manifest deep generator", ["check", "--golden", tampered("set-deep-gen", json.dumps(m2)),
+                                             "--kernel", "builtin:accurate"], 2, ["nests deeper"])
+    c.case("check manifest truncated", ["check", "--golden", tampered("set-trunc", manifest_text[:100]),
+                                        "--kernel", "builtin:accurate"], 2, ["malformed JSON"])
+    m3 = json.loads(manifest_text)
+    m3["format_version"] = 2
+    c.case("check manifest v2", ["check", "--golden", tampered("set-v2", json.dumps(m3)),
+                                 "--kernel", "builtin:accurate"], 2, ["unsupported format_version 2"])
+
+
+def record(name, problems, seconds=0.0):
+    global COUNT
+    COUNT += 1
+    if problems:
+        FAILURES.append(f"{name}:\n    " + "\n    ".join(problems))
+    print(f"{'ok  ' if not problems else 'FAIL'} {seconds:5.2f}s {name}")
+
+
+def wait_for_partial(c, out, proc, timeout=30):
+    """Waits until `proc` has made its temporary folder `.OUT.partial-PID`; returns its name."""
+    want = f".{out}.partial-{proc.pid}"
+    t0 = time.monotonic()
+    while not os.path.exists(c.path(want)):
+        if proc.poll() is not None or time.monotonic() - t0 > timeout:
+            return None
+        time.sleep(0.002)
+    return want
+
+
+def destination_cases(c):
+    """Section 5 (atomicity and destinations) and defects 6, 7, 8, 10, 11."""
+    golden = ["golden", "--preset", "llama-3.1-8b", "--quiet", "--dtypes", "f32"]
+    if c.only and c.only not in "destinations":
+        return
+    # --out DIR/ (defect 8): the set lands at DIR, nothing else is left.
+    c.case("golden --out DIR/", golden + ["--positions", "0:4", "--out", "slash/"], 0)
+    problems = [] if os.path.isfile(c.path("slash", "manifest.json")) else ["slash/manifest.json missing"]
+    record("golden --out DIR/ wrote DIR", problems)
+    c.case("golden --out existing DIR/ refused", golden + ["--positions", "0:4", "--out", "slash/"], 2,
+           ["already exists"], dest="slash")
+    c.case("golden --out DIR/ --overwrite", golden + ["--positions", "0:4", "--out", "slash/", "--overwrite",
+                                                      "--seed", "7"], 0)
+    with open(c.path("slash", "manifest.json")) as f:
+        record("golden --overwrite replaced the set", [] if json.load(f)["generator"]["seed"] == 7 else ["old seed"])
+    for bad in (".", "..", "/"):
+        c.case(f"golden --out {bad} --overwrite refused", golden + ["--positions", "0:4", "--out", bad,
+                                                                   "--overwrite"], 2, ["names no folder"])
+    c.case("drift --out DIR/", ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--no-plots", "--quiet",
+                                "--no-uniqueness", "--out", "dslash/"], 0)
+    # A folder that appears while golden runs is not replaced without --overwrite (defect 7).
+    t0 = time.monotonic()
+    p = subprocess.Popen([c.exe] + golden + ["--positions", "0:2048", "--out", "race"], cwd=c.work,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    problems = []
+    if wait_for_partial(c, "race", p) is None:
+        problems.append("no temporary folder seen")
+    p.send_signal(signal.SIGSTOP)
+    os.mkdir(c.path("race"))
+    with open(c.path("race", "first-run.txt"), "w") as f:
+        f.write("first")
+    p.send_signal(signal.SIGCONT)
+    _, err = p.communicate()
+    if p.returncode != 2 or b"appeared while golden was running" not in err or err.count(b"\n") != 1:
+        problems.append(f"exit {p.returncode}, stderr {err[:200]!r}")
+    if os.listdir(c.path("race")) != ["first-run.txt"]:
+        problems.append(f"race/ now holds {os.listdir(c.path('race'))}")
+    if leftovers(c.work):
+        problems.append(f"left {leftovers(c.work)}")
+    record("golden: --out created during the run is not replaced", problems, time.monotonic() - t0)
+    # Signals remove the temporary folder (defect 10); the run dies of the signal.
+    for cmd, out in ((golden + ["--positions", "0:2048"], "sig"),
+                     (["drift", "--preset", "llama-3.1-8b", "--max-pos", "65536", "--no-plots", "--quiet"], "dsig")):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            t0 = time.monotonic()
+            p = subprocess.Popen([c.exe] + cmd + ["--out", out], cwd=c.work, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            problems = []
+            if wait_for_partial(c, out, p) is None:
+                problems.append("no temporary folder seen")
+            time.sleep(0.05)
+            p.send_signal(sig)
+            rc = p.wait()
+            if rc != -sig:
+                problems.append(f"exit {rc}, expected death by signal {sig}")
+            left = [n for n in os.listdir(c.work) if out in n]
+            if left:
+                problems.append(f"left {left}")
+                for n in left:
+                    shutil.rmtree(c.path(n), ignore_errors=True)
+            record(f"{cmd[0]} killed by {signal.Signals(sig).name}: nothing left", problems, time.monotonic() - t0)
+    # Stale temporaries of dead processes are removed by the next run to the same --out.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for n in (f".stale.partial-{dead.pid}", f".stale.old-{dead.pid}"):
+        os.makedirs(c.path(n))
+        with open(c.path(n, "big.bin"), "wb") as f:
+            f.write(b"x" * 1000)
+    c.case("golden removes stale partial folders of dead processes", golden + ["--positions", "0:4", "--out",
+                                                                               "stale"], 0)
+    # props --report: checked before the suite runs (nothing printed), written atomically (defect 6).
+    props = ["props", "--target", "hf-fp32", "--preset", "llama-3.1-8b", "--cases", "2", "--only", "norm"]
+    for name, rep, words in (("missing parent", "no/such/p.json", ["--report", "no such directory"]),
+                             ("a directory", "slash", ["--report", "is a directory"])):
+        p = c.case(f"props --report {name} refused before the run", props + ["--report", rep], 2, words)
+        if p is not None:
+            record(f"props --report {name}: nothing printed", [] if p.stdout == b"" else [f"stdout {p.stdout[:100]!r}"])
+    c.case("props --report written", props + ["--report", "p.json"], 0)
+    record("props --report is JSON", [] if json.load(open(c.path("p.json")))["target"] else ["no target"])
+    if os.path.exists("/dev/full"):
+        os.symlink("/dev/full", c.path("full.json"))
+        # The report goes to a temporary first, so /dev/full is simply replaced: the write must succeed
+        # and the link become a regular file (never a 0-byte report with exit 0).
+        c.case("props --report over a link to /dev/full", props + ["--report", "full.json"], 0)
+        record("props --report replaced the link with the report",
+               [] if os.path.isfile(c.path("full.json")) and not os.path.islink(c.path("full.json"))
+               and os.path.getsize(c.path("full.json")) > 0 else ["report not written"])
+    c.case("check --report a directory", ["check", "--golden", "G", "--kernel", "builtin:accurate", "--report",
+                                          "slash"], 2, ["is a directory"], dest="slash")
+
+
+def limit_memory():
+    """4 GB of address space, 8 MiB thread stacks: 1024 threads cannot start (reliability-2 defect 5)."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (4_000_000_000, 4_000_000_000))
+    resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, 8 << 20))
+
+
+def thread_cases(c):
+    """A worker thread that cannot be created: exit 2 with one line, nothing left (defect 5)."""
+    c.case("golden --threads 1024 under a 4 GB limit",
+           ["golden", "--preset", "llama-3.1-8b", "--positions", "0:4", "--out", "thr", "--threads", "1024"], 2,
+           ["--threads 1024: cannot start worker thread"], dest="thr", preexec=limit_memory)
+    c.case("drift --threads 1024 under a 4 GB limit",
+           ["drift", "--preset", "llama-3.1-8b", "--max-pos", "1024", "--no-plots", "--quiet", "--out", "thr",
+            "--threads", "1024"], 2, ["cannot start worker thread"], dest="thr", preexec=limit_memory)
+    c.case("check builtin --threads 1024 under a 4 GB limit (OpenMP)",
+           ["check", "--golden", "G1k", "--kernel", "builtin:accurate", "--threads", "1024", "--report", "thr.json"],
+           2, ["cannot start 1024 threads"], dest="thr.json", preexec=limit_memory)
+
+
+def npy_bytes_header(shape, descr="<f4"):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, ", ".join(map(str, shape)) + ",")
+    pad = 64 - (10 + len(header) + 1) % 64
+    header = header + " " * pad + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
+
+
+def size_cases(c):
+    """Sizes estimated before allocating (defect 14)."""
+    golden = ["golden", "--preset", "llama-3.1-8b", "--out", "huge"]
+    c.case("golden 2^20 positions over --max-memory 8G", golden + ["--positions", "0:1048576", "--max-memory", "8G"],
+           2, ["--positions (1048576 tokens)", "needs about 11.0 GiB", "the --max-memory limit of 8.0 GiB"],
+           dest="huge")
+    c.case("golden 2^20 positions x 4096 heads: estimate refused", golden + ["--positions", "0:1048576", "--heads",
+                                                                             "4096"], 2,
+           ["--heads 4096", "TiB in memory"], dest="huge")
+    c.case("golden --max-memory below the estimate", golden + ["--positions", "0:4", "--max-memory", "1K"], 2,
+           ["the --max-memory limit of 1.0 KiB"], dest="huge")
+    c.case("golden --max-memory not a size", golden + ["--positions", "0:4", "--max-memory", "lots"], 2,
+           ["--max-memory: 'lots' is not a size"], dest="huge")
+    spec = dict(SPEC_BASE)
+    spec["rope"] = {"head_dim": 1 << 20, "base": 10000, "layout": "half_split"}
+    c.write("spec-headdim-2p20.json", json.dumps(spec))
+    c.case("golden head_dim 2^20 x 65536 positions refused", ["golden", "--spec", "spec-headdim-2p20.json",
+                                                              "--positions", "0:65536", "--out", "huge"], 2,
+           ["head_dim 1048576", "needs about"], dest="huge")
+    # Not estimated (spec resolves 2^29 frequencies): the allocation failure is still one line, exit 2.
+    spec["rope"] = {"head_dim": 1 << 30, "base": 10000, "layout": "half_split"}
+    c.write("spec-headdim-2p30.json", json.dumps(spec))
+    c.case("spec head_dim 2^30 under a 4 GB limit", ["spec", "--spec", "spec-headdim-2p30.json"], 2,
+           ["out of memory"], preexec=limit_memory)
+    # An .npz member that inflates far beyond anything the golden set could compare it with: refused
+    # from its declared size, before inflating (16 MiB each here; the probe used 3 x 1 GiB).
+    member = npy_bytes_header([1 << 22]) + bytes(1 << 24)
+    with zipfile.ZipFile(c.path("bomb.npz"), "w", zipfile.ZIP_DEFLATED) as z:
+        for name in ("q_rot.f32.npy", "b.npy", "c.npy"):
+            z.writestr(name, member)
+    c.case("check .npz bomb refused before inflating", ["check", "--golden", "G", "--candidate", "bomb.npz",
+                                                        "--report", "r.json"], 2,
+           ["member 'q_rot.f32.npy' declares", "more than the"], dest="r.json")
+
+
+def option_cases(c):
+    """Positions and numeric options (section 2, defects 12 and 13)."""
+    g = ["golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet"]
+    c.case("golden position 2^53 without --seq-len", g + ["--positions", "9007199254740992", "--out", "p53"], 0)
+    c.case("golden position 2^53+1 refused", g + ["--positions", "9007199254740993", "--out", "p53b"], 2,
+           ["--positions", "outside [0, 2^53]"], dest="p53b")
+    for seed, words in (("-1", ["--seed: '-1' is not a non-negative integer"]),
+                        ("-5", ["is not a non-negative integer"]),
+                        ("18446744073709551616", ["above 2^64-1"]),
+                        ("99999999999999999999999", ["above 2^64-1"]),
+                        ("1.5", ["not a non-negative integer"])):
+        c.case(f"golden --seed {seed}", g + ["--positions", "0:4", "--out", "sd", f"--seed={seed}"], 2, words,
+               dest="sd")
+    c.case("golden --seed 2^64-1 accepted", g + ["--positions", "0:4", "--out", "sdmax",
+                                                 "--seed", "18446744073709551615"], 0)
+    c.case("props --seed -1", ["props", "--target", "hf-fp32", "--seed=-1"], 2, ["--seed"])
+    c.case("props --seed 2^64", ["props", "--target", "hf-fp32", "--seed", "18446744073709551616"], 2, ["above 2^64-1"])
+    c.case("props --max-pos 2^62", ["props", "--target", "hf-fp32", "--max-pos", "4611686018427387904"], 2,
+           ["--max-pos must be at most 2^53"])
+    c.case("props --max-pos -1", ["props", "--target", "hf-fp32", "--max-pos=-1"], 2, ["--max-pos must be >= 0"])
+    d = ["drift", "--preset", "llama-3.1-8b", "--no-plots", "--quiet", "--max-pos", "64", "--out", "dr"]
+    c.case("drift --seq-len -5", d + ["--seq-len=-5"], 2, ["--seq-len"], dest="dr")
+    c.case("drift --seq-len 2^62", d + ["--seq-len", "4611686018427387904"], 2, ["--seq-len", "not in range"],
+           dest="dr")
+    c.case("drift --seed -1", d + ["--seed=-1"], 2, ["--seed"], dest="dr")
+    c.case("golden --threads -1", g + ["--positions", "0:4", "--out", "t", "--threads=-1"], 2, ["--threads"], dest="t")
+    c.case("golden --heads 0", g + ["--positions", "0:4", "--out", "t", "--heads", "0"], 2, ["--heads"], dest="t")
+    c.case("golden --positions 1.5", g + ["--positions=1.5", "--out", "t"], 2, ["--positions"], dest="t")
+    c.case("golden --positions empty item", g + ["--positions=5,,6", "--out", "t"], 2, ["empty item"], dest="t")
+    c.case("golden --positions too many", g + ["--positions=0:1099511627776", "--out", "t"], 2,
+           ["more than 67108864 positions"], dest="t")
+
+
+def safetensors_bytes(tensors):
+    """tensors: {name: (dtype, shape, raw bytes)} -> a safetensors file."""
+    header, data = {}, b""
+    for name, (dt, shape, raw) in tensors.items():
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def message_cases(c, plugins):
+    """Every exit-2 message is one line naming the right thing (defect 15)."""
+    c.write("name-newline.safetensors", safetensors_bytes({"q_rot\nfake\x1b[31m": ("F32", [4], bytes(16))}))
+    c.case("check candidate tensor name with newline and ESC", ["check", "--golden", "G", "--candidate",
+                                                                "name-newline.safetensors"], 2,
+           ["no candidate tensor matches", "\\n"])
+    c.write("headdim-huge.json", hf_text(head_dim=1048578))
+    c.case("hf head_dim above 2^20 says too large", ["spec", "--hf-config", "headdim-huge.json"], 2,
+           ["'head_dim': too large: 1048578"])
+    c.write("hidden-huge.json", hf_text(hidden_size=10**15, num_attention_heads=1))
+    c.case("hf derived head_dim 1e15 says too large", ["spec", "--hf-config", "hidden-huge.json"], 2, ["too large"])
+    c.case("golden grid beyond 2^53 names --positions",
+           ["golden", "--preset", "qwen2-vl-7b", "--positions=grid:9007199254740992:2:2", "--out", "grid"], 2,
+           ["--positions: position 9007199254740993 is beyond 2^53"], dest="grid")
+    c.write("bad\nname.json", "{")
+    c.case("file name with a newline", ["spec", "--spec", "bad\nname.json"], 2, ["bad\\nname.json"])
+    if plugins:
+        # An error inside the property suite: no RapidCheck banner before the one line.
+        c.case("props plugin error: one line, no RapidCheck banner",
+               ["props", "--kernel", os.path.join(plugins, "test_plugin_fail.so"), "--preset", "llama-3.1-8b",
+                "--cases", "2", "--report", "pr.json"], 2, ["failed with code 7", "device lost\\nsecond line"],
+               dest="pr.json")
+
+
+def tensor_file_cases(c, golden):
+    """Section 3: malformed candidate files that already gave one-line exit 2 (kept that way)."""
+    with open(os.path.join(golden, "outputs_f32.safetensors"), "rb") as f:
+        good = f.read()
+    hlen = struct.unpack("<Q", good[:8])[0]
+    q = bytes(16 * 128 * 4)
+    files = {
+        "zero-bytes.safetensors": (b"", ["too short for the 8-byte header length"]),
+        "trunc-7.safetensors": (good[:7], ["too short"]),
+        "trunc-header.safetensors": (good[:40], ["runs past the end of the file"]),
+        "trunc-data.safetensors": (good[:-100], ["data bytes"]),
+        "hlen-2p64.safetensors": (struct.pack("<Q", 2**64 - 1) + good[8:], ["exceeds the limit"]),
+        "trailing.safetensors": (good + bytes(64), ["trailing bytes"]),
+        "header-deep.safetensors": (struct.pack("<Q", 400000) + (deep(200000)).encode(), ["nests deeper than 8"]),
+        "header-not-json.safetensors": (struct.pack("<Q", 4) + b"{{{{", ["not valid JSON"]),
+        "header-non-utf8.safetensors": (struct.pack("<Q", 7) + b'{"\xff":1}', ["UTF-8"]),
+        "dup-names.safetensors": ((lambda h: struct.pack("<Q", len(h)) + h + q)(
+            b'{"q_rot.f32":{"dtype":"F32","shape":[16,1,128],"data_offsets":[0,8192]},'
+            b'"q_rot.f32":{"dtype":"F32","shape":[16,1,128],"data_offsets":[0,8192]}}'), ["duplicate tensor name"]),
+        "overlap.safetensors": (safetensors_bytes({"q_rot.f32": ("F32", [16, 1, 128], q),
+                                                   "k_rot.f32": ("F32", [16, 1, 128], q)}).replace(
+            b'"data_offsets": [8192, 16384]', b'"data_offsets": [4096, 12288]'), ["overlaps"]),
+        "dtype-bool.safetensors": (safetensors_bytes({"q_rot.f32": ("BOOL", [8192], q[:8192])}), ["unsupported dtype"]),
+        "shape-negative.safetensors": (safetensors_bytes({"q_rot.f32": ("F32", [-16, 1, 128], q)}), ["negative"]),
+        "shape-overflow.safetensors": (safetensors_bytes({"q_rot.f32": ("F32", [2**62, 4, 0], b"")}), ["over"]),
+        "zero-bytes.npy": (b"", ["not a .npy file"]),
+        "zero-bytes.npz": (b"", ["not a valid .npz"]),
+        "not-a-zip.npz": (b"PK" + bytes(100), ["not a valid .npz"]),
+    }
+    for name, (data, words) in files.items():
+        c.write(name, data)
+        c.case(f"check candidate {name}", ["check", "--golden", "G", "--candidate", name, "--report", "r.json"], 2,
+               words, dest="r.json")
+    c.case("check candidate missing", ["check", "--golden", "G", "--candidate", "nope.safetensors"], 2, ["no such file"])
+    c.case("check candidate unknown extension", ["check", "--golden", "G", "--candidate", "d.bin"], 2,
+           ["no such file"])
+    c.case("check golden is a file", ["check", "--golden", "zero-bytes.npy", "--kernel", "builtin:accurate"], 2,
+           ["not a folder"])
+    os.makedirs(c.path("EMPTY"), exist_ok=True)
+    c.case("check golden empty folder", ["check", "--golden", "EMPTY", "--kernel", "builtin:accurate"], 2,
+           ["no manifest.json"])
+    c.case("check correct candidate passes", ["check", "--golden", "G", "--candidate",
+                                              os.path.join(golden, "outputs_f32.safetensors"), "--report", "ok.json"], 0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ropecheck")
+    ap.add_argument("-k", default="", help="run only cases whose name holds this")
+    ap.add_argument("--plugins", default="", help="folder of the test plugins (tests/plugins)")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    a = ap.parse_args()
+    exe = os.path.abspath(a.ropecheck)
+    work = tempfile.mkdtemp(prefix="ropecheck-hostile-")
+    t0 = time.monotonic()
+    try:
+        c = Catalogue(exe, work, a.k)
+        golden = os.path.join(work, "G")
+        subprocess.run([exe, "golden", "--preset", "llama-3.1-8b", "--positions", "0:16", "--dtypes", "f32,bf16",
+                        "--out", golden, "--quiet"], check=True, capture_output=True)
+        subprocess.run([exe, "golden", "--preset", "llama-3.1-8b", "--positions", "0:1024", "--dtypes", "f32",
+                        "--out", os.path.join(work, "G1k"), "--quiet"], check=True, capture_output=True)
+        json_cases(c)
+        manifest_cases(c, golden)
+        tensor_file_cases(c, golden)
+        destination_cases(c)
+        thread_cases(c)
+        size_cases(c)
+        option_cases(c)
+        message_cases(c, os.path.abspath(a.plugins) if a.plugins else "")
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"{COUNT} cases, {len(FAILURES)} failed, {time.monotonic() - t0:.1f} s")
+    for f in FAILURES:
+        print("FAIL " + f, file=sys.stderr)
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
