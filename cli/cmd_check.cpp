@@ -3,7 +3,8 @@
 //
 // Exit codes: 0 the criterion holds everywhere, 1 it is violated, 2 unusable input (bad options, a
 // golden set that fails its manifest or hashes, an unreadable candidate, mismatched names / shapes /
-// dtypes, a plugin that cannot be loaded or fails). With exit 2 nothing is written: stdout stays
+// dtypes, a plugin that cannot be loaded). A plugin call that crashes, hangs, exits or breaks its
+// buffers is a failure (exit 1) naming what happened (golden/plugin_client.hpp). With exit 2 nothing is written: stdout stays
 // empty, --report is not created, and stderr has one line "ropecheck: error: ...".
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ struct CheckCliOptions {
   std::string report;
   int worst = 10;
   int threads = 0;
+  golden::PluginClientOptions plugin;
   CLI::Option* class_opt = nullptr;
   CLI::Option* max_ulp_opt = nullptr;
   CLI::Option* atol_opt = nullptr;
@@ -173,6 +175,7 @@ Command add_check_command(CLI::App& app) {
   cmd->add_option("--worst", o->worst, "worst elements listed per tensor")->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores; results do not depend on it)")
       ->check(CLI::Range(0, 1024));
+  add_kernel_isolation_options(*cmd, o->plugin);
 
   return {cmd, [o] {
             // Options first: nothing is loaded for a command line that cannot run.
@@ -190,6 +193,7 @@ Command add_check_command(CLI::App& app) {
             std::vector<golden::Tensor> candidate;
             std::vector<std::string> header;
             nlohmann::json source;
+            bool kernel_failed = false;  // a plugin call failed: its tensors are NaN, the check fails
             if (builtin) {
               // ropecheck's own kernel: no plugin, no notes; the header names the recipe and CPU path.
               kernels::KernelOptions ko;
@@ -205,16 +209,25 @@ Command add_check_command(CLI::App& app) {
                         {"notes", run.notes}};
               candidate = std::move(run.tensors);
             } else if (!o->kernel.empty()) {
-              const golden::KernelPlugin plugin = golden::load_kernel_plugin(o->kernel);
+              golden::KernelPlugin plugin = golden::load_kernel_plugin(o->kernel, o->plugin);
               golden::KernelRun run = golden::run_kernel_plugin(plugin, g);
               header.push_back(fmt::format("kernel '{}' ({}), kernel ABI version {}: {} output tensors", plugin.name(),
                                            o->kernel, plugin.abi_version(), run.tensors.size()));
               for (const std::string& n : run.notes) header.push_back("note: " + n);
+              nlohmann::json failures = nlohmann::json::array();
+              for (const golden::KernelFailure& f : run.failures) {
+                header.push_back("KERNEL FAILURE: " + f.message);
+                failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
+              }
+              kernel_failed = !run.failures.empty();
               source = {{"kind", "kernel"},
                         {"path", o->kernel},
                         {"name", plugin.name()},
                         {"abi_version", plugin.abi_version()},
-                        {"notes", run.notes}};
+                        {"isolated", plugin.isolated()},
+                        {"capabilities", plugin.capabilities()},
+                        {"notes", run.notes},
+                        {"failures", failures}};
               candidate = std::move(run.tensors);
             } else {
               candidate = read_candidate(o->candidate);
@@ -225,13 +238,15 @@ Command add_check_command(CLI::App& app) {
             if (!o->report.empty()) {
               nlohmann::json j = rep.to_json();
               j["candidate_source"] = source;
+              if (kernel_failed) j["pass"] = false;
               write_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
             }
             for (const std::string& line : header) fmt::print("{}\n", line);
             if (!header.empty()) fmt::print("\n");
             fmt::print("{}", rep.summary());
             std::fflush(stdout);
-            return rep.pass ? 0 : 1;
+            if (kernel_failed && rep.pass) fmt::print("FAIL: the kernel failed (see KERNEL FAILURE above)\n");
+            return rep.pass && !kernel_failed ? 0 : 1;
           }};
 }
 

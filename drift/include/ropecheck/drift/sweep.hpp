@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ropecheck/golden/plugin_client.hpp"
 #include "ropecheck/drift/metrics.hpp"
 #include "ropecheck/drift/sampling.hpp"
 #include "ropecheck/drift/uniqueness.hpp"
@@ -31,6 +32,7 @@ struct DriftOptions {
   std::int64_t key_distance = 16;        // the key sits key_distance positions before the query (>= 0)
   bool uniqueness = true;                // the exact pass over all positions 0 .. N-1
   int threads = 0;                       // 0: all cores
+  golden::PluginClientOptions plugin;    // how plugin: candidates run (isolated, timeout)
   // Told one line per finished step ("hf: sweep 0.41 s"); may be empty.
   std::function<void(const std::string&)> progress;
 };
@@ -70,6 +72,7 @@ struct DriftResult {
   std::int64_t seq_len = 0;
   double attention_factor = 1;
   std::vector<CandidateResult> candidates;
+  std::vector<std::string> kernel_failures;  // per plugin with failed calls: "N of M calls lost: FIRST"
   double seconds = 0;
 };
 
@@ -114,6 +117,7 @@ struct CompareResult {
   FirstDifference first_sampled;  // rotated random vectors at the sampled positions
   FirstDifference first_all;      // rotated unit pair vectors at every position 0 .. N-1 (options.uniqueness)
   std::int64_t positions_differing_all = 0;  // positions of 0 .. N-1 whose unit rotations differ
+  std::vector<std::string> kernel_failures;  // per plugin with failed calls: "N of M calls lost: FIRST"
   double seconds = 0;
 };
 
