@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The cost of running kernel plugins isolated (golden/include/ropecheck/golden/plugin_client.hpp)
 # against --in-process, as ratios from one run: each command is timed REPEATS times (default 3),
-# isolated and in-process alternating, and the medians are compared.
+# isolated and in-process alternating, and the medians of wall time and of CPU time (user + system,
+# the kernel host included) are compared. On a shared machine wall time is noisy; CPU time is the
+# steadier figure of the cost.
 #
 #   bash bench/isolation_overhead.sh ROPECHECK PLUGIN.so GOLDEN_DIR [REPEATS]
 #
@@ -12,26 +14,28 @@ set -u
 [ $# -ge 3 ] || { echo "usage: $0 ROPECHECK PLUGIN.so GOLDEN_DIR [REPEATS]" >&2; exit 2; }
 BIN=$1 PLUGIN=$2 GOLDEN=$3 REPEATS=${4:-3}
 
-seconds() {  # seconds COMMAND...: wall time of one run (its output discarded)
-  local t0 t1
-  t0=$(date +%s.%N)
-  "$@" >/dev/null 2>&1
-  t1=$(date +%s.%N)
-  python3 -c "print(f'{$t1 - $t0:.3f}')"
+seconds() {  # seconds COMMAND...: "WALL CPU" of one run, CPU = user + system of it and its children
+  local f
+  f=$(mktemp)
+  /usr/bin/time -f "%e %U %S" -o "$f" "$@" >/dev/null 2>&1
+  awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' "$f"
+  rm -f "$f"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-measure() {  # measure NAME ARGS...: alternates isolated / in-process runs, prints both medians and the ratio
-  local name=$1 iso=() inp=() i
+measure() {  # measure NAME ARGS...: alternates isolated / in-process runs; medians of wall and CPU time, ratios
+  local name=$1 iw=() ic=() pw=() pc=() i r
   shift
   for ((i = 0; i < REPEATS; i++)); do
-    iso+=("$(seconds "$BIN" "$@")")
-    inp+=("$(seconds "$BIN" "$@" --in-process)")
+    r=$(seconds "$BIN" "$@")
+    iw+=("${r% *}") ic+=("${r#* }")
+    r=$(seconds "$BIN" "$@" --in-process)
+    pw+=("${r% *}") pc+=("${r#* }")
   done
-  local mi mp
-  mi=$(median "${iso[@]}")
-  mp=$(median "${inp[@]}")
-  python3 -c "print(f'{\"$name\":<40} isolated {$mi:8.2f} s   in-process {$mp:8.2f} s   ratio {$mi / $mp:.3f}   (runs: ${iso[*]} / ${inp[*]})')"
+  local a b c d
+  a=$(median "${iw[@]}") b=$(median "${pw[@]}") c=$(median "${ic[@]}") d=$(median "${pc[@]}")
+  python3 -c "print(f'{\"$name\"}: wall isolated {$a:.2f} s, in-process {$b:.2f} s, ratio {$a / $b:.3f}; CPU isolated {$c:.2f} s, in-process {$d:.2f} s, ratio {$c / $d:.3f}')"
+  echo "  wall: ${iw[*]} / ${pw[*]}; CPU: ${ic[*]} / ${pc[*]}"
 }
 
 measure "check (golden set, plugin)" check --golden "$GOLDEN" --kernel "$PLUGIN"

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <optional>
 
-#include <fmt/core.h>
-
 #include "ropecheck/kernel_abi.h"
 #include "ropecheck/reference/rope_reference.hpp"
 #include "ropecheck/reference/rounding.hpp"
@@ -15,7 +13,6 @@ namespace ropecheck::golden {
 
 namespace {
 
-
 TensorDType tensor_dtype(DType d) {
   switch (d) {
     case DType::f64: return TensorDType::f64;
@@ -25,9 +22,6 @@ TensorDType tensor_dtype(DType d) {
   }
   return TensorDType::f64;
 }
-
-
-
 
 // What every call shares: the spec resolved once, and the inputs.
 struct Inputs {

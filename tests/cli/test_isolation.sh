@@ -148,6 +148,15 @@ p=""
 grep -Eq '^inverse +cases +5 \(skipped +0\)' "$TMP/out" || p+="inverse did not run: $(grep -m1 '^inverse' "$TMP/out"); "
 check "a plugin declaring ROPECHECK_CAP_NEGATIVE_POSITIONS runs the inverse property" "$p"
 
+# Declared output dtypes: bf16 is not declared, so it is skipped without a call, with a note.
+"$BIN" golden --preset llama-3.1-8b --positions 0:8 --dtypes bf16 --out "$TMP/Gb" --quiet >/dev/null 2>&1
+run check --golden "$TMP/Gb" --kernel "$DIR/bad_plugin_good.so" --report "$TMP/r.json"
+p=""
+[ "$RC" -eq 0 ] || p+="exit code $RC; "
+grep -q "^note: q_rot.bf16, k_rot.bf16 skipped: .*ropecheck_kernel_capabilities" "$TMP/out" || p+="no note on bf16; "
+[ -f "$TMP/r.json" ] && p+=$(json_has "$TMP/r.json" 'd["candidate_source"]["capabilities"] == 1 + 256 + 512')
+check "a plugin declaring f64 and f32 output only: bf16 skipped with a note, capabilities in the report" "$p"
+
 # Options.
 run check --golden "$TMP/G" --kernel "$DIR/bad_plugin_good.so" --kernel-timeout 0
 check "--kernel-timeout 0 is refused (exit 2)" "$([ "$RC" -eq 2 ] || echo "exit code $RC")"
