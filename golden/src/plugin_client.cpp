@@ -200,6 +200,7 @@ struct KernelPlugin::State {
   int sock = -1;
   std::string broken;  // why every call fails (the host died or hung while loading the library)
   std::string gave_up, streak_first;
+  bool gave_up_for_good = false;  // after a timeout or a host that would not start: never call again
   int consecutive = 0;
   std::int64_t calls = 0, failed = 0;
   std::string first_failure;
@@ -331,8 +332,10 @@ struct KernelPlugin::State {
     std::string m = who() + ": " + happened + " (" + detail::sanitize(what, 300) + ")";
     if (first_failure.empty()) first_failure = m;
     if (consecutive == 1) streak_first = happened;
-    if (gave_up.empty() && (give_up || consecutive >= kMaxConsecutiveFailures))
+    if (gave_up.empty() && (give_up || consecutive >= kMaxConsecutiveFailures)) {
       gave_up = give_up ? happened : "the last " + std::to_string(consecutive) + " calls failed, the first " + streak_first;
+      gave_up_for_good = give_up;
+    }
     for (const auto& [off, bytes] : last_outputs) std::memset(arena.base + off, kNanByte, bytes);
     return {KernelCall::Status::failed, std::move(m)};
   }
@@ -490,6 +493,11 @@ bool KernelPlugin::declares_dtype(std::int32_t d) const {
   const std::uint64_t all = ROPECHECK_CAP_OUT_F64 | ROPECHECK_CAP_OUT_F32 | ROPECHECK_CAP_OUT_F16 | ROPECHECK_CAP_OUT_BF16;
   if ((s_->capabilities & all) == 0) return true;
   return d >= 0 && d <= 3 && (s_->capabilities & ROPECHECK_CAP_OUT_DTYPE(d)) != 0;
+}
+void KernelPlugin::forgive() {
+  if (s_->gave_up_for_good) return;
+  s_->gave_up.clear();
+  s_->consecutive = 0;
 }
 std::int64_t KernelPlugin::failed_calls() const { return s_->failed; }
 std::int64_t KernelPlugin::calls() const { return s_->calls; }

@@ -38,6 +38,7 @@ class PluginTarget final : public props::Target {
     reported_ = plugin_.failed_calls();
     calls_reported_ = plugin_.calls();
     first_.clear();
+    plugin_.forgive();  // the next property gets calls again after a crash streak (not after a timeout)
     return f;
   }
 

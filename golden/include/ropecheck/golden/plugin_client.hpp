@@ -17,8 +17,9 @@
 // UNSUPPORTED, or left its message without a NUL. A failed call's message is one line naming the
 // entry point, the problem (the caller's `what`) and what happened ("killed by SIGSEGV", "no answer
 // after 30 s", "exited with status 0 inside ropecheck_rope_apply"). After a failure the next call
-// starts a fresh host; after a timeout, or three failures in a row, the client gives up and fails
-// every later call at once ("not called: ..."), so that a hanging kernel costs one timeout.
+// starts a fresh host; after a timeout, or three failures in a row (until forgive()), the client
+// gives up and fails every later call at once ("not called: ..."), so that a hanging kernel costs
+// one timeout and a crashing one does not respawn its host forever.
 //
 // In-process (`--in-process`). The library is loaded into ropecheck itself and called directly,
 // with the same arena, NaN prefill, guard bytes and guard pages (a write into a guard page is then
@@ -104,6 +105,11 @@ class KernelPlugin {
                         std::span<const std::int64_t> positions, std::int32_t out_dtype, std::size_t out_bytes,
                         std::string_view what);
   std::span<const std::uint8_t> output(int i) const;
+
+  // Calls again after three failures in a row (not after a timeout, nor for a library that cannot
+  // be loaded): `props` forgives at each new property, so a kernel that crashes on some specs
+  // only is still tested on the others.
+  void forgive();
 
   // Calls that failed so far (lost), and the first failure's message.
   std::int64_t failed_calls() const;
