@@ -7,7 +7,8 @@
 // tensor, or elements whose class bound is at its cap; narrow with --only), 2 unusable input (a baseline
 // of another set, criterion or tensors included) (bad options, a
 // golden set that fails its manifest or hashes, an unreadable candidate, mismatched names / shapes /
-// dtypes, a plugin that cannot be loaded or fails). With exit 2 nothing is written: stdout stays
+// dtypes, a plugin that cannot be loaded). A plugin call that crashes, hangs, exits or breaks its
+// buffers is a failure (exit 1) naming what happened (golden/plugin_client.hpp). With exit 2 nothing is written: stdout stays
 // empty, --report is not created, and stderr has one line "ropecheck: error: ...".
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ struct CheckCliOptions {
   double max_growth = 2;
   int worst = 10;
   int threads = 0;
+  golden::PluginClientOptions plugin;
   CLI::Option* class_opt = nullptr;
   CLI::Option* max_ulp_opt = nullptr;
   CLI::Option* atol_opt = nullptr;
@@ -173,6 +175,7 @@ Command add_check_command(CLI::App& app) {
   cmd->add_option("--worst", o->worst, "worst elements listed per tensor")->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores; results do not depend on it)")
       ->check(CLI::Range(0, 1024));
+  add_kernel_isolation_options(*cmd, o->plugin);
 
   return {cmd, [o] {
             // Options first: nothing is loaded for a command line that cannot run.
@@ -200,6 +203,7 @@ Command add_check_command(CLI::App& app) {
             std::vector<golden::Tensor> candidate;
             std::vector<std::string> header;
             nlohmann::json source;
+            bool kernel_failed = false;  // a plugin call failed: its tensors are NaN, the check fails
             if (builtin) {
               // ropecheck's own kernel: no plugin, no notes; the header names the recipe and CPU path.
               kernels::KernelOptions ko;
@@ -215,16 +219,25 @@ Command add_check_command(CLI::App& app) {
                         {"notes", run.notes}};
               candidate = std::move(run.tensors);
             } else if (!o->kernel.empty()) {
-              const golden::KernelPlugin plugin = golden::load_kernel_plugin(o->kernel);
+              golden::KernelPlugin plugin = golden::load_kernel_plugin(o->kernel, o->plugin);
               golden::KernelRun run = golden::run_kernel_plugin(plugin, g);
               header.push_back(fmt::format("kernel '{}' ({}), kernel ABI version {}: {} output tensors", plugin.name(),
                                            o->kernel, plugin.abi_version(), run.tensors.size()));
               for (const std::string& n : run.notes) header.push_back("note: " + n);
+              nlohmann::json failures = nlohmann::json::array();
+              for (const golden::KernelFailure& f : run.failures) {
+                header.push_back("KERNEL FAILURE: " + f.message);
+                failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
+              }
+              kernel_failed = !run.failures.empty();
               source = {{"kind", "kernel"},
                         {"path", o->kernel},
                         {"name", plugin.name()},
                         {"abi_version", plugin.abi_version()},
-                        {"notes", run.notes}};
+                        {"isolated", plugin.isolated()},
+                        {"capabilities", plugin.capabilities()},
+                        {"notes", run.notes},
+                        {"failures", failures}};
               candidate = std::move(run.tensors);
             } else {
               candidate = read_candidate(o->candidate, g);
@@ -238,6 +251,10 @@ Command add_check_command(CLI::App& app) {
               nlohmann::json j = rep.to_json();
               j["candidate_source"] = source;
               if (cmp) j["baseline"] = cmp->to_json();
+              if (kernel_failed) {
+                j["pass"] = false;
+                j["verdict"] = "fail";
+              }
               golden::write_file_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
                                             "--report");
             }
@@ -246,6 +263,10 @@ Command add_check_command(CLI::App& app) {
             fmt::print("{}", rep.summary());
             if (cmp) fmt::print("{}", cmp->summary());
             std::fflush(stdout);
+            if (kernel_failed) {  // a crashed / hung / misbehaving kernel fails the check whatever else held
+              if (rep.verdict != Verdict::fail) fmt::print("FAIL: the kernel failed (see KERNEL FAILURE above)\n");
+              return exit_code(Verdict::fail);
+            }
             if (cmp && !cmp->pass()) return exit_code(Verdict::fail);  // a regression fails whatever else held
             return exit_code(rep.verdict);
           }};

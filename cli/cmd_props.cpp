@@ -37,6 +37,7 @@ struct PropsCliOptions {
   std::int64_t max_pos = 0;
   bool list_targets = false, list_properties = false, self_test = false;
   SpecSource source;
+  golden::PluginClientOptions plugin;
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -111,7 +112,7 @@ int run_props(const PropsCliOptions& o) {
     if (!cls) throw SpecError("--class: unknown class '" + o.accuracy_class + "'");
     const auto dt = parse_dtype(o.dtype);
     if (!dt) throw SpecError("--dtype: unknown dtype '" + o.dtype + "' (f64, f32, f16, bf16)");
-    target = golden::make_plugin_target(o.kernel, *cls, *dt);
+    target = golden::make_plugin_target(o.kernel, *cls, *dt, o.plugin);
   }
   const bool has_spec = !o.source.preset.empty() || !o.source.hf_config.empty() || !o.source.spec_file.empty();
   std::optional<EncodingSpec> spec;
@@ -211,6 +212,7 @@ Command add_props_command(CLI::App& app) {
   sub->add_option("--max-growth", o->max_growth, "with --baseline: the growth factor allowed (>= 1)")
       ->capture_default_str()
       ->needs("--baseline");
+  add_kernel_isolation_options(*sub, o->plugin);
   sub->add_option("--only", o->only, "comma-separated property names (see --list-properties)");
   sub->add_flag("--list-targets", o->list_targets, "list the targets and exit");
   sub->add_flag("--list-properties", o->list_properties, "list the properties and exit");

@@ -5,6 +5,9 @@
 #include <functional>
 
 #include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "ropecheck/golden/plugin_client.hpp"
 
 namespace ropecheck::cli {
 
@@ -14,6 +17,18 @@ struct Command {
   CLI::App* app;  // the subcommand
   Runner run;     // called when it was given
 };
+
+// --kernel-timeout and --in-process, for every command that runs kernel plugins (check, props,
+// drift): how the plugin client (golden/plugin_client.hpp) runs them.
+inline void add_kernel_isolation_options(CLI::App& cmd, golden::PluginClientOptions& o) {
+  cmd.add_option("--kernel-timeout", o.timeout_s,
+                 fmt::format("seconds one kernel-plugin call may take before it counts as hung and the check fails "
+                             "(default {:g})", golden::kDefaultKernelTimeout))
+      ->check(CLI::Range(0.001, 1e6));
+  cmd.add_flag("--in-process", o.in_process,
+               "load and call a kernel plugin inside ropecheck instead of an isolated host process (for gdb, valgrind, "
+               "sanitizers; a crash or hang of the kernel is then ropecheck's)");
+}
 
 Command add_presets_command(CLI::App& app);
 Command add_spec_command(CLI::App& app);

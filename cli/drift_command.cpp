@@ -1,9 +1,10 @@
 // `ropecheck drift`: precision drift investigations (drift/DRIFT.md). A thin front end over
 // ropecheck::drift: options, the output folder (atomic), one line per candidate on stdout.
 //
-// Exit codes: 0 written; 2 unusable input (bad options, unknown recipe, a plugin that does not
-// load, a sinusoidal spec, an unwritable or existing --out, gnuplot missing) with one line on
-// stderr and no output folder. A drift investigation reports; it never "fails" with 1.
+// Exit codes: 0 written; 1 written, but a kernel plugin's calls failed (crashed, hung, exited,
+// overran, NaN outputs: the outputs list them under kernel_failures); 2 unusable input (bad
+// options, unknown recipe, a plugin that does not load, a sinusoidal spec, an unwritable or
+// existing --out, gnuplot missing) with one line on stderr and no output folder.
 #include <unistd.h>
 
 #include <cctype>
@@ -45,6 +46,7 @@ struct DriftCliOptions {
   std::int64_t seq_len = 0;
   bool no_uniqueness = false, no_plots = false, quiet = false;
   int threads = 0;
+  golden::PluginClientOptions plugin;
   CLI::Option* max_pos_opt = nullptr;  // given or not (0 is out of range, not "default")
 };
 
@@ -82,6 +84,15 @@ std::string default_out(const EncodingSpec& spec) {
 }
 
 std::string fmt_stat(const drift::Stat& s) { return s.empty() ? "—" : fmt::format("{:.3g}", s.max); }
+
+// A plugin whose calls failed (crash, hang, exit, overrun, NaN; golden/plugin_client.hpp): the
+// outputs are written (with those calls' values NaN) and the run fails.
+int kernel_failed(const std::vector<std::string>& failures) {
+  for (const std::string& f : failures) fmt::print("KERNEL FAILURE: {}\n", f);
+  if (failures.empty()) return 0;
+  fmt::print("FAIL: a kernel failed (see KERNEL FAILURE above)\n");
+  return 1;
+}
 
 int run_drift_command(const DriftCliOptions& o) {
   const EncodingSpec spec = o.source.load();
@@ -134,6 +145,7 @@ int run_drift_command(const DriftCliOptions& o) {
   d.threads = o.threads;
   if (const auto c = accuracy::parse_accuracy_class(o.compare_class)) d.compare_class = *c;
   else throw SpecError("--class: unknown class '" + o.compare_class + "'");
+  d.plugin = o.plugin;
   try {
     (void)drift::make_sampling_plan(d.sampling);  // option ranges, before the output folder is made
   } catch (const std::invalid_argument& e) {
@@ -184,11 +196,13 @@ int run_drift_command(const DriftCliOptions& o) {
     fmt::print("  max |A - B|: {} ulp; A vs exact: {} ulp, B vs exact: {} ulp\n", fmt_stat(r.total.diff_ulp),
                fmt_stat(r.total.err_a_ulp), fmt_stat(r.total.err_b_ulp));
     fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
-    // The compared pair's verdict (exit 0 pass, 1 fail, 3 not tested: props/verdict.hpp).
+    // The compared pair's verdict (exit 0 pass, 1 fail, 3 not tested: core/verdict.hpp); a kernel
+    // whose calls failed fails the comparison whatever else held.
     if (r.verdict == ropecheck::Verdict::pass)
       fmt::print("PASS: A and B agree within twice the {} bound at every sampled element\n", o.compare_class);
     else
       fmt::print("{}: {}\n", r.verdict == ropecheck::Verdict::fail ? "FAIL" : "NOT TESTED", r.reason);
+    if (kernel_failed(r.kernel_failures) != 0) return ropecheck::exit_code(ropecheck::Verdict::fail);
     return ropecheck::exit_code(r.verdict);
   }
 
@@ -221,7 +235,7 @@ int run_drift_command(const DriftCliOptions& o) {
                    "not tested beyond it; {}\n",
                    to_string(b.cls), *b.saturated_from, ropecheck::kSaturationAdvice);
   fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
-  return 0;
+  return kernel_failed(r.kernel_failures);
 }
 
 }  // namespace
@@ -260,6 +274,7 @@ Command add_drift_command(CLI::App& app) {
   sub->add_flag("--no-uniqueness", o->no_uniqueness, "skip the pass over every position 0..N-1");
   sub->add_flag("--no-plots", o->no_plots, "write no PNGs (the gnuplot script is still written)");
   sub->add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
+  add_kernel_isolation_options(*sub, o->plugin);
   sub->add_flag("--quiet", o->quiet, "no progress lines");
   return {sub, [o] { return run_drift_command(*o); }};
 }

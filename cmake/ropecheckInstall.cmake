@@ -54,6 +54,8 @@ install(TARGETS ${ropecheck_export_libraries} ropecheck
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The process kernel plugins run in (golden/include/ropecheck/golden/plugin_client.hpp finds it there).
+install(TARGETS ropecheck_kernel_host RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/ropecheck)
 # props_gtest in an export set of its own: the config file loads it only when GoogleTest is found,
 # so a consumer without GoogleTest still gets reference and props.
 if(TARGET ropecheck_props_gtest)

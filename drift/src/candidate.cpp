@@ -1,9 +1,9 @@
 #include "ropecheck/drift/candidate.hpp"
 
-#include <dlfcn.h>
-
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <string>
 
@@ -111,141 +111,114 @@ class RecipeCandidate final : public Candidate {
 
 // ---- plugins -------------------------------------------------------------------------------------
 
+// A failed call (plugin_client.hpp) does not throw: its outputs read as NaN and it is counted in
+// failures(), which run_drift / run_compare report (and `ropecheck drift` exits 1 for). Outputs that
+// come back NaN or infinite from a call that returned OK count as failed too: drift's inputs are
+// small and finite, so every true output is finite.
 class PluginCandidate final : public Candidate {
  public:
   PluginCandidate(const std::filesystem::path& library, const EncodingSpec& spec, const ExactRope& exact, DType storage,
-                  std::int64_t seq_len)
-      : plugin_(golden::load_kernel_plugin(library)), spec_(spec), json_(spec_to_json(spec).dump()) {
-    // The same library again (reference-counted by the loader) for the entry points' addresses;
-    // load_kernel_plugin has made every check.
-    handle_ = ::dlopen(std::filesystem::absolute(library).c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle_) throw golden::TensorError("kernel library " + library.string() + ": cannot load it as a shared library");
-    rope_ = reinterpret_cast<ropecheck_rope_apply_fn>(::dlsym(handle_, "ropecheck_rope_apply"));
-    table_ = reinterpret_cast<ropecheck_rope_cos_sin_fn>(::dlsym(handle_, "ropecheck_rope_cos_sin"));
-    if (!rope_)
-      throw golden::TensorError("kernel '" + plugin_.name() + "' (" + library.string() +
-                                ") does not export ropecheck_rope_apply, which drift needs");
+                  std::int64_t seq_len, const golden::PluginClientOptions& options)
+      : plugin_(golden::load_kernel_plugin(library, options)), json_(spec_to_json(spec).dump()) {
+    if (!plugin_.has_rope_apply())
+      throw golden::TensorError(plugin_.who() + " does not export ropecheck_rope_apply, which drift needs");
     name_ = "plugin:" + plugin_.name();
     description_ = "kernel plugin " + library.string();
     storage_ = storage;
+    spec_name_ = spec.name.empty() ? std::string("(unnamed)") : spec.name;
     const RopeSpec& r = spec.rope;
     for (int j = 0; j < exact.pairs(); ++j) inv_.push_back(exact.inv_freq(j));
     if (r.scaling.type == ScalingType::longrope) ext_ = exact.long_factors() ? r.scaling.long_factor : r.scaling.short_factor;
-    params_ = golden::abi_rope_params(r, seq_len);
-    params_.inv_freq = inv_.data();
-    params_.longrope_ext = ext_.empty() ? nullptr : ext_.data();
-    params_.attention_factor = exact.attention_factor_f64();
-    streams_ = r.mrope == MropeMode::none ? 1 : 3;
+    in_.spec_json = json_;
+    in_.rope = golden::abi_rope_params(r, seq_len);
+    in_.rope.attention_factor = exact.attention_factor_f64();
+    in_.inv_freq = inv_;
+    in_.longrope_ext = ext_;
+    in_.position_streams = r.mrope == MropeMode::none ? 1 : 3;
   }
-  ~PluginCandidate() override {
-    if (handle_) ::dlclose(handle_);
-  }
-  PluginCandidate(const PluginCandidate&) = delete;
-  PluginCandidate& operator=(const PluginCandidate&) = delete;
 
   void rotate(std::span<const std::int64_t> positions, int heads, std::span<const float> x, std::span<double> out,
               int /*threads: the ABI calls from one thread*/) override {
-    const auto T = static_cast<std::int64_t>(positions.size());
     fill_positions(positions);
-    fill_nan(out.size());
-    char message[512] = {0};
-    ropecheck_rope_problem p{};
-    p.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
-    p.out_dtype = golden::abi_dtype(storage_);
-    p.spec_json = json_.c_str();
-    p.rope = params_;
-    p.input_name = "q";
-    p.tokens = T;
-    p.heads = heads;
-    p.position_streams = streams_;
-    p.positions = pos_.data();
-    p.x = x.data();
-    p.out = buf_.data();
-    p.message = message;
-    p.message_capacity = sizeof message;
-    const int rc = rope_(&p);
-    message[sizeof message - 1] = '\0';  // a kernel may forget the terminator
-    check(rc, "ropecheck_rope_apply", message);
-    decode(buf_.data(), storage_, out);
+    const std::string what = problem(positions, heads);
+    const golden::KernelCall c =
+        plugin_.rope_apply(in_, "q", heads, x, golden::abi_dtype(storage_), out.size() * element_bytes(storage_), what);
+    check(c, "ropecheck_rope_apply", what);
+    decode(plugin_.output(0).data(), storage_, out);
+    if (c.ok()) count_nonfinite({out}, "ropecheck_rope_apply", what);
   }
 
   bool table(std::span<const std::int64_t> positions, std::span<double> cos_out, std::span<double> sin_out,
              int /*threads*/) override {
-    if (!table_) return false;
+    if (!plugin_.has_rope_cos_sin()) return false;
     fill_positions(positions);
-    const std::size_t n = cos_out.size(), bytes = n * element_bytes(storage_);
-    fill_nan(2 * n);
-    char message[512] = {0};
-    ropecheck_table_problem p{};
-    p.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
-    p.out_dtype = golden::abi_dtype(storage_);
-    p.spec_json = json_.c_str();
-    p.rope = params_;
-    p.tokens = static_cast<std::int64_t>(positions.size());
-    p.position_streams = streams_;
-    p.positions = pos_.data();
-    p.cos = buf_.data();
-    p.sin = buf_.data() + bytes;
-    p.message = message;
-    p.message_capacity = sizeof message;
-    const int rc = table_(&p);
-    message[sizeof message - 1] = '\0';
-    check(rc, "ropecheck_rope_cos_sin", message);
-    decode(buf_.data(), storage_, cos_out);
-    decode(buf_.data() + bytes, storage_, sin_out);
+    const std::string what = problem(positions, 0);
+    const golden::KernelCall c =
+        plugin_.rope_cos_sin(in_, golden::abi_dtype(storage_), cos_out.size() * element_bytes(storage_), what);
+    check(c, "ropecheck_rope_cos_sin", what);
+    decode(plugin_.output(0).data(), storage_, cos_out);
+    decode(plugin_.output(1).data(), storage_, sin_out);
+    if (c.ok()) count_nonfinite({cos_out, sin_out}, "ropecheck_rope_cos_sin", what);
     return true;
   }
-  bool has_table() const override { return table_ != nullptr; }
+  bool has_table() const override { return plugin_.has_rope_cos_sin(); }
+
+  KernelFailures failures() const override {
+    return {plugin_.failed_calls() + nonfinite_calls_, plugin_.calls(),
+            plugin_.first_failure().empty() ? first_nonfinite_ : plugin_.first_failure()};
+  }
 
  private:
+  std::string problem(std::span<const std::int64_t> positions, int heads) const {
+    return std::to_string(positions.size()) + " tokens" + (heads > 0 ? " x " + std::to_string(heads) + " heads" : "") + ", " +
+           std::string(to_string(storage_)) + " output, spec " + spec_name_ + ", positions " +
+           (positions.empty() ? std::string("-")
+                              : std::to_string(positions.front()) + " .. " + std::to_string(positions.back()));
+  }
   void fill_positions(std::span<const std::int64_t> positions) {
-    const std::size_t T = positions.size();
-    pos_.resize(T * sz(streams_));
-    for (int s = 0; s < streams_; ++s) std::copy(positions.begin(), positions.end(), pos_.begin() + static_cast<std::ptrdiff_t>(sz(s) * T));
+    const std::size_t T = positions.size(), S = sz(in_.position_streams);
+    pos_.resize(T * S);
+    for (std::size_t s = 0; s < S; ++s) std::copy(positions.begin(), positions.end(), pos_.begin() + static_cast<std::ptrdiff_t>(s * T));
+    in_.tokens = static_cast<std::int64_t>(T);
+    in_.positions = pos_;
   }
-  // Elements a kernel leaves unwritten read as NaN (and are reported as non-finite).
-  void fill_nan(std::size_t n) {
-    const std::size_t e = element_bytes(storage_);
-    buf_.resize(n * e);
-    unsigned char nan_bytes[8];
-    const double d = std::numeric_limits<double>::quiet_NaN();
-    const float f = std::numeric_limits<float>::quiet_NaN();
-    const std::uint16_t h = storage_ == DType::bf16 ? 0x7FC0 : 0x7E00;
-    if (storage_ == DType::f64) std::memcpy(nan_bytes, &d, 8);
-    else if (storage_ == DType::f32) std::memcpy(nan_bytes, &f, 4);
-    else std::memcpy(nan_bytes, &h, 2);
-    for (std::size_t i = 0; i < n; ++i) std::memcpy(buf_.data() + i * e, nan_bytes, e);
-  }
-  void check(int rc, const char* entry, const char* raw_message) const {
-    if (rc == ROPECHECK_OK) return;
-    // The kernel's reason, first line only (errors are one line).
-    std::string m(raw_message);
-    m = m.substr(0, m.find_first_of("\r\n"));
-    const char* message = m.c_str();
-    if (rc == ROPECHECK_UNSUPPORTED)
+  void check(const golden::KernelCall& c, const char* entry, const std::string& what) const {
+    // UNSUPPORTED is unusable input for drift (it cannot measure what the kernel will not compute).
+    if (c.status == golden::KernelCall::Status::unsupported)
       throw golden::TensorError("kernel '" + plugin_.name() + "': " + entry + " answered UNSUPPORTED for this spec / dtype" +
-                                (message[0] ? std::string(" (") + message + ")" : std::string()));
-    throw golden::TensorError("kernel '" + plugin_.name() + "': " + entry + " failed with code " + std::to_string(rc) +
-                              (message[0] ? std::string(" (") + message + ")" : std::string()));
+                                (c.message.empty() ? std::string() : " (" + c.message + ")") + " (" + what + ")");
+  }
+  // A call that returned OK with NaN / Inf outputs counts as failed (drift's true outputs are finite).
+  void count_nonfinite(std::initializer_list<std::span<const double>> outputs, const char* entry, const std::string& what) {
+    std::int64_t n = 0, total = 0;
+    for (std::span<const double> v : outputs) {
+      for (double d : v) n += !std::isfinite(d);
+      total += static_cast<std::int64_t>(v.size());
+    }
+    if (n == 0) return;
+    ++nonfinite_calls_;
+    if (first_nonfinite_.empty())
+      first_nonfinite_ = plugin_.who() + ": " + entry + " returned " + std::to_string(n) + " non-finite values (NaN / Inf) of " +
+                         std::to_string(total) + " (" + what + ")";
   }
 
   golden::KernelPlugin plugin_;
-  EncodingSpec spec_;
-  std::string json_;
-  void* handle_ = nullptr;
-  ropecheck_rope_apply_fn rope_ = nullptr;
-  ropecheck_rope_cos_sin_fn table_ = nullptr;
+  std::string json_, spec_name_;
   std::vector<double> inv_, ext_;
-  ropecheck_rope_params params_{};
-  int streams_ = 1;
+  golden::RopeInputs in_;
   std::vector<std::int64_t> pos_;
-  std::vector<unsigned char> buf_;
+  std::int64_t nonfinite_calls_ = 0;
+  std::string first_nonfinite_;
 };
 
 }  // namespace
 
 bool Candidate::angle_row(std::int64_t, std::span<double>) const { return false; }
 bool Candidate::trig_row(std::int64_t, std::span<float>, std::span<float>) const { return false; }
+
+std::string describe_failures(const Candidate::KernelFailures& f) {
+  return std::to_string(f.failed) + " of " + std::to_string(f.calls) + " kernel calls lost; first: " + f.first;
+}
 
 std::string recipe_names() {
   std::string s;
@@ -254,12 +227,12 @@ std::string recipe_names() {
 }
 
 std::unique_ptr<Candidate> make_candidate(std::string_view name, const EncodingSpec& spec, const ExactRope& exact,
-                                          DType storage, std::int64_t seq_len) {
+                                          DType storage, std::int64_t seq_len, const golden::PluginClientOptions& plugin) {
   constexpr std::string_view kPlugin = "plugin:";
   if (name.starts_with(kPlugin)) {
     const std::string_view path = name.substr(kPlugin.size());
     if (path.empty()) throw SpecError("'plugin:' needs a library path (plugin:PATH.so)");
-    return std::make_unique<PluginCandidate>(std::filesystem::path(path), spec, exact, storage, seq_len);
+    return std::make_unique<PluginCandidate>(std::filesystem::path(path), spec, exact, storage, seq_len, plugin);
   }
   const std::optional<kernels::Recipe> r = kernels::parse_recipe(name);
   if (!r) throw SpecError("unknown recipe '" + std::string(name) + "' (known: " + recipe_names() + ", or plugin:PATH.so)");

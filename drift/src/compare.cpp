@@ -55,8 +55,8 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
                           const DriftOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   Setup s = detail::make_setup(spec, options);
-  std::unique_ptr<Candidate> A = make_candidate(a_name, spec, *s.exact, options.storage, s.seq_len);
-  std::unique_ptr<Candidate> B = make_candidate(b_name, spec, *s.exact, options.storage, s.seq_len);
+  std::unique_ptr<Candidate> A = make_candidate(a_name, spec, *s.exact, options.storage, s.seq_len, options.plugin);
+  std::unique_ptr<Candidate> B = make_candidate(b_name, spec, *s.exact, options.storage, s.seq_len, options.plugin);
 
   CompareResult res;
   res.spec = spec;
@@ -240,6 +240,8 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
       }
     }
   }
+  for (const Candidate* c : {A.get(), B.get()})
+    if (const Candidate::KernelFailures f = c->failures(); f.failed > 0) res.kernel_failures.push_back(describe_failures(f));
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

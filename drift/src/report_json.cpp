@@ -106,6 +106,7 @@ nlohmann::json to_json(const DriftResult& r, const std::string& command_line) {
                      {"seconds", c.seconds}});
   }
   j["candidates"] = cands;
+  j["kernel_failures"] = r.kernel_failures;
   j["seconds"] = r.seconds;
   return j;
 }
@@ -154,6 +155,7 @@ nlohmann::json to_json(const CompareResult& r, const std::string& command_line) 
     j["first_difference_all"] = nullptr;
     j["positions_differing_all"] = nullptr;
   }
+  j["kernel_failures"] = r.kernel_failures;
   j["seconds"] = r.seconds;
   return j;
 }

@@ -277,7 +277,7 @@ DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> nam
   Setup s = detail::make_setup(spec, options);
   // Every candidate first, so that a bad name or plugin fails before any long computation.
   std::vector<std::unique_ptr<Candidate>> cands;
-  for (const std::string& n : names) cands.push_back(make_candidate(n, spec, *s.exact, options.storage, s.seq_len));
+  for (const std::string& n : names) cands.push_back(make_candidate(n, spec, *s.exact, options.storage, s.seq_len, options.plugin));
 
   DriftResult res;
   res.spec = spec;
@@ -297,6 +297,8 @@ DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> nam
                                    r.uniqueness ? fmt::format(", uniqueness {:.2f} s", r.uniqueness->seconds) : ""));
     res.candidates.push_back(std::move(r));
   }
+  for (const auto& c : cands)
+    if (const Candidate::KernelFailures f = c->failures(); f.failed > 0) res.kernel_failures.push_back(describe_failures(f));
   res.seconds = seconds_since(t0);
   return res;
 }

@@ -1,12 +1,11 @@
 #include "ropecheck/golden/plugin_target.hpp"
 
-#include <dlfcn.h>
-
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "ropecheck/golden/plugin.hpp"
+#include "ropecheck/golden/plugin_client.hpp"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/kernel_abi.h"
 #include "ropecheck/reference/rope_reference.hpp"
@@ -22,29 +21,33 @@ namespace {
 
 
 
+// Kernel failures (plugin_client.hpp) do not throw: the call's outputs read as NaN, which fails the
+// property, and take_failures() tells the suite what happened so it reports it.
 class PluginTarget final : public props::Target {
  public:
-  PluginTarget(KernelPlugin plugin, void* handle, accuracy::AccuracyClass accuracy, DType dtype)
-      : plugin_(std::move(plugin)), handle_(handle) {
+  PluginTarget(KernelPlugin plugin, accuracy::AccuracyClass accuracy, DType dtype) : plugin_(std::move(plugin)) {
     info_.name = "plugin:" + plugin_.name();
     info_.description = "kernel plugin " + plugin_.path().string();
     info_.accuracy = accuracy;
     info_.dtype = dtype;
-    info_.negative_positions = false;
-    rope_ = reinterpret_cast<ropecheck_rope_apply_fn>(::dlsym(handle_, "ropecheck_rope_apply"));
-    sin_ = reinterpret_cast<ropecheck_sinusoidal_fn>(::dlsym(handle_, "ropecheck_sinusoidal"));
+    info_.negative_positions = plugin_.negative_positions();  // ropecheck_kernel_capabilities
   }
-  ~PluginTarget() override {
-    if (handle_) ::dlclose(handle_);
-  }
-  PluginTarget(const PluginTarget&) = delete;
-  PluginTarget& operator=(const PluginTarget&) = delete;
 
   const props::TargetInfo& info() const override { return info_; }
 
+  props::Target::Failures take_failures() override {
+    props::Target::Failures f{plugin_.failed_calls() - reported_, plugin_.calls() - calls_reported_, first_};
+    reported_ = plugin_.failed_calls();
+    calls_reported_ = plugin_.calls();
+    first_.clear();
+    plugin_.forgive();  // the next property gets calls again after a crash streak (not after a timeout)
+    return f;
+  }
+
   bool rope_apply(const EncodingSpec& spec, std::span<const Position> positions, int heads, std::span<const double> x,
                   std::span<double> out) override {
-    if (!rope_ || spec.family != Family::rope) return false;
+    if (!plugin_.has_rope_apply() || spec.family != Family::rope || !plugin_.declares_dtype(abi_dtype(info_.dtype)))
+      return false;
     const RopeSpec& r = spec.rope;
     const RopeScaling& s = r.scaling;
     std::vector<double> inv;
@@ -59,12 +62,13 @@ class PluginTarget final : public props::Target {
     }
     // seq_len 0: the suite resolves frequencies without a run-time length (dynamic at
     // max_position_embeddings, longrope short factors), and tells the kernel the same.
-    ropecheck_rope_params p = abi_rope_params(r, 0);
-    p.longrope_ext = ext.empty() ? nullptr : ext.data();
-    p.inv_freq = inv.data();
-    p.attention_factor = att;
-
+    RopeInputs in;
+    in.rope = abi_rope_params(r, 0);
+    in.rope.attention_factor = att;
+    in.inv_freq = inv;
+    in.longrope_ext = ext;
     const std::string json = spec_to_json(spec).dump();
+    in.spec_json = json;
     const auto T = static_cast<std::int64_t>(positions.size());
     const std::int32_t streams = r.mrope == MropeMode::none ? 1 : 3;
     std::vector<std::int64_t> pos(static_cast<std::size_t>(streams * T));
@@ -73,35 +77,22 @@ class PluginTarget final : public props::Target {
       pos[static_cast<std::size_t>(t)] = q.t;
       if (streams == 3) pos[static_cast<std::size_t>(T + t)] = q.h, pos[static_cast<std::size_t>(2 * T + t)] = q.w;
     }
-    std::vector<float> xf(x.begin(), x.end());
+    in.tokens = T;
+    in.position_streams = streams;
+    in.positions = pos;
+    const std::vector<float> xf(x.begin(), x.end());
     const std::size_t esize = static_cast<std::size_t>(format_info(info_.dtype).storage_bits / 8);
-    std::vector<unsigned char> buf(xf.size() * esize);
-    char message[512] = {0};
-    ropecheck_rope_problem prob{};
-    prob.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
-    prob.out_dtype = abi_dtype(info_.dtype);
-    prob.spec_json = json.c_str();
-    prob.rope = p;
-    prob.input_name = "q";
-    prob.tokens = T;
-    prob.heads = heads;
-    prob.position_streams = streams;
-    prob.positions = pos.data();
-    prob.x = xf.data();
-    prob.out = buf.data();
-    prob.message = message;
-    prob.message_capacity = sizeof message;
-    const int rc = rope_(&prob);
-    if (rc == ROPECHECK_UNSUPPORTED) return false;
-    if (rc != ROPECHECK_OK)
-      throw TensorError("kernel '" + plugin_.name() + "': ropecheck_rope_apply failed with code " + std::to_string(rc) +
-                        (message[0] ? std::string(" (") + message + ")" : std::string()));
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_element(buf.data() + i * esize, info_.dtype);
-    return true;
+    const std::string what = "spec " + (spec.name.empty() ? std::string("(generated)") : spec.name) + ", " +
+                             std::to_string(T) + " tokens x " + std::to_string(heads) + " heads, " +
+                             std::string(to_string(info_.dtype)) + " output, first position " +
+                             (T > 0 ? std::to_string(positions[0].t) : std::string("-"));
+    const KernelCall c = plugin_.rope_apply(in, "q", heads, xf, abi_dtype(info_.dtype), xf.size() * esize, what);
+    return finish(c, out, esize);
   }
 
   bool sinusoidal(const EncodingSpec& spec, std::span<const std::int64_t> positions, std::span<double> out) override {
-    if (!sin_ || spec.family != Family::sinusoidal) return false;
+    if (!plugin_.has_sinusoidal() || spec.family != Family::sinusoidal || !plugin_.declares_dtype(abi_dtype(info_.dtype)))
+      return false;
     const SinusoidalSpec& s = spec.sinusoidal;
     ropecheck_sinusoidal_params p{};
     p.d_model = s.d_model;
@@ -112,47 +103,33 @@ class PluginTarget final : public props::Target {
     p.base = s.base;
     p.position_offset = s.position_offset;
     const std::string json = spec_to_json(spec).dump();
-    std::vector<std::int64_t> pos(positions.begin(), positions.end());
     const std::size_t esize = static_cast<std::size_t>(format_info(info_.dtype).storage_bits / 8);
-    std::vector<unsigned char> buf(out.size() * esize);
-    char message[512] = {0};
-    ropecheck_sinusoidal_problem prob{};
-    prob.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
-    prob.out_dtype = abi_dtype(info_.dtype);
-    prob.spec_json = json.c_str();
-    prob.sinusoidal = p;
-    prob.tokens = static_cast<std::int64_t>(pos.size());
-    prob.positions = pos.data();
-    prob.out = buf.data();
-    prob.message = message;
-    prob.message_capacity = sizeof message;
-    const int rc = sin_(&prob);
-    if (rc == ROPECHECK_UNSUPPORTED) return false;
-    if (rc != ROPECHECK_OK)
-      throw TensorError("kernel '" + plugin_.name() + "': ropecheck_sinusoidal failed with code " + std::to_string(rc) +
-                        (message[0] ? std::string(" (") + message + ")" : std::string()));
+    const std::string what = "spec " + (spec.name.empty() ? std::string("(generated)") : spec.name) + ", " +
+                             std::to_string(positions.size()) + " tokens, " + std::string(to_string(info_.dtype)) + " output";
+    const KernelCall c = plugin_.sinusoidal(json, p, positions, abi_dtype(info_.dtype), out.size() * esize, what);
+    return finish(c, out, esize);
+  }
+
+ private:
+  bool finish(const KernelCall& c, std::span<double> out, std::size_t esize) {
+    if (c.status == KernelCall::Status::unsupported) return false;
+    if (c.status == KernelCall::Status::failed && first_.empty()) first_ = c.message;
+    const std::span<const std::uint8_t> buf = plugin_.output(0);  // NaN after a failed call
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_element(buf.data() + i * esize, info_.dtype);
     return true;
   }
 
- private:
   KernelPlugin plugin_;
-  void* handle_;
   props::TargetInfo info_;
-  ropecheck_rope_apply_fn rope_ = nullptr;
-  ropecheck_sinusoidal_fn sin_ = nullptr;
+  std::int64_t reported_ = 0, calls_reported_ = 0;
+  std::string first_;
 };
 
 }  // namespace
 
 std::unique_ptr<props::Target> make_plugin_target(const std::filesystem::path& library, accuracy::AccuracyClass accuracy,
-                                                  DType dtype) {
-  KernelPlugin plugin = load_kernel_plugin(library);  // every check and its one-line error
-  // The same library again (reference-counted by the loader) for the entry points' addresses.
-  const std::filesystem::path abs = std::filesystem::absolute(library);
-  void* handle = ::dlopen(abs.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) throw TensorError("kernel library " + library.string() + ": cannot load it as a shared library");
-  return std::make_unique<PluginTarget>(std::move(plugin), handle, accuracy, dtype);
+                                                  DType dtype, const PluginClientOptions& options) {
+  return std::make_unique<PluginTarget>(load_kernel_plugin(library, options), accuracy, dtype);
 }
 
 }  // namespace ropecheck::golden

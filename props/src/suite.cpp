@@ -180,6 +180,11 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     if (spec && std::string(def->name) == "roformer_decay")
       for (auto& n : detail::roformer_envelope_report(*spec)) o.notes.push_back(n);
     for (const auto& n : ctx.notes) o.notes.push_back(n);
+    if (const Target::Failures f = target.take_failures(); f.failed > 0) {  // a kernel plugin crashed, hung, ...
+      o.passed = false;
+      o.counterexample = "kernel failure: " + f.first;
+      o.notes.push_back("kernel calls lost: " + std::to_string(f.failed) + " of " + std::to_string(f.calls));
+    }
     report.outcomes.push_back(std::move(o));
   }
   return report;

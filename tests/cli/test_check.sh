@@ -505,10 +505,14 @@ expect_input_error "--kernel with the wrong ABI version" "ABI version 99" \
   check --golden "$G" --kernel "$TPD/test_plugin_wrong_abi.so"
 expect_input_error "--kernel exporting no entry point" "exports none of" \
   check --golden "$G" --kernel "$TPD/test_plugin_no_entry.so"
-expect_input_error "--kernel writing past the end of its output" "past the end" \
-  check --golden "$G" --kernel "$TPD/test_plugin_overrun.so"
-expect_input_error "--kernel failing with code 7 and a two-line message (first line kept)" "return code 7 (device lost)" \
+# A kernel that breaks its buffers or returns an unknown code fails the check (exit 1, report
+# written); tests/cli/test_isolation.sh covers every kind of misbehaviour.
+expect_rc "--kernel writing past the end of its output fails (exit 1)" 1 \
+  check --golden "$G" --kernel "$TPD/test_plugin_overrun.so" --report "$REPORT"
+check "the overrun is named" "$(grep -q "^KERNEL FAILURE: .*ropecheck_rope_apply wrote past the end of its output" "$OUT" || echo "no KERNEL FAILURE line")"
+expect_rc "--kernel failing with code 7 and a two-line message (first line kept) fails (exit 1)" 1 \
   check --golden "$G" --kernel "$TPD/test_plugin_fail.so"
+check "the code and the first line of the message are named" "$(grep -q "^KERNEL FAILURE: .*returned 7, .*(device lost)" "$OUT" || echo "no KERNEL FAILURE line")"
 expect_input_error "--kernel supporting nothing" "produced no output" \
   check --golden "$G" --kernel "$TPD/test_plugin_unsupported_all.so"
 

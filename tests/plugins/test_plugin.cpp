@@ -3,10 +3,10 @@
 //   no_version       exports no ropecheck_kernel_abi_version             -> load error, exit 2
 //   wrong_abi        reports ABI version 99                              -> load error, exit 2
 //   no_entry         exports the version and name only                   -> load error, exit 2
-//   overrun          writes one element past the end of `out`            -> guard error, exit 2
-//   fail             returns 7 with a message                            -> kernel failure, exit 2
+//   overrun          writes one element past the end of `out`            -> failed call, exit 1
+//   fail             returns 7 with a message                            -> failed call, exit 1
 //   unsupported_all  answers UNSUPPORTED to everything                   -> no output, exit 2
-//   nan              returns OK without writing (outputs stay NaN)       -> checker fails, exit 1
+//   nan              returns OK without writing (outputs stay NaN)       -> failed call, exit 1
 //   sinusoidal       a correct binary64 sinusoidal kernel (Vaswani interleaved only, f64 / f32
 //                    output), and no RoPE entry point                    -> class fp64-angle
 #include <cmath>

@@ -191,7 +191,7 @@ TEST(DriftPlugin, BrokenPluginsGiveOneLineErrors) {
   const EncodingSpec spec = load_preset("llama-3.1-8b");
   const rd::DriftOptions o = small_options(64);
   const std::string dir = ROPECHECK_TEST_PLUGIN_DIR;
-  for (const char* mode : {"fail", "unsupported_all", "sinusoidal", "wrong_abi"}) {
+  for (const char* mode : {"unsupported_all", "sinusoidal", "wrong_abi"}) {
     const std::vector<std::string> names = {"plugin:" + dir + "/test_plugin_" + mode + ".so"};
     try {
       rd::run_drift(spec, names, o);
@@ -200,11 +200,19 @@ TEST(DriftPlugin, BrokenPluginsGiveOneLineErrors) {
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << mode << ": " << e.what();
     }
   }
-  // A plugin that writes nothing: every output NaN, counted as non-finite at the caps, never a crash.
+  // A failure code is a failed kernel call, not an error: the sweep goes on and reports it.
+  const std::vector<std::string> fail_plugin = {"plugin:" + dir + "/test_plugin_fail.so"};
+  const rd::DriftResult f = rd::run_drift(spec, fail_plugin, o);
+  ASSERT_EQ(f.kernel_failures.size(), 1u);
+  EXPECT_NE(f.kernel_failures[0].find("returned 7"), std::string::npos) << f.kernel_failures[0];
+  // A plugin that writes nothing: every output NaN, counted as non-finite at the caps, never a
+  // crash, and reported as failed calls (unwritten outputs).
   const std::vector<std::string> nan_plugin = {"plugin:" + dir + "/test_plugin_nan.so"};
   const rd::DriftResult r = rd::run_drift(spec, nan_plugin, o);
   EXPECT_GT(r.candidates.at(0).total.nonfinite, 0);
   EXPECT_EQ(r.candidates.at(0).total.rot_rel.max, rd::kUnitCap);
+  ASSERT_EQ(r.kernel_failures.size(), 1u);
+  EXPECT_NE(r.kernel_failures[0].find("unwritten"), std::string::npos) << r.kernel_failures[0];
   EXPECT_NO_THROW((void)rd::to_json(r, "test").dump());
 }
 

@@ -13,6 +13,9 @@
  *             int ropecheck_rope_apply(const ropecheck_rope_problem* p);       rotate q or k
  *             int ropecheck_rope_cos_sin(const ropecheck_table_problem* p);    the cos / sin tables
  *             int ropecheck_sinusoidal(const ropecheck_sinusoidal_problem* p); the sinusoidal table
+ *   optional  uint64_t    ropecheck_kernel_capabilities(void);  ROPECHECK_CAP_* bits (below); an
+ *                                                               addition that changes no version-1
+ *                                                               layout, so it needs no version 2
  *
  * Every entry point returns ROPECHECK_OK (0) when it wrote the whole output,
  * ROPECHECK_UNSUPPORTED (1) when it does not implement this spec / dtype (the caller skips that output
@@ -33,11 +36,14 @@
  *
  * Calls. ropecheck calls the entry points one at a time from one thread, any number of times, with
  * any problem (a kernel must not assume an order). A kernel may use threads or a GPU inside a call
- * but must finish all work before returning. It runs in ropecheck's process: a kernel that crashes,
- * hangs or corrupts memory takes ropecheck down with it (exit status of the crash, no report); the
- * caller only guards what it can see: it fills every output with NaN before the call (elements the
- * kernel does not write are reported as NaN), checks guard bytes after each output buffer (a write
- * past the end is an error), and the checker reports NaN / Inf wherever the truth is finite.
+ * but must finish all work before returning. By default the library is loaded and called in a
+ * separate host process (ropecheck-kernel-host) whose buffers are shared memory: a kernel that
+ * crashes, hangs (past --kernel-timeout), exits, writes outside its outputs or its message, leaves
+ * outputs unwritten or returns an unknown code fails the check (exit 1) with a message naming the
+ * entry point and the problem; ropecheck itself is never harmed. Every output is filled with NaN
+ * before the call and surrounded by guard bytes and a guard page. A kernel's stdout goes to
+ * ropecheck's stderr. With --in-process the library is loaded into ropecheck itself (for gdb and
+ * sanitizers): the same guards, but a crash or hang is ropecheck's.
  *
  * Layouts and numbers (all row-major, native byte order = little-endian on every supported machine):
  *   positions  int64  [position_streams][tokens]  stream 0 = t, 1 = h, 2 = w (multimodal RoPE);
@@ -106,6 +112,15 @@ extern "C" {
 /* ropecheck_sinusoidal_params.frequencies */
 #define ROPECHECK_SINUSOIDAL_VASWANI 0            /* w_i = base^(-2i/d) */
 #define ROPECHECK_SINUSOIDAL_HALF_DIM_MINUS_ONE 1 /* tensor2tensor / fairseq: w_i = base^(-i/max(d/2-1, 1)) */
+
+/* Bits of ropecheck_kernel_capabilities() (optional export; without it: no capability declared).
+   Undeclared bits mean "unknown", never "unsupported": the caller still asks per call. */
+#define ROPECHECK_CAP_NEGATIVE_POSITIONS (1ull << 0) /* positions may be negative (the `inverse` property) */
+#define ROPECHECK_CAP_OUT_F64 (1ull << 8)            /* output dtypes the kernel supports; when any of */
+#define ROPECHECK_CAP_OUT_F32 (1ull << 9)            /* these four bits is set, the others are declared */
+#define ROPECHECK_CAP_OUT_F16 (1ull << 10)           /* unsupported (ropecheck skips them and says so)  */
+#define ROPECHECK_CAP_OUT_BF16 (1ull << 11)
+#define ROPECHECK_CAP_OUT_DTYPE(d) (1ull << (8 + (d))) /* d: ROPECHECK_DTYPE_* */
 
 /* Symbol visibility for the exported entry points. */
 #if defined(_WIN32)
@@ -217,6 +232,7 @@ typedef const char* (*ropecheck_kernel_name_fn)(void);
 typedef int (*ropecheck_rope_apply_fn)(const ropecheck_rope_problem* p);
 typedef int (*ropecheck_rope_cos_sin_fn)(const ropecheck_table_problem* p);
 typedef int (*ropecheck_sinusoidal_fn)(const ropecheck_sinusoidal_problem* p);
+typedef uint64_t (*ropecheck_kernel_capabilities_fn)(void);
 
 /* Declarations a plugin defines (with ROPECHECK_KERNEL_EXPORT in front). Declared here so that a
    C or C++ plugin including this header gets its signatures checked and C linkage. */
@@ -225,6 +241,7 @@ ROPECHECK_KERNEL_EXPORT const char* ropecheck_kernel_name(void);
 ROPECHECK_KERNEL_EXPORT int ropecheck_rope_apply(const ropecheck_rope_problem* p);
 ROPECHECK_KERNEL_EXPORT int ropecheck_rope_cos_sin(const ropecheck_table_problem* p);
 ROPECHECK_KERNEL_EXPORT int ropecheck_sinusoidal(const ropecheck_sinusoidal_problem* p);
+ROPECHECK_KERNEL_EXPORT uint64_t ropecheck_kernel_capabilities(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

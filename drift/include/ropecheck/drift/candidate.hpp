@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ropecheck/drift/exact.hpp"
+#include "ropecheck/golden/plugin_client.hpp"
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/core/dtype.hpp"
@@ -56,12 +57,22 @@ class Candidate {
   virtual bool angle_row(std::int64_t position, std::span<double> out) const;
   virtual bool trig_row(std::int64_t position, std::span<float> cos_out, std::span<float> sin_out) const;
   bool has_rows() const { return recipe().has_value(); }
+  // Kernel calls that failed so far (a plugin that crashed, hung, exited, overran, left outputs
+  // unwritten or returned NaN / Inf; golden/plugin_client.hpp): their outputs read as NaN.
+  struct KernelFailures {
+    std::int64_t failed = 0, calls = 0;
+    std::string first;  // the first failure, one line
+  };
+  virtual KernelFailures failures() const { return {}; }
 
  protected:
   std::string name_, description_;
   bool known_bad_ = false;
   DType storage_ = DType::f32;
 };
+
+// "N of M kernel calls lost; first: MESSAGE" (drift keeps going after a failed call).
+std::string describe_failures(const Candidate::KernelFailures& f);
 
 // Every recipe name, in kernels::recipes() order (for --help and error messages).
 std::string recipe_names();
@@ -71,6 +82,7 @@ std::string recipe_names();
 // LongRoPE frequencies (as make_rope_plan and the ABI take it). Throws SpecError naming an unknown
 // recipe, golden::TensorError for a plugin that does not load.
 std::unique_ptr<Candidate> make_candidate(std::string_view name, const EncodingSpec& spec, const ExactRope& exact,
-                                          DType storage, std::int64_t seq_len);
+                                          DType storage, std::int64_t seq_len,
+                                          const golden::PluginClientOptions& plugin = {});
 
 }  // namespace ropecheck::drift

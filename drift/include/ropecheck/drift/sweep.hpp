@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ropecheck/golden/plugin_client.hpp"
 #include "ropecheck/drift/metrics.hpp"
 #include "ropecheck/drift/sampling.hpp"
 #include "ropecheck/drift/uniqueness.hpp"
@@ -35,6 +36,7 @@ struct DriftOptions {
   // --compare: the class whose bound decides whether A and B agree (|A - B| <= 2 E, E the class's
   // per-element bound for the storage dtype: both could be in the class).
   accuracy::AccuracyClass compare_class = accuracy::AccuracyClass::fp32_angle;
+  golden::PluginClientOptions plugin;    // how plugin: candidates run (isolated, timeout)
   // Told one line per finished step ("hf: sweep 0.41 s"); may be empty.
   std::function<void(const std::string&)> progress;
 };
@@ -78,6 +80,7 @@ struct DriftResult {
   std::int64_t seq_len = 0;
   double attention_factor = 1;
   std::vector<CandidateResult> candidates;
+  std::vector<std::string> kernel_failures;  // per plugin with failed calls: "N of M calls lost: FIRST"
   double seconds = 0;
 };
 
@@ -131,6 +134,7 @@ struct CompareResult {
   ropecheck::Verdict verdict = ropecheck::Verdict::pass;
   std::string reason;
   std::optional<std::int64_t> first_violation, first_saturated;
+  std::vector<std::string> kernel_failures;  // per plugin with failed calls: "N of M calls lost: FIRST"
   double seconds = 0;
 };
 

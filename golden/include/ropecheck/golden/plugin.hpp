@@ -1,12 +1,6 @@
-// Kernel plugins: shared libraries implementing the C ABI of ropecheck/kernel_abi.h
-// (golden/KERNEL_ABI.md), loaded with dlopen and run on a golden set's inputs, so that
-// `ropecheck check --kernel LIB.so` checks a kernel without files in between.
-//
-// load_kernel_plugin() throws TensorError (one line, naming the library) when the file does not
-// exist or is not a regular file, dlopen fails (not a shared library, a missing dependency, wrong
-// architecture: dlerror's text), ropecheck_kernel_abi_version or ropecheck_kernel_name is not
-// exported, the ABI version is not one this ropecheck speaks (exactly ROPECHECK_KERNEL_ABI_VERSION),
-// ropecheck_kernel_name returns NULL, or none of the three entry points is exported.
+// Kernel plugins (ropecheck/kernel_abi.h, golden/KERNEL_ABI.md) run on a golden set's inputs, so
+// that `ropecheck check --kernel LIB.so` checks a kernel without files in between. Loading and
+// calling is the plugin client's (plugin_client.hpp: isolation, guards, timeouts, load errors).
 //
 // run_kernel_plugin() calls the kernel on the golden inputs, for every output dtype of the set (f64
 // and the listed ones):
@@ -14,18 +8,12 @@
 //                     ropecheck_rope_cos_sin (if exported)  -> cos.<dt>, sin.<dt>
 //   sinusoidal sets:  ropecheck_sinusoidal                  -> pe.<dt>
 // and returns the results as Tensors named like the golden outputs, ready for check_candidate().
-// A dtype the kernel answers ROPECHECK_UNSUPPORTED for is skipped with a note (the kernel's message
-// if it gave one). TensorError when: the set needs an entry point the plugin lacks (sinusoidal
-// without ropecheck_sinusoidal; RoPE with neither RoPE entry point); the kernel returns a failure
-// code (the message names the output, the code and the kernel's reason); it answers UNSUPPORTED for
-// k after producing q (or sin / cos differently, which cannot happen through one call); it writes
-// past the end of an output buffer (guard bytes); or it produces no output at all (the message
-// lists the notes).
-//
-// Guards: every output buffer is filled with NaN before the call, so elements a kernel leaves
-// unwritten are NaN and fail in the checker, which reports NaN / Inf wherever the truth is finite.
-// Inputs are fresh copies for every call. Nothing can be done in-process about a kernel that
-// crashes, hangs or writes elsewhere in memory: that ends ropecheck (documented in KERNEL_ABI.md).
+// A dtype the kernel answers ROPECHECK_UNSUPPORTED for (or declares unsupported through
+// ropecheck_kernel_capabilities) is skipped with a note (the kernel's message if it gave one).
+// TensorError (unusable input) when: the set needs an entry point the plugin lacks (sinusoidal
+// without ropecheck_sinusoidal; RoPE with neither RoPE entry point); it answers UNSUPPORTED for k
+// after producing q; or it produces no output at all (the message lists the notes). A call that
+// fails (plugin_client.hpp) is a failed check instead: see KernelRun::failures.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +23,7 @@
 #include <vector>
 
 #include "ropecheck/golden/golden_set.hpp"
+#include "ropecheck/golden/plugin_client.hpp"
 #include "ropecheck/kernel_abi.h"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/core/dtype.hpp"
@@ -42,37 +31,22 @@
 
 namespace ropecheck::golden {
 
+struct KernelFailure {
+  std::vector<std::string> outputs;  // the golden outputs the failed call was to produce
+  std::string message;               // one line: the kernel, the entry point, what happened, the problem
+};
+
 struct KernelRun {
   std::vector<Tensor> tensors;     // named like the golden outputs ("q_rot.f32", "cos.bf16", "pe.f64")
   std::vector<std::string> notes;  // one line each: dtypes skipped (UNSUPPORTED) and why, tables not provided
+  std::vector<KernelFailure> failures;  // plugin calls that failed (their tensors are NaN); empty for builtin
 };
 
-class KernelPlugin {
- public:
-  KernelPlugin();
-  ~KernelPlugin();  // dlclose
-  KernelPlugin(KernelPlugin&&) noexcept;
-  KernelPlugin& operator=(KernelPlugin&&) noexcept;
-  KernelPlugin(const KernelPlugin&) = delete;
-  KernelPlugin& operator=(const KernelPlugin&) = delete;
-
-  const std::filesystem::path& path() const;  // as given
-  const std::string& name() const;            // ropecheck_kernel_name(), sanitised for one-line output
-  std::uint32_t abi_version() const;
-  bool has_rope_apply() const;
-  bool has_rope_cos_sin() const;
-  bool has_sinusoidal() const;
-
- private:
-  friend KernelPlugin load_kernel_plugin(const std::filesystem::path& library);
-  friend KernelRun run_kernel_plugin(const KernelPlugin& plugin, const GoldenSet& golden);
-  struct State;
-  std::unique_ptr<State> s_;
-};
-
-KernelPlugin load_kernel_plugin(const std::filesystem::path& library);
-
-KernelRun run_kernel_plugin(const KernelPlugin& plugin, const GoldenSet& golden);
+// Runs the plugin on the golden inputs. A call that fails (KernelCall::Status::failed: a crash, a
+// timeout, an exit, a write outside its buffers, unwritten elements, an unknown return code) does
+// not stop the run: its outputs are returned filled with NaN (so the checker fails them) and the
+// failure is listed in KernelRun::failures; the next call starts a fresh kernel host.
+KernelRun run_kernel_plugin(KernelPlugin& plugin, const GoldenSet& golden);
 
 // The ABI's codes for ropecheck's enums (kernel_abi.h), shared by the plugin runner and the
 // property-suite plugin target.

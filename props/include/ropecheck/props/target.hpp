@@ -45,6 +45,14 @@ class Target {
     (void)out;
     return false;
   }
+  // Calls that failed since the last take (a kernel plugin that crashed, hung, exited, ...): how
+  // many, out of how many calls, and the first one's message. The suite fails the property they
+  // happened in and reports them. Targets that cannot fail that way keep the default.
+  struct Failures {
+    std::int64_t failed = 0, calls = 0;
+    std::string first;
+  };
+  virtual Failures take_failures() { return {}; }
 };
 
 using RopeFunction = std::function<bool(const EncodingSpec&, std::span<const Position>, int heads,

@@ -1,0 +1,147 @@
+// ropecheck-kernel-host: the process a kernel plugin runs in (plugin_client.cpp starts it).
+//
+//   ropecheck-kernel-host LIBRARY PARENT_PID      socket on fd 3, the arena memfd on fd 4
+//
+// Loads LIBRARY (its constructors run here), says hello, then serves calls until the socket closes
+// (plugin_protocol.hpp). Everything the kernel can break is in this process; the client reads the
+// outcome from the exit status, the reply, and the guard bytes in the shared arena.
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "plugin_protocol.hpp"
+
+namespace pp = ropecheck::golden::plugin_protocol;
+
+namespace {
+
+constexpr int kSocket = 3;
+constexpr int kArena = 4;
+
+bool read_all(void* p, std::size_t n) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::read(kSocket, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+bool write_all(const void* p, std::size_t n) {
+  const auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::send(kSocket, c, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+void copy(char* dst, std::size_t cap, const std::string& s) {
+  const std::size_t n = s.size() < cap - 1 ? s.size() : cap - 1;
+  std::memcpy(dst, s.data(), n);
+  dst[n] = '\0';
+}
+
+template <class T>
+T* at(char* base, T* offset) {
+  const auto o = reinterpret_cast<std::uintptr_t>(offset);
+  return o == 0 ? nullptr : reinterpret_cast<T*>(base + o);
+}
+
+void rebase(char* base, ropecheck_rope_params& r) {
+  r.longrope_ext = at(base, r.longrope_ext);
+  r.inv_freq = at(base, r.inv_freq);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) return 64;
+  // Die with ropecheck: the host must never outlive the process it serves.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (std::to_string(::getppid()) != argv[2]) return 65;
+
+  pp::Symbols s;
+  std::string dl;
+  const std::string problem = pp::open_kernel_library(argv[1], s, dl);
+  pp::Hello hello;
+  hello.ok = problem.empty() ? 1 : 0;
+  hello.abi_version = s.abi_version;
+  hello.has_rope_apply = s.rope_apply != nullptr;
+  hello.has_rope_cos_sin = s.rope_cos_sin != nullptr;
+  hello.has_sinusoidal = s.sinusoidal != nullptr;
+  hello.has_capabilities = s.has_capabilities;
+  hello.capabilities = s.capabilities;
+  copy(hello.name, sizeof hello.name, s.name);
+  copy(hello.problem, sizeof hello.problem, problem);
+  copy(hello.dl, sizeof hello.dl, dl);
+  if (!write_all(&hello, sizeof hello) || !hello.ok) return 0;
+
+  const long page = ::sysconf(_SC_PAGESIZE);
+  char* base = nullptr;
+  std::uint64_t mapped = 0;
+  pp::Request q;
+  while (read_all(&q, sizeof q)) {
+    if (q.arena_bytes != mapped) {
+      if (base) ::munmap(base, mapped);
+      void* m = ::mmap(nullptr, q.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, kArena, 0);
+      if (m == MAP_FAILED) return 66;
+      base = static_cast<char*>(m);
+      mapped = q.arena_bytes;
+    }
+    for (std::uint64_t g : q.guard_pages)
+      if (g) ::mprotect(base + g, static_cast<std::size_t>(page), PROT_NONE);
+    pp::Reply reply;
+    switch (q.entry) {
+      case pp::Entry::rope_apply: {
+        ropecheck_rope_problem& p = q.p.rope;
+        p.spec_json = at(base, p.spec_json);
+        rebase(base, p.rope);
+        p.input_name = at(base, p.input_name);
+        p.positions = at(base, p.positions);
+        p.x = at(base, p.x);
+        p.out = at(base, static_cast<char*>(p.out));
+        p.message = at(base, p.message);
+        reply.rc = s.rope_apply ? s.rope_apply(&p) : -1;
+        break;
+      }
+      case pp::Entry::rope_cos_sin: {
+        ropecheck_table_problem& p = q.p.table;
+        p.spec_json = at(base, p.spec_json);
+        rebase(base, p.rope);
+        p.positions = at(base, p.positions);
+        p.cos = at(base, static_cast<char*>(p.cos));
+        p.sin = at(base, static_cast<char*>(p.sin));
+        p.message = at(base, p.message);
+        reply.rc = s.rope_cos_sin ? s.rope_cos_sin(&p) : -1;
+        break;
+      }
+      case pp::Entry::sinusoidal: {
+        ropecheck_sinusoidal_problem& p = q.p.sinusoidal;
+        p.spec_json = at(base, p.spec_json);
+        p.positions = at(base, p.positions);
+        p.out = at(base, static_cast<char*>(p.out));
+        p.message = at(base, p.message);
+        reply.rc = s.sinusoidal ? s.sinusoidal(&p) : -1;
+        break;
+      }
+    }
+    for (std::uint64_t g : q.guard_pages)
+      if (g) ::mprotect(base + g, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE);
+    if (!write_all(&reply, sizeof reply)) return 0;
+  }
+  return 0;
+}

@@ -1,0 +1,121 @@
+// What the plugin client (plugin_client.cpp) and the kernel host process (plugin_host.cpp) share:
+// the one place a kernel library is opened and its entry points resolved, and the messages they
+// exchange over a socket. Internal; the host is built from this header and kernel_abi.h only.
+//
+// Protocol (all messages fixed-size structs, native layout: both ends are the same build):
+//   host -> client  Hello   once, after loading the library (or why it could not be loaded)
+//   client -> host  Request one call: which entry point, the arena's size, the problem with every
+//                           pointer replaced by its byte offset in the arena (0 = NULL)
+//   host -> client  Reply   the entry point's return code
+// The arena is a memfd shared by both; the host maps it, turns the offsets into pointers, protects
+// the guard pages the request lists (PROT_NONE) for the duration of the call, and answers. EOF on
+// the socket ends the host.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "ropecheck/kernel_abi.h"
+
+namespace ropecheck::golden::plugin_protocol {
+
+enum class Entry : std::uint32_t { rope_apply = 1, rope_cos_sin = 2, sinusoidal = 3 };
+
+inline const char* entry_name(Entry e) {
+  switch (e) {
+    case Entry::rope_apply: return "ropecheck_rope_apply";
+    case Entry::rope_cos_sin: return "ropecheck_rope_cos_sin";
+    case Entry::sinusoidal: return "ropecheck_sinusoidal";
+  }
+  return "?";
+}
+
+// The library's entry points, resolved.
+struct Symbols {
+  void* handle = nullptr;
+  std::uint32_t abi_version = 0;
+  std::string name;  // raw, as the kernel returned it (the client sanitises)
+  std::uint64_t capabilities = 0;
+  bool has_capabilities = false;
+  ropecheck_rope_apply_fn rope_apply = nullptr;
+  ropecheck_rope_cos_sin_fn rope_cos_sin = nullptr;
+  ropecheck_sinusoidal_fn sinusoidal = nullptr;
+};
+
+// The only dlopen of a kernel in ropecheck: opens `absolute_path` (absolute, so the loader never
+// searches LD_LIBRARY_PATH or system folders) and resolves the ABI. Returns "" on success, else the
+// problem in words (for "kernel library PATH: <problem>"); `dl` gets dlerror's text when dlopen
+// itself failed. Runs the library's constructors: call it where a misbehaving one cannot hurt.
+inline std::string open_kernel_library(const char* absolute_path, Symbols& s, std::string& dl) {
+  ::dlerror();
+  s.handle = ::dlopen(absolute_path, RTLD_NOW | RTLD_LOCAL);
+  if (!s.handle) {
+    const char* e = ::dlerror();
+    dl = e ? e : "unknown dlopen error";
+    return "cannot load it as a shared library: ";
+  }
+  auto symbol = [&](const char* name) -> void* {
+    ::dlerror();
+    void* p = ::dlsym(s.handle, name);
+    return ::dlerror() ? nullptr : p;
+  };
+  void* version = symbol("ropecheck_kernel_abi_version");
+  if (!version) return "not a ropecheck kernel: it does not export ropecheck_kernel_abi_version (see golden/KERNEL_ABI.md)";
+  void* name = symbol("ropecheck_kernel_name");
+  if (!name) return "not a ropecheck kernel: it does not export ropecheck_kernel_name (see golden/KERNEL_ABI.md)";
+  s.abi_version = reinterpret_cast<ropecheck_kernel_abi_version_fn>(version)();
+  if (s.abi_version != ROPECHECK_KERNEL_ABI_VERSION)
+    return "kernel ABI version " + std::to_string(s.abi_version) + ", but this ropecheck speaks version " +
+           std::to_string(ROPECHECK_KERNEL_ABI_VERSION) + " only (rebuild the kernel against this kernel_abi.h)";
+  const char* n = reinterpret_cast<ropecheck_kernel_name_fn>(name)();
+  if (!n) return "ropecheck_kernel_name() returned NULL";
+  s.name.assign(n, ::strnlen(n, 256));
+  s.rope_apply = reinterpret_cast<ropecheck_rope_apply_fn>(symbol("ropecheck_rope_apply"));
+  s.rope_cos_sin = reinterpret_cast<ropecheck_rope_cos_sin_fn>(symbol("ropecheck_rope_cos_sin"));
+  s.sinusoidal = reinterpret_cast<ropecheck_sinusoidal_fn>(symbol("ropecheck_sinusoidal"));
+  if (!s.rope_apply && !s.rope_cos_sin && !s.sinusoidal)
+    return "not a ropecheck kernel: it exports none of ropecheck_rope_apply, ropecheck_rope_cos_sin, "
+           "ropecheck_sinusoidal (see golden/KERNEL_ABI.md)";
+  if (void* caps = symbol("ropecheck_kernel_capabilities")) {
+    s.capabilities = reinterpret_cast<ropecheck_kernel_capabilities_fn>(caps)();
+    s.has_capabilities = true;
+  }
+  return "";
+}
+
+constexpr std::uint32_t kHelloMagic = 0x52435048;  // "RCPH"
+
+struct Hello {
+  std::uint32_t magic = kHelloMagic;
+  std::uint32_t ok = 0;
+  std::uint32_t abi_version = 0;
+  std::uint32_t has_rope_apply = 0, has_rope_cos_sin = 0, has_sinusoidal = 0, has_capabilities = 0, reserved = 0;
+  std::uint64_t capabilities = 0;
+  char name[257] = {};
+  char problem[600] = {};  // !ok: open_kernel_library's problem
+  char dl[600] = {};       // !ok: dlerror's text, if dlopen failed
+};
+
+constexpr std::size_t kMaxGuardPages = 4;
+
+struct Request {
+  Entry entry = Entry::rope_apply;
+  std::uint32_t reserved = 0;
+  std::uint64_t arena_bytes = 0;
+  std::uint64_t guard_pages[kMaxGuardPages] = {};  // arena offsets of pages to protect during the call; 0 = none
+  union {
+    ropecheck_rope_problem rope;
+    ropecheck_table_problem table;
+    ropecheck_sinusoidal_problem sinusoidal;
+  } p{};
+};
+
+struct Reply {
+  std::int32_t rc = 0;
+  std::uint32_t reserved = 0;
+};
+
+}  // namespace ropecheck::golden::plugin_protocol

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Kernel plugins that misbehave (tests/plugins/bad_plugin.c, one build per mode) under `check`,
+# `props` and `drift --compare`: a crash, a hang, an exit, a write outside the outputs or the
+# message, unwritten or NaN outputs and unknown return codes are failed checks (exit 1) naming what
+# happened, with the report still written; ropecheck itself never dies, hangs or exits 0
+# (golden/include/ropecheck/golden/plugin_client.hpp). Also: the kernel's stdout never reaches
+# ropecheck's, and --in-process runs the good kernel the same way.
+#
+#   bash tests/cli/test_isolation.sh ROPECHECK BAD_PLUGIN_DIR
+#
+# BAD_PLUGIN_DIR holds bad_plugin_<mode>.so. Prints PASS/FAIL per check and "N passed, M failed".
+set -u
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 ROPECHECK BAD_PLUGIN_DIR" >&2
+  exit 2
+fi
+abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
+BIN=$(abspath "$1")
+DIR=$(abspath "$2")
+[ -x "$BIN" ] || { echo "no such executable: $BIN" >&2; exit 2; }
+command -v python3 >/dev/null 2>&1 || { echo "python3 is required" >&2; exit 2; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ropecheck_isolation.XXXXXX") || exit 2
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || exit 2
+
+PASS=0
+FAIL=0
+check() {
+  if [ -z "$2" ]; then PASS=$((PASS + 1)); echo "PASS $1"; else FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; fi
+}
+# Every run is bounded: a hang of ropecheck itself is a failure of this test, not of CI.
+run() {
+  timeout 60 "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  RC=$?
+}
+# json_has FILE PYTHON_EXPR: the expression over d (the JSON) is true.
+json_has() {
+  python3 - "$1" "$2" <<'PY' 2>&1
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("unreadable report: %s" % e); sys.exit(0)
+if not eval(sys.argv[2]): print("report: %s is false" % sys.argv[2])
+PY
+}
+
+"$BIN" golden --preset llama-3.1-8b --positions 0:32 --heads 2 --dtypes f32 --out "$TMP/G" --quiet >/dev/null 2>&1 ||
+  { echo "cannot make the golden set" >&2; exit 2; }
+
+# mode | what the message must say (a grep -E pattern; empty: no kernel failure)
+CASES='exit0|exited with status 0 inside ropecheck_rope_apply
+ctor_exit0|exited with status 0 while loading the library
+underscore_exit|exited with status 0 inside ropecheck_rope_apply
+segv|killed by SIGSEGV inside ropecheck_rope_apply
+abort|killed by SIGABRT inside ropecheck_rope_apply
+loop|no answer after 1 s inside ropecheck_rope_apply
+overrun16|ropecheck_rope_apply wrote past the end of its output out
+overrun1m|killed by SIGSEGV inside ropecheck_rope_apply|ropecheck_rope_apply wrote past the end of its output out
+underrun|ropecheck_rope_apply wrote before the start of its output out
+msg_overflow|ropecheck_rope_apply wrote past message_capacity
+unwritten|ropecheck_rope_apply returned ROPECHECK_OK but left [0-9]+ of [0-9]+ elements of out unwritten
+code42|ropecheck_rope_apply returned 42, which is neither ROPECHECK_OK nor ROPECHECK_UNSUPPORTED \(something went wrong\)
+nan|'
+
+while IFS='|' read -r mode want want2; do
+  [ -n "$want2" ] && want="$want|$want2"
+  lib="$DIR/bad_plugin_$mode.so"
+  [ -f "$lib" ] || { check "$mode: plugin built" "no $lib"; continue; }
+
+  # check: exit 1, the failure named on stdout (one line per failed call), the report written and failed.
+  rm -f "$TMP/r.json"
+  run check --golden "$TMP/G" --kernel "$lib" --report "$TMP/r.json" --kernel-timeout 1
+  p=""
+  [ "$RC" -eq 1 ] || p+="exit code $RC (want 1); "
+  grep -q '^FAIL' "$TMP/out" || p+="no FAIL line; "
+  if [ -n "$want" ]; then
+    grep -Eq "^KERNEL FAILURE: kernel '[^']*' \([^)]*bad_plugin_$mode.so\): ($want).* \(q_rot.f64: input q, 32 tokens x 2 heads, f64 output, spec llama-3.1-8b\)$" "$TMP/out" ||
+      p+="no KERNEL FAILURE line for q_rot.f64 matching '$want': $(grep -m1 KERNEL "$TMP/out"); "
+    [ -f "$TMP/r.json" ] && p+=$(json_has "$TMP/r.json" 'd["pass"] is False and any("q_rot.f64" in f["outputs"] for f in d["candidate_source"]["failures"]) and any(t["golden"] == "q_rot.f64" and not t["verdict"]["pass"] for t in d["tensors"])')
+  else
+    [ -f "$TMP/r.json" ] && p+=$(json_has "$TMP/r.json" 'd["pass"] is False and all(t["metrics"]["nan"] == t["elements"] for t in d["tensors"])')
+  fi
+  [ -f "$TMP/r.json" ] || p+="no report; "
+  check "$mode: check fails (exit 1), names what happened, writes the report" "$p"
+
+  # props: exit 1, the property fails naming the failure, calls lost counted, the report written.
+  rm -f "$TMP/p.json"
+  run props --kernel "$lib" --preset llama-3.1-8b --only relative_shift,norm --cases 5 --report "$TMP/p.json" --kernel-timeout 1
+  p=""
+  [ "$RC" -eq 1 ] || p+="exit code $RC (want 1); "
+  grep -q '^FAIL relative_shift' "$TMP/out" || p+="relative_shift did not fail; "
+  if [ -n "$want" ]; then
+    grep -Eq "^  counterexample: kernel failure: .*($want)" "$TMP/out" || p+="no counterexample naming '$want'; "
+    grep -Eq "^  relative_shift: kernel calls lost: [1-9][0-9]* of [1-9]" "$TMP/out" || p+="no count of lost calls; "
+    [ -f "$TMP/p.json" ] && p+=$(json_has "$TMP/p.json" 'd["passed"] is False and all(not q["passed"] and "kernel failure" in q["counterexample"] for q in d["properties"])')
+  fi
+  [ -f "$TMP/p.json" ] || p+="no report; "
+  check "$mode: props fails (exit 1), names what happened, counts lost calls, writes the report" "$p"
+
+  # drift --compare: the outputs are written, exit 1, kernel_failures in compare.json.
+  rm -rf "$TMP/D"
+  run drift --preset llama-3.1-8b --compare "hf,plugin:$lib" --dtype f32 --max-pos 512 --no-plots --no-uniqueness \
+    --out "$TMP/D" --kernel-timeout 1
+  p=""
+  [ "$RC" -eq 1 ] || p+="exit code $RC (want 1); "
+  [ -n "$want" ] || want="returned [0-9]+ non-finite values"
+  grep -Eq "^KERNEL FAILURE: [0-9]+ of [0-9]+ kernel calls lost; first: .*($want)" "$TMP/out" ||
+    p+="no KERNEL FAILURE line matching '$want': $(grep -m1 KERNEL "$TMP/out"); "
+  [ -f "$TMP/D/compare.json" ] && p+=$(json_has "$TMP/D/compare.json" 'len(d["kernel_failures"]) == 1')
+  [ -f "$TMP/D/compare.json" ] || p+="no compare.json; "
+  ls -a "$TMP" | grep -q partial && p+="a partial folder was left; "
+  check "$mode: drift --compare fails (exit 1), names what happened, writes its outputs" "$p"
+done <<<"$CASES"
+
+# The good kernel passes all three, isolated and in-process; an isolated kernel's stdout goes to
+# stderr (in-process it is ropecheck's own stdout, as documented).
+for mode in good stdout; do
+  lib="$DIR/bad_plugin_$mode.so"
+  hows=("" "--in-process")
+  [ "$mode" = stdout ] && hows=("")
+  for how in "${hows[@]}"; do
+    run check --golden "$TMP/G" --kernel "$lib" --class fp32-angle $how
+    p=""
+    [ "$RC" -eq 0 ] || p+="check exit code $RC; "
+    grep -q '^PASS$' "$TMP/out" && p+="the kernel's PASS line reached stdout; "
+    run props --kernel "$lib" --preset llama-3.1-8b --only relative_shift,norm --cases 5 $how
+    [ "$RC" -eq 0 ] || p+="props exit code $RC; "
+    n=$(grep -c 'all properties hold' "$TMP/out")
+    [ "$n" -eq 1 ] || p+="'all properties hold' $n times on stdout; "
+    rm -rf "$TMP/D"
+    run drift --preset llama-3.1-8b --compare "hf,plugin:$lib" --dtype f32 --max-pos 512 --no-plots --no-uniqueness \
+      --out "$TMP/D" $how
+    [ "$RC" -eq 0 ] || p+="drift exit code $RC; "
+    if [ "$mode" = stdout ] && [ -z "$how" ]; then
+      grep -q 'all properties hold' "$TMP/err" || p+="the kernel's stdout did not reach stderr; "
+    fi
+    check "$mode ${how:-isolated}: check, props and drift pass" "$p"
+  done
+done
+
+# Declared capabilities: negative positions let `inverse` run for a plugin.
+run props --kernel "$DIR/bad_plugin_good.so" --preset llama-3.1-8b --only inverse --cases 5
+p=""
+[ "$RC" -eq 0 ] || p+="exit code $RC; "
+grep -Eq '^inverse +cases +5 \(skipped +0\)' "$TMP/out" || p+="inverse did not run: $(grep -m1 '^inverse' "$TMP/out"); "
+check "a plugin declaring ROPECHECK_CAP_NEGATIVE_POSITIONS runs the inverse property" "$p"
+
+# Declared output dtypes: bf16 is not declared, so it is skipped without a call, with a note.
+"$BIN" golden --preset llama-3.1-8b --positions 0:8 --dtypes bf16 --out "$TMP/Gb" --quiet >/dev/null 2>&1
+run check --golden "$TMP/Gb" --kernel "$DIR/bad_plugin_good.so" --report "$TMP/r.json"
+p=""
+[ "$RC" -eq 0 ] || p+="exit code $RC; "
+grep -q "^note: q_rot.bf16, k_rot.bf16 skipped: .*ropecheck_kernel_capabilities" "$TMP/out" || p+="no note on bf16; "
+[ -f "$TMP/r.json" ] && p+=$(json_has "$TMP/r.json" 'd["candidate_source"]["capabilities"] == 1 + 256 + 512')
+check "a plugin declaring f64 and f32 output only: bf16 skipped with a note, capabilities in the report" "$p"
+
+# Options.
+run check --golden "$TMP/G" --kernel "$DIR/bad_plugin_good.so" --kernel-timeout 0
+check "--kernel-timeout 0 is refused (exit 2)" "$([ "$RC" -eq 2 ] || echo "exit code $RC")"
+
+echo
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]

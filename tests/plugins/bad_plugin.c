@@ -1,0 +1,143 @@
+/*
+ * A kernel plugin that misbehaves in one way per build (-DMODE_<name>), for the plugin client's
+ * isolation (golden/include/ropecheck/golden/plugin_client.hpp; tests/cli/test_isolation.sh).
+ * Without a misbehaviour (MODE_good) it is a correct binary64 RoPE kernel (rope_apply and
+ * rope_cos_sin, f64 / f32 output, any scaling: it takes the inverse frequencies and attention
+ * factor the caller passes; one position stream) that passes check, props and drift.
+ *
+ *   good            correct
+ *   stdout          correct, and prints "all properties hold" / "PASS" on stdout in every call
+ *   exit0           exit(0) inside ropecheck_rope_apply
+ *   ctor_exit0      exit(0) in a load-time constructor
+ *   underscore_exit _exit(0) inside ropecheck_rope_apply
+ *   segv            writes through NULL
+ *   abort           abort()
+ *   loop            never returns
+ *   overrun16       writes 16 bytes past the end of out
+ *   overrun1m       writes 1 MiB past the end of out
+ *   underrun        writes 16 bytes before out
+ *   msg_overflow    writes 32 bytes past message_capacity and returns 7
+ *   unwritten       returns OK having written only the first half of out
+ *   nan             returns OK with every output NaN
+ *   code42          returns 42 with a message
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ropecheck/kernel_abi.h"
+
+#if defined(MODE_ctor_exit0)
+__attribute__((constructor)) static void die_at_load(void) { exit(0); }
+#endif
+
+ROPECHECK_KERNEL_EXPORT uint32_t ropecheck_kernel_abi_version(void) { return ROPECHECK_KERNEL_ABI_VERSION; }
+ROPECHECK_KERNEL_EXPORT const char* ropecheck_kernel_name(void) { return "bad-plugin"; }
+/* Negative positions are fine (binary64 cos / sin); f16 / bf16 output is not implemented. */
+ROPECHECK_KERNEL_EXPORT uint64_t ropecheck_kernel_capabilities(void) {
+  return ROPECHECK_CAP_NEGATIVE_POSITIONS | ROPECHECK_CAP_OUT_F64 | ROPECHECK_CAP_OUT_F32;
+}
+
+static size_t esize(int32_t dt) { return dt == ROPECHECK_DTYPE_F64 ? 8 : 4; }
+
+static void store(void* out, size_t i, int32_t dt, double v) {
+  if (dt == ROPECHECK_DTYPE_F64) ((double*)out)[i] = v;
+  else ((float*)out)[i] = (float)v;
+}
+
+/* Everything a mode does before computing; returns a return code to give, or -1 to go on. */
+static int misbehave(void* out, size_t bytes, char* message, uint32_t capacity) {
+  (void)out, (void)bytes, (void)message, (void)capacity;
+#if defined(MODE_stdout)
+  printf("PASS\nall properties hold\n");
+  fflush(stdout);
+#elif defined(MODE_exit0)
+  exit(0);
+#elif defined(MODE_underscore_exit)
+  _exit(0);
+#elif defined(MODE_segv)
+  *(volatile int*)0 = 1;
+#elif defined(MODE_abort)
+  abort();
+#elif defined(MODE_loop)
+  for (volatile int i = 0;; i = i + 1) {
+  }
+#elif defined(MODE_overrun16)
+  memset((char*)out + bytes, 0, 16);
+#elif defined(MODE_overrun1m)
+  memset((char*)out + bytes, 0, 1u << 20);
+#elif defined(MODE_underrun)
+  memset((char*)out - 16, 0, 16);
+#elif defined(MODE_msg_overflow)
+  memset(message, 'x', capacity + 32);
+  return 7;
+#elif defined(MODE_code42)
+  snprintf(message, capacity, "something went wrong");
+  return 42;
+#endif
+  return -1;
+}
+
+static int unsupported(int32_t dt, int32_t streams, char* message, uint32_t capacity) {
+  if (dt != ROPECHECK_DTYPE_F64 && dt != ROPECHECK_DTYPE_F32) {
+    snprintf(message, capacity, "f64 and f32 output only");
+    return 1;
+  }
+  if (streams != 1) {
+    snprintf(message, capacity, "one position stream only");
+    return 1;
+  }
+  return 0;
+}
+
+static void finish(void* out, size_t n, int32_t dt) {
+#if defined(MODE_nan)
+  for (size_t i = 0; i < n; ++i) store(out, i, dt, NAN);
+#elif defined(MODE_unwritten)
+  memset((char*)out + (n / 2) * esize(dt), 0xFF, (n - n / 2) * esize(dt));
+#else
+  (void)out, (void)n, (void)dt;
+#endif
+}
+
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_apply(const ropecheck_rope_problem* p) {
+  const ropecheck_rope_params* r = &p->rope;
+  const size_t n = (size_t)p->tokens * (size_t)p->heads * (size_t)r->head_dim;
+  if (unsupported(p->out_dtype, p->position_streams, p->message, p->message_capacity)) return ROPECHECK_UNSUPPORTED;
+  const int rc = misbehave(p->out, n * esize(p->out_dtype), p->message, p->message_capacity);
+  if (rc >= 0) return rc;
+  for (int64_t t = 0; t < p->tokens; ++t)
+    for (int32_t h = 0; h < p->heads; ++h) {
+      const size_t row = ((size_t)t * (size_t)p->heads + (size_t)h) * (size_t)r->head_dim;
+      for (int32_t c = 2 * r->pairs; c < r->head_dim; ++c) store(p->out, row + (size_t)c, p->out_dtype, p->x[row + (size_t)c]);
+      for (int32_t j = 0; j < r->pairs; ++j) {
+        const int32_t ia = r->layout == ROPECHECK_LAYOUT_INTERLEAVED ? 2 * j : j;
+        const int32_t ib = r->layout == ROPECHECK_LAYOUT_INTERLEAVED ? 2 * j + 1 : j + r->pairs;
+        const double angle = (double)p->positions[t] * r->inv_freq[j];
+        const double cs = cos(angle), sn = sin(angle), a = p->x[row + (size_t)ia], b = p->x[row + (size_t)ib];
+        store(p->out, row + (size_t)ia, p->out_dtype, r->attention_factor * (a * cs - b * sn));
+        store(p->out, row + (size_t)ib, p->out_dtype, r->attention_factor * (b * cs + a * sn));
+      }
+    }
+  finish(p->out, n, p->out_dtype);
+  return ROPECHECK_OK;
+}
+
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_cos_sin(const ropecheck_table_problem* p) {
+  const ropecheck_rope_params* r = &p->rope;
+  const size_t n = (size_t)p->tokens * (size_t)r->pairs;
+  if (unsupported(p->out_dtype, p->position_streams, p->message, p->message_capacity)) return ROPECHECK_UNSUPPORTED;
+  const int rc = misbehave(p->sin, n * esize(p->out_dtype), p->message, p->message_capacity);
+  if (rc >= 0) return rc;
+  for (int64_t t = 0; t < p->tokens; ++t)
+    for (int32_t j = 0; j < r->pairs; ++j) {
+      const double angle = (double)p->positions[t] * r->inv_freq[j];
+      store(p->cos, (size_t)t * (size_t)r->pairs + (size_t)j, p->out_dtype, cos(angle));
+      store(p->sin, (size_t)t * (size_t)r->pairs + (size_t)j, p->out_dtype, sin(angle));
+    }
+  finish(p->cos, n, p->out_dtype);
+  finish(p->sin, n, p->out_dtype);
+  return ROPECHECK_OK;
+}
