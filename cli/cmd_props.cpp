@@ -21,7 +21,7 @@ namespace ropecheck::cli {
 namespace {
 
 struct PropsCliOptions {
-  std::string target, kernel, report, only, accuracy_class = "fp32-angle", dtype = "f32";
+  std::string target, kernel, report, only, accuracy_class = "fp32-angle", dtype;
   int cases = 100;
   std::uint64_t seed = 20261121;
   std::int64_t max_pos = 0;
@@ -70,6 +70,15 @@ int run_props(const PropsCliOptions& o) {
   if (o.target.empty() == o.kernel.empty()) throw SpecError("give exactly one of --target NAME, --kernel LIB.so");
   if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
   if (o.max_pos < 0) throw SpecError("--max-pos must be >= 0, got " + std::to_string(o.max_pos));
+  // --dtype: a comma-separated list narrowing the output dtypes run (default: every one the target offers
+  // and implements; SuiteOptions::dtypes).
+  std::vector<DType> dtypes;
+  for (const std::string& name : split_commas(o.dtype)) {
+    const auto dt = parse_dtype(name);
+    if (!dt) throw SpecError("--dtype: unknown dtype '" + name + "' (f64, f32, f16, bf16)");
+    dtypes.push_back(*dt);
+  }
+  if (!o.dtype.empty() && dtypes.empty()) throw SpecError("--dtype: empty list");
   std::unique_ptr<props::Target> target;
   if (!o.target.empty()) {
     target = props::make_target(o.target);
@@ -81,9 +90,7 @@ int run_props(const PropsCliOptions& o) {
   } else {
     const auto cls = props::parse_accuracy_class(o.accuracy_class);
     if (!cls) throw SpecError("--class: unknown class '" + o.accuracy_class + "'");
-    const auto dt = parse_dtype(o.dtype);
-    if (!dt) throw SpecError("--dtype: unknown dtype '" + o.dtype + "' (f64, f32, f16, bf16)");
-    target = golden::make_plugin_target(o.kernel, *cls, *dt);
+    target = golden::make_plugin_target(o.kernel, *cls, dtypes.empty() ? DType::f32 : dtypes.front());
   }
   const bool has_spec = !o.source.preset.empty() || !o.source.hf_config.empty() || !o.source.spec_file.empty();
   std::optional<EncodingSpec> spec;
@@ -93,17 +100,20 @@ int run_props(const PropsCliOptions& o) {
   so.seed = o.seed;
   so.max_position = o.max_pos;
   so.only = split_commas(o.only);
+  so.dtypes = dtypes;
   // RapidCheck prints its configuration on first use; make it show the seed actually used.
   ::setenv("RC_PARAMS", ("seed=" + std::to_string(o.seed)).c_str(), 1);
   props::SuiteReport rep;
   try {
     rep = props::run_suite(*target, spec ? &*spec : nullptr, so);
   } catch (const std::invalid_argument& e) {
-    throw SpecError(std::string("--only: ") + e.what());
+    const std::string what = e.what();
+    throw SpecError((what.rfind("unknown property", 0) == 0 ? "--only: " : "--dtype: ") + what);
   }
   fmt::print("target {} ({}), spec {}, seed {}, {} cases per property\n", rep.target,
              props::to_string(target->info().accuracy), rep.spec, rep.seed, o.cases);
   fmt::print("{}", rep.summary());
+  for (const auto& n : rep.dtype_notes) fmt::print("  {}\n", n);
   std::string source_opts;
   if (!o.source.preset.empty()) source_opts = " --preset " + o.source.preset;
   if (!o.source.spec_file.empty()) source_opts = " --spec " + o.source.spec_file;
@@ -111,7 +121,7 @@ int run_props(const PropsCliOptions& o) {
   for (auto& out : rep.outcomes) {
     if (!o.kernel.empty()) {  // the runner knows the target name, not how it was given
       const auto pos = out.reproduce.find("--target " + rep.target);
-      if (pos != std::string::npos) out.reproduce.replace(pos, 9 + rep.target.size(), "--kernel " + o.kernel + " --class " + o.accuracy_class + " --dtype " + o.dtype);
+      if (pos != std::string::npos) out.reproduce.replace(pos, 9 + rep.target.size(), "--kernel " + o.kernel + " --class " + o.accuracy_class);
     }
     if (!source_opts.empty()) {
       for (const char* k : {" --preset ", " --spec "}) {
@@ -128,7 +138,7 @@ int run_props(const PropsCliOptions& o) {
   }
   for (const auto& out : rep.outcomes) {
     if (out.passed) continue;
-    fmt::print("\nFAIL {}: {}\n  counterexample: {}\n", out.property, out.statement, out.counterexample);
+    fmt::print("\nFAIL {} (output {}): {}\n  counterexample: {}\n", out.property, out.dtype, out.statement, out.counterexample);
     if (out.failing_position) fmt::print("  failing position: {}\n", *out.failing_position);
     for (const auto& n : out.notes)
       if (n.rfind("failing spec", 0) == 0) fmt::print("  {}\n", n);
@@ -151,7 +161,9 @@ Command add_props_command(CLI::App& app) {
   sub->add_option("--target", o->target, "a registered target (see --list-targets)");
   sub->add_option("--kernel", o->kernel, "a kernel plugin (golden/KERNEL_ABI.md)");
   sub->add_option("--class", o->accuracy_class, "with --kernel: the accuracy class it claims")->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "with --kernel: the output dtype requested (f64, f32, f16, bf16)")->capture_default_str();
+  sub->add_option("--dtype", o->dtype,
+                  "output dtypes to run, comma-separated (f64, f32, f16, bf16); default: every one the target offers "
+                  "(a kernel plugin: each it does not answer UNSUPPORTED; a named target: its own)");
   o->source.add_options(*sub);
   sub->add_option("--cases", o->cases, "cases per property")->capture_default_str();
   sub->add_option("--seed", o->seed, "RapidCheck seed")->capture_default_str();

@@ -42,6 +42,16 @@ class PluginTarget final : public props::Target {
 
   bool rope_apply(const EncodingSpec& spec, std::span<const Position> positions, int heads, std::span<const double> x,
                   std::span<double> out) override {
+    return rope_apply_input("q", spec, positions, heads, x, out);
+  }
+
+  // Every ABI output dtype: the kernel answers UNSUPPORTED for those it does not implement.
+  std::unique_ptr<props::Target> with_output(DType dtype) override {
+    return make_plugin_target(plugin_.path(), info_.accuracy, dtype);
+  }
+
+  bool rope_apply_input(std::string_view input, const EncodingSpec& spec, std::span<const Position> positions,
+                        int heads, std::span<const double> x, std::span<double> out) override {
     if (!rope_ || spec.family != Family::rope) return false;
     const RopeSpec& r = spec.rope;
     const RopeScaling& s = r.scaling;
@@ -80,7 +90,8 @@ class PluginTarget final : public props::Target {
     prob.out_dtype = abi_dtype(info_.dtype);
     prob.spec_json = json.c_str();
     prob.rope = p;
-    prob.input_name = "q";
+    const std::string input_name(input);  // "q" or "k": the kernel may have separate paths
+    prob.input_name = input_name.c_str();
     prob.tokens = T;
     prob.heads = heads;
     prob.position_streams = streams;

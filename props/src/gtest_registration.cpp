@@ -53,7 +53,7 @@ std::string this_binary() {
 
 std::string describe_failure(const PropertyCase& c, const PropertyOutcome& o, const std::string& target_name) {
   std::ostringstream msg;
-  msg << "property " << o.property << " failed for target " << target_name;
+  msg << "property " << o.property << " failed for target " << target_name << " (output " << o.dtype << ")";
   if (c.spec) msg << " with spec " << (c.spec->name.empty() ? std::string("(unnamed)") : c.spec->name);
   msg << "\n  statement:      " << o.statement;
   msg << "\n  cases:          " << o.cases << " run";
@@ -89,20 +89,29 @@ class PropertyTest : public ::testing::Test {
              << c.options.seed << " max_success=" << c.options.cases << "\" " << this_binary()
              << " --gtest_filter=" << shell_quote(c.display);
     }
-    const PropertyOutcome* outcome = nullptr;
+    // One outcome per output dtype run (SuiteOptions::dtypes): the test fails if any fails, and is a
+    // skip only when the target declined every case of every dtype.
+    std::vector<const PropertyOutcome*> outcomes;
     for (const auto& o : report.outcomes)
-      if (o.property == c.property) outcome = &o;
-    ASSERT_NE(outcome, nullptr) << "the suite ran no property named " << c.property;
-    if (!outcome->passed) {
-      ADD_FAILURE() << describe_failure(c, *outcome, target_name);
-      return;
+      if (o.property == c.property) outcomes.push_back(&o);
+    ASSERT_FALSE(outcomes.empty()) << "the suite ran no property named " << c.property;
+    bool failed = false, all_skipped = true;
+    for (const PropertyOutcome* o : outcomes) {
+      if (!o->passed) {
+        ADD_FAILURE() << describe_failure(c, *o, target_name);
+        failed = true;
+      }
+      all_skipped = all_skipped && o->skipped >= o->cases;
     }
+    for (const auto& n : report.dtype_notes) RecordProperty("dtype_note", n);
+    if (failed) return;
+    const PropertyOutcome* outcome = outcomes.front();
     for (std::size_t i = 0; i < outcome->notes.size(); ++i) {
       std::string key = "note";
       key += std::to_string(i);
       RecordProperty(key, outcome->notes[i]);
     }
-    if (outcome->skipped >= outcome->cases) {
+    if (all_skipped) {
       GTEST_SKIP() << "target " << target_name << " declined every case of " << c.property << " ("
                    << outcome->skipped << " of " << outcome->cases << " skipped: spec not implemented or property not applicable)";
     }

@@ -137,6 +137,16 @@ std::vector<double> rope_f64(const RopeSpec& r, const RopeExact& e, const Positi
   return y;
 }
 
+// E0_c: the element bounds without the angle term (rope_bounds at angle 0: k_const M + floor). The
+// angle term of the error model is the phase error of the target's angle θ̂ (ERROR_MODEL.md sections
+// 2-3): the output is att R(θ̂) x plus errors bounded by E0. A quantity that every rotation leaves
+// unchanged (a pair's norm) is therefore off by at most the E0 of its elements, at any position
+// (ERROR_MODEL.md section 14).
+std::vector<double> rope_bounds_angle_free(const Bounds& b, const RopeSpec& r, const RopeExact& e,
+                                          std::span<const double> x) {
+  return rope_bounds(b, r, e, Position::uniform(0), x);
+}
+
 // Sinusoidal: exact frequencies, column map, bounds, binary64 rows.
 struct SinExact {
   std::vector<double> w;
@@ -183,13 +193,55 @@ bool sine_cosine_paired(const SinExact& e) {
 }
 
 // Target calls; nullopt when the target does not implement the spec.
-std::optional<std::vector<double>> call_rope(Ctx& ctx, const EncodingSpec& spec, const std::vector<Position>& pos,
-                                             int heads, const std::vector<double>& x) {
+//
+// Every RoPE call goes to the target as input "q" or "k" (Target::rope_apply_input; drawn when the
+// property does not name one) and with the property's heads placed among other heads of different
+// data: 0 or 1 head before them and 0 or 1 after (drawn, so a counterexample shrinks to the fewest).
+// Only the property's own heads are returned. A kernel whose q or k path reads or writes another
+// head's row (a head stride off by one) then fails whichever property is running, not only those that
+// happen to call it with several heads.
+enum class Input { q, k, any };
+
+std::optional<std::vector<double>> call_rope_raw(Ctx& ctx, const EncodingSpec& spec, std::string_view input,
+                                                 const std::vector<Position>& pos, int heads, const std::vector<double>& x) {
   if (x.size() != pos.size() * static_cast<std::size_t>(heads) * static_cast<std::size_t>(spec.rope.head_dim))
     throw std::logic_error("props: internal error: input size does not match tokens x heads x head_dim");
   std::vector<double> out(x.size(), std::numeric_limits<double>::quiet_NaN());
-  if (!ctx.target.rope_apply(spec, pos, heads, x, out)) return std::nullopt;
+  if (!ctx.target.rope_apply_input(input, spec, pos, heads, x, out)) return std::nullopt;
   return out;
+}
+
+std::optional<std::vector<double>> call_rope(Ctx& ctx, const EncodingSpec& spec, const std::vector<Position>& pos,
+                                             int heads, const std::vector<double>& x, Input which = Input::any) {
+  const std::string_view input =
+      which == Input::q ? "q" : (which == Input::k ? "k" : (*rc::gen::element(true, false) ? "q" : "k"));
+  const int before = *rc::gen::inRange(0, 2), after = *rc::gen::inRange(0, 2);
+  if (before + after == 0) return call_rope_raw(ctx, spec, input, pos, heads, x);
+  const auto D = static_cast<std::size_t>(spec.rope.head_dim);
+  const auto H = static_cast<std::size_t>(heads), Hall = H + static_cast<std::size_t>(before + after);
+  // One vector per neighbour slot (the same at every token: what matters is that it differs from the
+  // property's heads). Not shrunk: a counterexample is about the property's own data, and shrinking
+  // hundreds of neighbour values would cost minutes.
+  std::vector<std::vector<double>> other;
+  for (int i = 0; i < before + after; ++i) other.push_back(*rc::gen::noShrink(gen::bf16_vector(spec.rope.head_dim)));
+  std::vector<double> xs(pos.size() * Hall * D);
+  for (std::size_t t = 0; t < pos.size(); ++t)
+    for (std::size_t h = 0; h < Hall; ++h) {
+      double* dst = xs.data() + (t * Hall + h) * D;
+      if (h < static_cast<std::size_t>(before))
+        std::copy(other[h].begin(), other[h].end(), dst);
+      else if (h < static_cast<std::size_t>(before) + H)
+        std::copy_n(x.begin() + static_cast<std::ptrdiff_t>((t * H + h - static_cast<std::size_t>(before)) * D), D, dst);
+      else
+        std::copy(other[h - H].begin(), other[h - H].end(), dst);
+    }
+  const auto ys = call_rope_raw(ctx, spec, input, pos, static_cast<int>(Hall), xs);
+  if (!ys) return std::nullopt;
+  std::vector<double> y(x.size());
+  for (std::size_t t = 0; t < pos.size(); ++t)
+    std::copy_n(ys->begin() + static_cast<std::ptrdiff_t>((t * Hall + static_cast<std::size_t>(before)) * D), H * D,
+                y.begin() + static_cast<std::ptrdiff_t>(t * H * D));
+  return y;
 }
 std::optional<std::vector<double>> call_sin(Ctx& ctx, const EncodingSpec& spec, const std::vector<std::int64_t>& pos) {
   std::vector<double> out(pos.size() * static_cast<std::size_t>(spec.sinusoidal.d_model), std::numeric_limits<double>::quiet_NaN());
@@ -292,8 +344,8 @@ void prop_relative_shift(Ctx& ctx) {
   std::vector<double> q2(q), k2(k);
   q2.insert(q2.end(), q.begin(), q.end());
   k2.insert(k2.end(), k.begin(), k.end());
-  const auto y = call_rope(ctx, *spec, {Position::uniform(m), Position::uniform(m + s)}, 1, q2);
-  const auto z = call_rope(ctx, *spec, {Position::uniform(n), Position::uniform(n + s)}, 1, k2);
+  const auto y = call_rope(ctx, *spec, {Position::uniform(m), Position::uniform(m + s)}, 1, q2, Input::q);
+  const auto z = call_rope(ctx, *spec, {Position::uniform(n), Position::uniform(n + s)}, 1, k2, Input::k);
   if (!y || !z) return ctx.skip();
   const RopeExact e = rope_exact(r);
   const Bounds b = bounds_of(ctx.target);
@@ -348,8 +400,8 @@ void prop_attention_shift(Ctx& ctx) {
     pos.push_back(Position::uniform(p0 + i));
     pos_s.push_back(Position::uniform(p0 + s + i));
   }
-  const auto y = call_rope(ctx, *spec, pos, 1, Q), z = call_rope(ctx, *spec, pos, 1, K);
-  const auto ys = call_rope(ctx, *spec, pos_s, 1, Q), zs = call_rope(ctx, *spec, pos_s, 1, K);
+  const auto y = call_rope(ctx, *spec, pos, 1, Q, Input::q), z = call_rope(ctx, *spec, pos, 1, K, Input::k);
+  const auto ys = call_rope(ctx, *spec, pos_s, 1, Q, Input::q), zs = call_rope(ctx, *spec, pos_s, 1, K, Input::k);
   if (!y || !z || !ys || !zs) return ctx.skip();
   const RopeExact e = rope_exact(r);
   const Bounds b = bounds_of(ctx.target);
@@ -811,6 +863,181 @@ void prop_cosine_sum(Ctx& ctx) {
             m, *spec);
 }
 
+// ---------------------------------------------------------------- heads
+// Statement: a head's output depends only on its own input and position, not on the other heads of
+// the call, their number, its place among them, or whether it is passed as q or as k: the same
+// vectors (two tokens) rotated as head i1 of h1 heads (input "q") and as head i2 of h2 heads (input
+// "k", other neighbours) agree.
+// Tolerance: both are within E_c of the same exact value (the class bound at that token's position):
+// 2 E_c per channel.
+void prop_head_independence(Ctx& ctx) {
+  const auto spec = rope_spec_for(ctx);
+  if (!spec) return ctx.skip();
+  const RopeSpec& r = spec->rope;
+  const auto D = static_cast<std::size_t>(r.head_dim);
+  const std::int64_t mx = max_pos(ctx);
+  const std::vector<Position> pos = {Position::uniform(*gen::position(mx)), Position::uniform(*gen::position(mx))};
+  const int h1 = *rc::gen::inRange(2, 5), h2 = *rc::gen::inRange(1, 5);
+  const int i1 = *rc::gen::inRange(0, h1), i2 = *rc::gen::inRange(0, h2);
+  // The watched head at tokens 0 and 1. Not shrunk (the failing channel is named; shrinking 2 D values
+  // through calls of up to 8 heads costs a minute at head_dim 256).
+  const auto x = *rc::gen::noShrink(gen::bf16_vector(2 * r.head_dim));
+  auto embed = [&](int H, int i) {
+    std::vector<double> xs = *rc::gen::noShrink(gen::bf16_vector(2 * H * r.head_dim));  // neighbours: not shrunk
+    for (std::size_t t = 0; t < 2; ++t)
+      std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(t * D), D,
+                  xs.begin() + static_cast<std::ptrdiff_t>((t * static_cast<std::size_t>(H) + static_cast<std::size_t>(i)) * D));
+    return xs;
+  };
+  const auto xa = embed(h1, i1), xb = embed(h2, i2);
+  const auto ya = call_rope_raw(ctx, *spec, "q", pos, h1, xa), yb = call_rope_raw(ctx, *spec, "k", pos, h2, xb);
+  if (!ya || !yb) return ctx.skip();
+  const RopeExact e = rope_exact(r);
+  const Bounds b = bounds_of(ctx.target);
+  double worst = 0;
+  std::string what;
+  std::int64_t wpos = pos[0].t;
+  for (std::size_t t = 0; t < 2; ++t) {
+    const auto E = rope_bounds(b, r, e, pos[t], row(x, t, D));
+    const std::size_t oa = (t * static_cast<std::size_t>(h1) + static_cast<std::size_t>(i1)) * D;
+    const std::size_t ob = (t * static_cast<std::size_t>(h2) + static_cast<std::size_t>(i2)) * D;
+    for (std::size_t c = 0; c < D; ++c) {
+      const double mg = ratio(std::fabs((*ya)[oa + c] - (*yb)[ob + c]), 2 * E[c]);
+      if (!(mg <= worst))
+        worst = mg, wpos = pos[t].t,
+        what = "token " + std::to_string(t) + " (position " + std::to_string(pos[t].t) + "), channel " + std::to_string(c) +
+               ": " + num((*ya)[oa + c]) + " as q head " + std::to_string(i1) + " of " + std::to_string(h1) + ", " +
+               num((*yb)[ob + c]) + " as k head " + std::to_string(i2) + " of " + std::to_string(h2);
+    }
+  }
+  ctx.check(worst, describe_spec(*spec) + "; head_dim " + std::to_string(r.head_dim) + "; x " + vec_brief(x) + ": " + what,
+            wpos, *spec);
+}
+
+// ---------------------------------------------------------------- pair norms (shared by norm and attention_factor)
+// ||(y_a, y_b)|| = att ||(x_a, x_b)|| per pair, pass-through channels unchanged, with the angle-free
+// tolerance E0_a + E0_b + 4 u64 M per pair (the check's own squares, sqrt and att product) and E0_c
+// per pass-through channel. Returns the worst margin and what it was.
+std::pair<double, std::string> pair_norm_margin(const Target& target, const RopeSpec& r, const std::vector<double>& x,
+                                                const std::vector<double>& y) {
+  const RopeExact e = rope_exact(r);
+  const auto E0 = rope_bounds_angle_free(bounds_of(target), r, e, x);
+  double worst = 0;
+  std::string what;
+  for (int j = 0; j < e.P; ++j) {
+    const auto [ia, ib] = pair_channels(r, j);
+    const auto a = static_cast<std::size_t>(ia), bb = static_cast<std::size_t>(ib);
+    const double ny = std::hypot(y[a], y[bb]), nx = e.att * std::hypot(x[a], x[bb]);
+    const double M = e.att * (std::fabs(x[a]) + std::fabs(x[bb]));
+    const double mg = ratio(std::fabs(ny - nx), E0[a] + E0[bb] + 4 * kU64 * M);
+    if (!(mg <= worst))
+      worst = mg, what = "pair " + std::to_string(j) + ": |f(x,m)| = " + num(ny) + ", att |x| = " + num(nx) + " (att " +
+                         num(e.att) + ", ratio |f(x,m)| / |x| = " + num(nx > 0 ? ny / (nx / e.att) : 0.0) + ")";
+  }
+  for (int c = e.block; c < e.D; ++c) {
+    const auto cc = static_cast<std::size_t>(c);
+    const double mg = ratio(std::fabs(y[cc] - x[cc]), E0[cc]);
+    if (!(mg <= worst)) worst = mg, what = "pass-through channel " + std::to_string(c) + " changed";
+  }
+  return {worst, what};
+}
+
+// ---------------------------------------------------------------- attention factor
+// Statement: on a spec whose attention factor att is not 1, every rotated pair's norm is att times the
+// input pair's: ||(y_a, y_b)|| = att ||(x_a, x_b)||. The spec itself when its att != 1 (YaRN without
+// mscale_all_dim = mscale, LongRoPE); else its YaRN variant (factor 8, original length
+// max_position_embeddings (4096 if unset), no mscale keys: att = 0.1 ln 8 + 1 = 1.2079). A kernel that
+// drops the factor is off by 1/att - 1 = -17%, one that applies it twice by att - 1 = +21%, at every
+// position and on every preset.
+// Tolerance: angle-free (a phase error does not change a norm; ERROR_MODEL.md section 14):
+// E0_a + E0_b + 4 u64 M per pair.
+std::optional<EncodingSpec> with_attention_factor(const EncodingSpec& spec) {
+  if (rope_exact(spec.rope).att != 1.0) return spec;
+  if (spec.rope.scaling.type == ScalingType::proportional) return std::nullopt;
+  EncodingSpec y = spec;
+  y.rope.scaling = RopeScaling{};
+  y.rope.scaling.type = ScalingType::yarn;
+  y.rope.scaling.factor = 8.0;
+  y.rope.scaling.original_max_position_embeddings =
+      y.rope.max_position_embeddings > 0 ? y.rope.max_position_embeddings : 4096;
+  y.name += "+yarn8";
+  try {
+    validate(y);
+  } catch (const SpecError&) {
+    return std::nullopt;
+  }
+  if (rope_exact(y.rope).att == 1.0) return std::nullopt;
+  return y;
+}
+void prop_attention_factor(Ctx& ctx) {
+  const auto spec0 = rope_spec_for(ctx);
+  if (!spec0) return ctx.skip();
+  const auto spec = with_attention_factor(*spec0);
+  if (!spec) return ctx.skip();
+  const RopeSpec& r = spec->rope;
+  const std::int64_t m = *gen::position(max_pos(ctx));
+  // Not shrunk: the failing pair and its ratio |f(x)| / |x| are named (shrinking 256 values costs seconds).
+  const auto x = *rc::gen::noShrink(gen::bf16_vector(r.head_dim));
+  const auto y = call_rope(ctx, *spec, {Position::uniform(m)}, 1, x);
+  if (!y) return ctx.skip();
+  const auto [worst, what] = pair_norm_margin(ctx.target, r, x, *y);
+  ctx.check(worst, describe_spec(*spec) + "; head_dim " + std::to_string(r.head_dim) + "; x " + vec_brief(x) + "; m " +
+                       std::to_string(m) + ": " + what,
+            m, *spec);
+}
+
+// ---------------------------------------------------------------- store rounding
+// Statement: a result stored in a narrow dtype is the exact value's neighbour that rounding to nearest
+// gives, wherever the class's error before the store is small against the dtype's spacing. The target
+// computes y_pre with |y_pre - y*| <= E_pre (its class bound for a binary64 result: every term but the
+// store's u_dt; rope_bounds with class_bound(class, f64)) and stores RN(y_pre), within half a spacing of
+// y_pre: |stored - y*| <= E_pre + ulp_dt(|y*| + E_pre) / 2 (+ 2 u64 |y*| for the exact value's own
+// binary64 rounding). A truncating store is off by up to a whole spacing and fails wherever y* lies in
+// the upper half of its interval.
+// Discrimination: an element counts where E_pre < ulp_dt(|y*|) / 4; a case with no such element is
+// skipped (f32 / f64 outputs of the fp32-angle class, table classes: their own rounding before the store
+// is as large as the store's, so the class does not allow the check; the exact class is checked to
+// 0.5 ulp by every property).
+void prop_store_rounding(Ctx& ctx) {
+  const AccuracyClass cls = ctx.target.info().accuracy;
+  const DType dt = ctx.target.info().dtype;
+  if (cls == AccuracyClass::exact) return ctx.skip();
+  const auto spec = rope_spec_for(ctx);
+  if (!spec) return ctx.skip();
+  const RopeSpec& r = spec->rope;
+  const std::int64_t m = *gen::position(max_pos(ctx));
+  const auto x = *rc::gen::noShrink(gen::bf16_vector(r.head_dim));  // not shrunk: the failing channel is named
+  const auto y = call_rope(ctx, *spec, {Position::uniform(m)}, 1, x);
+  if (!y) return ctx.skip();
+  const RopeExact e = rope_exact(r);
+  const auto Epre = rope_bounds(bounds_of(cls, DType::f64), r, e, Position::uniform(m), x);
+  std::vector<double> exact, nearest;
+  {
+    ScopedPrecision prec(working_precision_bits(53, rope_max_abs_angle(r, std::nullopt, m)));
+    const RopeFrequencies<Real> f = rope_frequencies<Real>(r);
+    const std::vector<Real> xr(x.begin(), x.end());
+    for (const Real& v : rope_apply<Real>(r, f, Position::uniform(m), xr))
+      exact.push_back(to_f64(v)), nearest.push_back(round_to_double(v, dt));
+  }
+  double worst = 0;
+  int counted = 0;
+  std::string what;
+  for (std::size_t c = 0; c < x.size(); ++c) {
+    const double ye = exact[c], ae = std::fabs(ye);
+    const double half = ulp(ae + Epre[c], dt) / 2;
+    if (Epre[c] < ulp(ae, dt) / 4) ++counted;
+    const double mg = ratio(std::fabs((*y)[c] - ye), Epre[c] + half + 2 * kU64 * ae);
+    if (!(mg <= worst))
+      worst = mg, what = "channel " + std::to_string(c) + " stored " + num((*y)[c]) + ", exact " + num(ye) +
+                         ", nearest " + std::string(to_string(dt)) + " " + num(nearest[c]) +
+                         " (spacing " + num(ulp(ae, dt)) + ")";
+  }
+  if (counted == 0) return ctx.skip();
+  ctx.check(worst, describe_spec(*spec) + "; head_dim " + std::to_string(r.head_dim) + "; x " + vec_brief(x) + "; m " +
+                       std::to_string(m) + "; output " + std::string(to_string(dt)) + ": " + what,
+            m, *spec);
+}
+
 // ---------------------------------------------------------------- reference views
 // Statement (the reference itself, whatever the target): matrix view R(m) x = elementwise view
 // = complex view (x_a + i x_b) e^{i theta} evaluated in polar form r e^{i(phi + theta)}.
@@ -1156,6 +1383,12 @@ const std::vector<PropertyDef>& property_defs() {
        "per entry: dot-product bound of the unshifted + the shifted entry", prop_attention_shift},
       {"norm", "|(y_a, y_b)| = att |(x_a, x_b)| for every pair; pass-through channels unchanged",
        "E_a + E_b + 4 u64 M per pair", prop_norm},
+      {"attention_factor", "on a spec with attention factor att != 1 (the spec, or its YaRN x8 variant), |(y_a, y_b)| = att |(x_a, x_b)| for every pair",
+       "angle-free: E0_a + E0_b + 4 u64 M per pair (E0: the class bound without its angle term)", prop_attention_factor},
+      {"head_independence", "a head's output does not depend on the other heads of the call nor on being passed as q or k",
+       "2 E_c per channel (both within E_c of the same exact value)", prop_head_independence},
+      {"store_rounding", "a narrow (bf16 / f16) result is the round-to-nearest neighbour of the exact value where the class's pre-store error allows telling",
+       "E_pre + ulp_dt(|y*| + E_pre)/2 (E_pre: the class bound for a binary64 result); elements with E_pre >= ulp/4 not counted", prop_store_rounding},
       {"composition", "f(f(x,a),b) = att f(x,a+b): R(a) R(b) = R(a+b)",
        "per pair E^g + att (E^y + |rounding of the intermediate|) + att E^h", prop_composition},
       {"inverse", "f(f(x,m),-m) = att^2 x: R(-m) undoes R(m) (targets that accept negative positions)",

@@ -2,6 +2,7 @@
 // report and its JSON.
 #include "ropecheck/props/suite.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -56,17 +57,12 @@ double run_property_case(const std::string& property, Target& target, const Enco
   return ctx.worst;
 }
 
-SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptions& options) {
-  std::vector<const detail::PropertyDef*> defs;
-  if (options.only.empty())
-    for (const auto& d : detail::property_defs()) defs.push_back(&d);
-  else
-    for (const auto& n : options.only) defs.push_back(&find_def(n));
+namespace {
 
-  SuiteReport report;
-  report.target = target.info().name;
-  report.spec = spec ? (spec->name.empty() ? std::string("spec") : spec->name) : std::string("generated");
-  report.seed = options.seed;
+// Every property in `defs` against one target (one output dtype), appended to report.outcomes.
+void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions& options,
+                    const std::vector<const detail::PropertyDef*>& defs, SuiteReport& report) {
+  const std::string dtype(to_string(target.info().dtype));
   for (const detail::PropertyDef* def : defs) {
     detail::Ctx ctx{target, spec, options.max_position};
     rc::detail::TestParams params;
@@ -95,6 +91,7 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     o.cases = ctx.cases;
     o.skipped = ctx.skipped;
     o.worst_margin = ctx.worst;
+    o.dtype = dtype;
     rc::detail::FailureResult failure;
     rc::detail::GaveUpResult gave_up;
     rc::detail::Error error;
@@ -114,7 +111,8 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     if (spec) src = is_preset(spec->name) ? " --preset " + spec->name : " --spec SPEC.json";
     o.reproduce = "ropecheck props --target " + report.target + src + " --only " + def->name + " --seed " +
                   std::to_string(options.seed) + " --cases " + std::to_string(options.cases) +
-                  (options.max_position > 0 ? " --max-pos " + std::to_string(options.max_position) : std::string());
+                  (options.max_position > 0 ? " --max-pos " + std::to_string(options.max_position) : std::string()) +
+                  " --dtype " + dtype;
     if (std::string(def->name) == "uniqueness") {
       if (ctx.min_separation >= 0) o.notes.push_back("smallest row separation seen (max-norm): " + fmt_margin(ctx.min_separation));
       if (ctx.first_collision)
@@ -129,6 +127,78 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
       for (auto& n : detail::roformer_envelope_report(*spec)) o.notes.push_back(n);
     for (const auto& n : ctx.notes) o.notes.push_back(n);
     report.outcomes.push_back(std::move(o));
+  }
+}
+
+// Whether the target implements anything at all in its output dtype: one small call on the spec (or,
+// with generated specs, on a few presets of both families). A kernel plugin answers UNSUPPORTED for a
+// dtype it does not have.
+bool probe(Target& t, const EncodingSpec* spec) {
+  std::vector<EncodingSpec> specs;
+  if (spec)
+    specs.push_back(*spec);
+  else
+    for (const char* n : {"llama-2-7b", "gpt-j-6b", "llama-3.1-8b"}) specs.push_back(load_preset(n));
+  for (const EncodingSpec& s : specs) {
+    if (s.family == Family::rope) {
+      const std::vector<Position> pos = {Position::uniform(0), Position::uniform(1)};
+      const std::vector<double> x(2 * static_cast<std::size_t>(s.rope.head_dim), 1.0);
+      std::vector<double> out(x.size());
+      if (t.rope_apply_input("q", s, pos, 1, x, out)) return true;
+    } else {
+      const std::vector<std::int64_t> pos = {0, 1};
+      std::vector<double> out(2 * static_cast<std::size_t>(s.sinusoidal.d_model));
+      if (t.sinusoidal(s, pos, out)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptions& options) {
+  std::vector<const detail::PropertyDef*> defs;
+  if (options.only.empty())
+    for (const auto& d : detail::property_defs()) defs.push_back(&d);
+  else
+    for (const auto& n : options.only) defs.push_back(&find_def(n));
+
+  SuiteReport report;
+  report.target = target.info().name;
+  report.spec = spec ? (spec->name.empty() ? std::string("spec") : spec->name) : std::string("generated");
+  report.seed = options.seed;
+
+  const DType own = target.info().dtype;
+  const bool given = !options.dtypes.empty();
+  std::vector<DType> wanted = options.dtypes;
+  if (!given) {
+    wanted = {own};
+    for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64})
+      if (d != own) wanted.push_back(d);
+  }
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    const DType d = wanted[i];
+    if (std::find(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(i), d) != wanted.begin() + static_cast<std::ptrdiff_t>(i))
+      continue;  // listed twice
+    if (d == own) {
+      report.dtypes.emplace_back(to_string(d));
+      run_properties(target, spec, options, defs, report);
+      continue;
+    }
+    std::unique_ptr<Target> other = target.with_output(d);
+    if (!other) {
+      if (given)
+        throw std::invalid_argument("target " + target.info().name + " has no " + std::string(to_string(d)) +
+                                    " output (its output dtype is " + std::string(to_string(own)) + ")");
+      continue;  // not offered: nothing to report
+    }
+    if (!given && !probe(*other, spec)) {
+      report.dtype_notes.push_back("output " + std::string(to_string(d)) +
+                                   ": the target answered unsupported on the probe calls; not run");
+      continue;
+    }
+    report.dtypes.emplace_back(to_string(d));
+    run_properties(*other, spec, options, defs, report);
   }
   return report;
 }
@@ -145,6 +215,8 @@ nlohmann::json SuiteReport::to_json() const {
   j["spec"] = spec;
   j["seed"] = seed;
   j["passed"] = passed();
+  j["dtypes"] = dtypes;
+  j["dtype_notes"] = dtype_notes;
   auto& arr = j["properties"] = nlohmann::json::array();
   for (const auto& o : outcomes) {
     nlohmann::json p;
@@ -154,6 +226,7 @@ nlohmann::json SuiteReport::to_json() const {
     p["skipped"] = o.skipped;
     p["worst_margin"] = std::isfinite(o.worst_margin) ? nlohmann::json(o.worst_margin) : nlohmann::json("inf");
     p["passed"] = o.passed;
+    p["dtype"] = o.dtype;
     if (!o.passed) {
       p["counterexample"] = o.counterexample;
       p["reproduce"] = o.reproduce;
@@ -169,7 +242,10 @@ std::string SuiteReport::summary() const {
   std::string out;
   std::size_t w = 8;
   for (const auto& o : outcomes) w = std::max(w, o.property.size());
+  std::string last_dtype;
   for (const auto& o : outcomes) {
+    if (dtypes.size() > 1 && o.dtype != last_dtype) out += "output " + o.dtype + ":\n";
+    last_dtype = o.dtype;
     char line[256];
     const char* verdict = !o.passed ? "FAIL" : (o.skipped == o.cases ? "skipped" : "pass");
     std::snprintf(line, sizeof line, "%-*s  cases %4d (skipped %4d)  worst margin %-9s  %s\n", static_cast<int>(w),

@@ -29,6 +29,11 @@ struct SuiteOptions {
   std::uint64_t seed = 20261121;      // RapidCheck seed (the same for every property)
   std::int64_t max_position = 0;      // largest position generated; 0: 2^24
   std::vector<std::string> only;      // property names; empty = all
+  // Output dtypes to run. Empty: the target's own dtype (info().dtype), then every other dtype it
+  // offers (Target::with_output) and implements (a kernel plugin that answers UNSUPPORTED for a dtype on
+  // the probe calls is reported in SuiteReport::dtype_notes, not run). Given: exactly those; a dtype the
+  // target does not offer throws std::invalid_argument.
+  std::vector<DType> dtypes;
 };
 
 struct PropertyInfo {
@@ -47,18 +52,22 @@ struct PropertyOutcome {
   std::string reproduce;            // how to rerun just this
   std::optional<std::int64_t> failing_position;
   std::vector<std::string> notes;   // measurements the property reports (first collision, first negative cosine sum, ...)
+  std::string dtype;                // the output dtype this outcome ran with ("f32", "bf16", ...)
 };
 
 struct SuiteReport {
   std::string target;
   std::string spec;                 // spec name, or "generated"
   std::uint64_t seed = 0;
-  std::vector<PropertyOutcome> outcomes;
+  std::vector<PropertyOutcome> outcomes;   // per output dtype run, every property (in dtype order)
+  std::vector<std::string> dtypes;         // the output dtypes run, in order
+  std::vector<std::string> dtype_notes;    // output dtypes offered but not implemented (not run), and why
   bool passed() const;
   nlohmann::json to_json() const;
   std::string summary() const;      // one line per property: cases, worst margin, verdict
 };
 
+// Runs every property once per output dtype (options.dtypes).
 // spec == nullptr: specs are generated (presets and any valid preset-like configuration, odd but
 // valid ones included); else that spec only (properties that need another kind of spec derive it
 // from this one, or are skipped). Throws std::invalid_argument for an unknown name in options.only.
