@@ -71,7 +71,7 @@ enum class Bug {
   partial_wrong_channels,
   yarn_ramp_reversed,
   llama3_exclusive_edges,
-  fast_sincos,
+  crude_sincos,
   attention_factor_twice,
   mrope_sections_swapped,
   dynamic_static_ntk,
@@ -81,7 +81,7 @@ enum class Bug {
   bf16_truncating_store,
 };
 
-// A fast low-accuracy sin / cos of the kind shipped as "fast math" (precision.md 1.2: CUDA's
+// A crude low-accuracy sin / cos of the kind shipped as "fast math" (precision.md 1.2: CUDA's
 // __sinf / __cosf are bounded only on [-pi, pi] and "larger otherwise"; a third-party RoPE kernel
 // measured 3e-6 at position 40 growing to 1e-2 at 131071). Emulated on the CPU: the argument is
 // reduced in f32 with ONE f32 constant for 2 pi (no Cody-Waite tail, so the reduced argument is off
@@ -97,7 +97,7 @@ float cos_poly8(float a) {
   const float a2 = a * a;
   return 1.0f + a2 * (-0.5f + a2 * (1.0f / 24.0f + a2 * (-1.0f / 720.0f + a2 * (1.0f / 40320.0f))));
 }
-std::pair<float, float> fast_sincos(float x) {  // {cos, sin}
+std::pair<float, float> crude_sincos(float x) {  // {cos, sin}
   constexpr float kInvTwoPi = 0.159154937f;
   constexpr float kTwoPi = 6.28318548f;  // f32(2 pi), the only reduction constant
   constexpr float kPi = 3.14159274f, kHalfPi = 1.57079637f;
@@ -209,8 +209,8 @@ std::int64_t mutant_stream_position(Bug bug, const RopeSpec& r, const Position& 
 // {cos, sin} of the angle, as the (mutated) kernel evaluates them, attention factor folded in.
 std::pair<float, float> mutant_table(Bug bug, float theta, float att) {
   float c = 0, s = 0;
-  if (bug == Bug::fast_sincos) {
-    std::tie(c, s) = fast_sincos(theta);
+  if (bug == Bug::crude_sincos) {
+    std::tie(c, s) = crude_sincos(theta);
   } else {
     c = std::cos(theta);
     s = std::sin(theta);
@@ -372,8 +372,10 @@ const std::vector<MutantDef>& mutant_defs() {
        "wavelength 2 pi base^(2j/R) (transcendental) meets L / low_freq_factor (rational): the spec here is "
        "llama-3.1-8b with low_freq_factor chosen to put pair 35 on the low edge",
        "", 131072},
-      {Bug::fast_sincos, "fast-sincos",
-       "fast low-accuracy sin / cos: one-constant f32 reduction mod 2 pi, then degree-7 / degree-8 Taylor polynomials",
+      // Named crude-sincos, not fast-sincos: the kernels' recipe `fast-sincos` (a faithful __sinf / __cosf
+      // model) lands in fp32-angle (kernels/RECIPES.md); this one violates it (issue 11 section 5).
+      {Bug::crude_sincos, "crude-sincos",
+       "crude low-accuracy sin / cos: one-constant f32 reduction mod 2 pi, then degree-7 / degree-8 Taylor polynomials",
        "fast-math sin/cos (precision.md 1.2: kekzl/imp #1325 measured 3e-6 at position 40, 1e-2 at 131071)",
        "llama-2-7b", 4096},
       {Bug::attention_factor_twice, "attention-factor-twice",
