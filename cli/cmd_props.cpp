@@ -30,7 +30,7 @@ namespace ropecheck::cli {
 namespace {
 
 struct PropsCliOptions {
-  std::string target, kernel, report, only, accuracy_class = "fp32-angle", dtype = "f32", baseline;
+  std::string target, kernel, report, only, accuracy_class = "fp32-angle", dtype, baseline;
   double max_growth = 2;
   int cases = 100;
   std::uint64_t seed = 20261121;
@@ -99,6 +99,15 @@ int run_props(const PropsCliOptions& o) {
     throw SpecError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o.max_growth));
   std::optional<props::SuiteBaseline> baseline;
   if (!o.baseline.empty()) baseline = props::read_suite_baseline(o.baseline);
+  // --dtype: a comma-separated list narrowing the output dtypes run (default: every one the target offers
+  // and implements; SuiteOptions::dtypes).
+  std::vector<DType> dtypes;
+  for (const std::string& name : split_commas(o.dtype)) {
+    const auto dt = parse_dtype(name);
+    if (!dt) throw SpecError("--dtype: unknown dtype '" + name + "' (f64, f32, f16, bf16)");
+    dtypes.push_back(*dt);
+  }
+  if (!o.dtype.empty() && dtypes.empty()) throw SpecError("--dtype: empty list");
   std::unique_ptr<props::Target> target;
   if (!o.target.empty()) {
     target = props::make_target(o.target);
@@ -110,9 +119,7 @@ int run_props(const PropsCliOptions& o) {
   } else {
     const auto cls = accuracy::parse_accuracy_class(o.accuracy_class);
     if (!cls) throw SpecError("--class: unknown class '" + o.accuracy_class + "'");
-    const auto dt = parse_dtype(o.dtype);
-    if (!dt) throw SpecError("--dtype: unknown dtype '" + o.dtype + "' (f64, f32, f16, bf16)");
-    target = golden::make_plugin_target(o.kernel, *cls, *dt, o.plugin);
+    target = golden::make_plugin_target(o.kernel, *cls, dtypes.empty() ? DType::f32 : dtypes.front(), o.plugin);
   }
   const bool has_spec = !o.source.preset.empty() || !o.source.hf_config.empty() || !o.source.spec_file.empty();
   std::optional<EncodingSpec> spec;
@@ -122,6 +129,7 @@ int run_props(const PropsCliOptions& o) {
   so.seed = o.seed;
   so.max_position = o.max_pos;
   so.only = split_commas(o.only);
+  so.dtypes = dtypes;
   set_rapidcheck_seed(o.seed);
   if (baseline) {  // before the run: a baseline of another setup is refused without running anything
     std::vector<std::string> names = so.only;
@@ -133,13 +141,15 @@ int run_props(const PropsCliOptions& o) {
   try {
     rep = props::run_suite(*target, spec ? &*spec : nullptr, so);
   } catch (const std::invalid_argument& e) {
-    throw SpecError(std::string("--only: ") + e.what());
+    const std::string what = e.what();
+    throw SpecError((what.rfind("unknown property", 0) == 0 ? "--only: " : "--dtype: ") + what);
   }
   std::optional<props::SuiteComparison> cmp;  // before any output: a baseline of another setup is exit 2
   if (baseline) cmp = props::compare_with_baseline(rep, *baseline, o.max_growth);
   fmt::print("target {} ({}), spec {}, seed {}, {} cases per property\n", rep.target,
              accuracy::to_string(target->info().accuracy), rep.spec, rep.seed, o.cases);
   fmt::print("{}", rep.summary());
+  for (const auto& n : rep.dtype_notes) fmt::print("  {}\n", n);
   std::string source_opts;
   if (!o.source.preset.empty()) source_opts = " --preset " + o.source.preset;
   if (!o.source.spec_file.empty()) source_opts = " --spec " + o.source.spec_file;
@@ -147,7 +157,7 @@ int run_props(const PropsCliOptions& o) {
   for (auto& out : rep.outcomes) {
     if (!o.kernel.empty()) {  // the runner knows the target name, not how it was given
       const auto pos = out.reproduce.find("--target " + rep.target);
-      if (pos != std::string::npos) out.reproduce.replace(pos, 9 + rep.target.size(), "--kernel " + o.kernel + " --class " + o.accuracy_class + " --dtype " + o.dtype);
+      if (pos != std::string::npos) out.reproduce.replace(pos, 9 + rep.target.size(), "--kernel " + o.kernel + " --class " + o.accuracy_class);
     }
     if (!source_opts.empty()) {
       for (const char* k : {" --preset ", " --spec "}) {
@@ -164,7 +174,7 @@ int run_props(const PropsCliOptions& o) {
   }
   for (const auto& out : rep.outcomes) {
     if (out.verdict != ropecheck::Verdict::fail) continue;
-    fmt::print("\nFAIL {}: {}\n  counterexample: {}\n", out.property, out.statement, out.counterexample);
+    fmt::print("\nFAIL {} (output {}): {}\n  counterexample: {}\n", out.property, out.dtype, out.statement, out.counterexample);
     if (out.failing_position) fmt::print("  failing position: {}\n", *out.failing_position);
     for (const auto& n : out.notes)
       if (n.rfind("failing spec", 0) == 0) fmt::print("  {}\n", n);
@@ -184,7 +194,7 @@ int run_props(const PropsCliOptions& o) {
   } else {
     std::string names;
     for (const auto& out : rep.outcomes)
-      if (out.asked && out.verdict == Verdict::not_tested) names += (names.empty() ? "" : ", ") + out.property;
+      if (rep.counts(out) && out.verdict == Verdict::not_tested) names += (names.empty() ? "" : ", ") + out.property;
     fmt::print("NOT TESTED: no property failed, but these were not tested: {}\n", names);
   }
   if (cmp) fmt::print("{}", cmp->summary());
@@ -200,7 +210,9 @@ Command add_props_command(CLI::App& app) {
   sub->add_option("--target", o->target, "a registered target (see --list-targets)");
   sub->add_option("--kernel", o->kernel, "a kernel plugin (golden/KERNEL_ABI.md)");
   sub->add_option("--class", o->accuracy_class, "with --kernel: the accuracy class it claims")->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "with --kernel: the output dtype requested (f64, f32, f16, bf16)")->capture_default_str();
+  sub->add_option("--dtype", o->dtype,
+                  "output dtypes to run, comma-separated (f64, f32, f16, bf16); default: every one the target offers "
+                  "(a kernel plugin: each it does not answer UNSUPPORTED; a named target: its own)");
   o->source.add_options(*sub);
   sub->add_option("--cases", o->cases, "cases per property")->capture_default_str();
   sub->add_option("--seed", o->seed, "RapidCheck seed")->capture_default_str()->check(unsigned_64());

@@ -25,7 +25,8 @@ namespace {
 // property, and take_failures() tells the suite what happened so it reports it.
 class PluginTarget final : public props::Target {
  public:
-  PluginTarget(KernelPlugin plugin, accuracy::AccuracyClass accuracy, DType dtype) : plugin_(std::move(plugin)) {
+  PluginTarget(KernelPlugin plugin, accuracy::AccuracyClass accuracy, DType dtype, const PluginClientOptions& options)
+      : plugin_(std::move(plugin)), options_(options) {
     info_.name = "plugin:" + plugin_.name();
     info_.description = "kernel plugin " + plugin_.path().string();
     info_.accuracy = accuracy;
@@ -46,6 +47,17 @@ class PluginTarget final : public props::Target {
 
   bool rope_apply(const EncodingSpec& spec, std::span<const Position> positions, int heads, std::span<const double> x,
                   std::span<double> out) override {
+    return rope_apply_input("q", spec, positions, heads, x, out);
+  }
+
+  // Every ABI output dtype: the kernel answers UNSUPPORTED for those it does not implement (or does not
+  // declare, ropecheck_kernel_capabilities). Same library, same isolation options.
+  std::unique_ptr<props::Target> with_output(DType dtype) override {
+    return make_plugin_target(plugin_.path(), info_.accuracy, dtype, options_);
+  }
+
+  bool rope_apply_input(std::string_view input, const EncodingSpec& spec, std::span<const Position> positions,
+                        int heads, std::span<const double> x, std::span<double> out) override {
     if (!plugin_.has_rope_apply() || spec.family != Family::rope || !plugin_.declares_dtype(abi_dtype(info_.dtype)))
       return false;
     const RopeSpec& r = spec.rope;
@@ -86,7 +98,8 @@ class PluginTarget final : public props::Target {
                              std::to_string(T) + " tokens x " + std::to_string(heads) + " heads, " +
                              std::string(to_string(info_.dtype)) + " output, first position " +
                              (T > 0 ? std::to_string(positions[0].t) : std::string("-"));
-    const KernelCall c = plugin_.rope_apply(in, "q", heads, xf, abi_dtype(info_.dtype), xf.size() * esize, what);
+    const std::string input_name(input);  // "q" or "k": the kernel may have separate paths
+    const KernelCall c = plugin_.rope_apply(in, input_name.c_str(), heads, xf, abi_dtype(info_.dtype), xf.size() * esize, what);
     return finish(c, out, esize);
   }
 
@@ -120,6 +133,7 @@ class PluginTarget final : public props::Target {
   }
 
   KernelPlugin plugin_;
+  PluginClientOptions options_;
   props::TargetInfo info_;
   std::int64_t reported_ = 0, calls_reported_ = 0;
   std::string first_;
@@ -129,7 +143,7 @@ class PluginTarget final : public props::Target {
 
 std::unique_ptr<props::Target> make_plugin_target(const std::filesystem::path& library, accuracy::AccuracyClass accuracy,
                                                   DType dtype, const PluginClientOptions& options) {
-  return std::make_unique<PluginTarget>(load_kernel_plugin(library, options), accuracy, dtype);
+  return std::make_unique<PluginTarget>(load_kernel_plugin(library, options), accuracy, dtype, options);
 }
 
 }  // namespace ropecheck::golden

@@ -145,14 +145,32 @@ rc::Gen<EncodingSpec> any_spec() {
   });
 }
 
+std::vector<std::int64_t> colliding_positions(std::int64_t max_position) {
+  const std::int64_t mx = max_position > 0 ? max_position : kDefaultMaxPosition;
+  std::vector<std::int64_t> out = {65504, 65519, 65520, 65535};
+  for (int k = 7; k < 62 && (std::int64_t{1} << k) <= mx; ++k) {
+    const std::int64_t p2 = std::int64_t{1} << k;
+    if (k >= 8) out.push_back(p2 - 1), out.push_back(p2 + 1);
+    out.push_back(3 * p2 + 1);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  out.erase(std::remove_if(out.begin(), out.end(), [mx](std::int64_t p) { return p > mx; }), out.end());
+  return out;
+}
+
 rc::Gen<std::int64_t> position(std::int64_t max_position) {
   const std::int64_t mx = max_position > 0 ? max_position : kDefaultMaxPosition;
   int top = 1;
   while (top < 62 && (std::int64_t{1} << (top + 1)) <= mx) ++top;
-  return rc::gen::exec([mx, top] {
-    const int which = *rc::gen::inRange(0, 3);
+  const std::vector<std::int64_t> colliding = colliding_positions(mx);
+  return rc::gen::exec([mx, top, colliding] {
+    int which = *rc::gen::inRange(0, 4);
+    if (which == 3 && colliding.empty()) which = 0;
     std::int64_t p = 0;
-    if (which == 0) {
+    if (which == 3) {
+      p = *rc::gen::elementOf(colliding);
+    } else if (which == 0) {
       p = *rc::gen::inRange<std::int64_t>(0, 65);
     } else if (which == 1) {
       const int k = *rc::gen::inRange(1, top + 1);

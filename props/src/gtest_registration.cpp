@@ -53,7 +53,7 @@ std::string this_binary() {
 
 std::string describe_failure(const PropertyCase& c, const PropertyOutcome& o, const std::string& target_name) {
   std::ostringstream msg;
-  msg << "property " << o.property << " failed for target " << target_name;
+  msg << "property " << o.property << " failed for target " << target_name << " (output " << o.dtype << ")";
   if (c.spec) msg << " with spec " << (c.spec->name.empty() ? std::string("(unnamed)") : c.spec->name);
   msg << "\n  statement:      " << o.statement;
   msg << "\n  cases:          " << o.cases << " run";
@@ -89,28 +89,45 @@ class PropertyTest : public ::testing::Test {
              << c.options.seed << " max_success=" << c.options.cases << "\" " << this_binary()
              << " --gtest_filter=" << shell_quote(c.display);
     }
-    const PropertyOutcome* outcome = nullptr;
+    // One outcome per output dtype run (SuiteOptions::dtypes): the test fails if any fails, and is a
+    // skip only when the target declined every case of every dtype.
+    std::vector<const PropertyOutcome*> outcomes;
     for (const auto& o : report.outcomes)
-      if (o.property == c.property) outcome = &o;
-    ASSERT_NE(outcome, nullptr) << "the suite ran no property named " << c.property;
-    if (outcome->verdict == Verdict::fail) {
-      ADD_FAILURE() << describe_failure(c, *outcome, target_name);
-      return;
+      if (o.property == c.property) outcomes.push_back(&o);
+    ASSERT_FALSE(outcomes.empty()) << "the suite ran no property named " << c.property;
+    bool failed = false;
+    for (const PropertyOutcome* o : outcomes) {
+      if (o->verdict == Verdict::fail) {
+        ADD_FAILURE() << describe_failure(c, *o, target_name);
+        failed = true;
+      }
     }
+    for (const auto& n : report.dtype_notes) RecordProperty("dtype_note", n);
+    if (failed) return;
+    const PropertyOutcome* outcome = outcomes.front();
     for (std::size_t i = 0; i < outcome->notes.size(); ++i) {
       std::string key = "note";
       key += std::to_string(i);
       RecordProperty(key, outcome->notes[i]);
     }
-    if (outcome->verdict == Verdict::not_tested && !outcome->applicable)
+    // Not tested in some dtype: a skip only when nothing applied (every dtype: not applicable) or when
+    // the consumer allowed it by name; otherwise the test fails (a green run must mean tested).
+    const PropertyOutcome* untested = nullptr;
+    bool all_not_applicable = true;
+    for (const PropertyOutcome* o : outcomes) {
+      if (o->verdict == Verdict::not_tested && o->applicable && !untested) untested = o;
+      all_not_applicable = all_not_applicable && o->verdict == Verdict::not_tested && !o->applicable;
+    }
+    if (all_not_applicable)
       GTEST_SKIP() << "property " << c.property << " " << outcome->reason;  // nothing the target could run
-    if (outcome->verdict == Verdict::not_tested) {
+    if (untested) {
       const auto& allowed = c.options.allow_not_tested;
       if (std::find(allowed.begin(), allowed.end(), c.property) != allowed.end())
         GTEST_SKIP() << "property " << c.property << " not tested for target " << target_name << " (allowed by "
-                     << "SuiteOptions::allow_not_tested): " << outcome->reason;
-      ADD_FAILURE() << "property " << c.property << " was NOT TESTED for target " << target_name << ": "
-                    << outcome->reason << "\n  a not-tested property fails; to accept it, name it in "
+                     << "SuiteOptions::allow_not_tested): " << untested->reason;
+      ADD_FAILURE() << "property " << c.property << " was NOT TESTED for target " << target_name << " ("
+                    << untested->dtype << " output): " << untested->reason
+                    << "\n  a not-tested property fails; to accept it, name it in "
                     << "SuiteOptions::allow_not_tested (e.g. .allow_not_tested = {\"" << c.property << "\"})";
       return;
     }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <numbers>
@@ -71,14 +72,17 @@ enum class Bug {
   partial_wrong_channels,
   yarn_ramp_reversed,
   llama3_exclusive_edges,
-  fast_sincos,
+  crude_sincos,
   attention_factor_twice,
   mrope_sections_swapped,
   dynamic_static_ntk,
   longrope_long_factors,
+  k_head_offset,
+  attention_factor_dropped,
+  bf16_truncating_store,
 };
 
-// A fast low-accuracy sin / cos of the kind shipped as "fast math" (precision.md 1.2: CUDA's
+// A crude low-accuracy sin / cos of the kind shipped as "fast math" (precision.md 1.2: CUDA's
 // __sinf / __cosf are bounded only on [-pi, pi] and "larger otherwise"; a third-party RoPE kernel
 // measured 3e-6 at position 40 growing to 1e-2 at 131071). Emulated on the CPU: the argument is
 // reduced in f32 with ONE f32 constant for 2 pi (no Cody-Waite tail, so the reduced argument is off
@@ -94,7 +98,7 @@ float cos_poly8(float a) {
   const float a2 = a * a;
   return 1.0f + a2 * (-0.5f + a2 * (1.0f / 24.0f + a2 * (-1.0f / 720.0f + a2 * (1.0f / 40320.0f))));
 }
-std::pair<float, float> fast_sincos(float x) {  // {cos, sin}
+std::pair<float, float> crude_sincos(float x) {  // {cos, sin}
   constexpr float kInvTwoPi = 0.159154937f;
   constexpr float kTwoPi = 6.28318548f;  // f32(2 pi), the only reduction constant
   constexpr float kPi = 3.14159274f, kHalfPi = 1.57079637f;
@@ -180,6 +184,11 @@ k::RopeFrequenciesF32 mutant_frequencies(Bug bug, const RopeSpec& r) {
       f.attention_factor = f.attention_factor * f.attention_factor;  // folded into cos / sin, then again
       return f;
     }
+    case Bug::attention_factor_dropped: {
+      k::RopeFrequenciesF32 f = k::hf_rope_frequencies_f32(r);
+      f.attention_factor = 1.0f;  // the scaling's mscale never applied
+      return f;
+    }
     default:
       break;
   }
@@ -201,8 +210,8 @@ std::int64_t mutant_stream_position(Bug bug, const RopeSpec& r, const Position& 
 // {cos, sin} of the angle, as the (mutated) kernel evaluates them, attention factor folded in.
 std::pair<float, float> mutant_table(Bug bug, float theta, float att) {
   float c = 0, s = 0;
-  if (bug == Bug::fast_sincos) {
-    std::tie(c, s) = fast_sincos(theta);
+  if (bug == Bug::crude_sincos) {
+    std::tie(c, s) = crude_sincos(theta);
   } else {
     c = std::cos(theta);
     s = std::sin(theta);
@@ -218,9 +227,20 @@ std::pair<float, float> mutant_table(Bug bug, float theta, float att) {
   return {c, s};
 }
 
+// The store: rounding to nearest even (k::round_to_dtype), or the bug's truncation of a bf16 result
+// (the low 16 bits of the f32 pattern dropped: rounding toward zero).
+float mutant_store(Bug bug, float v, DType dt) {
+  if (bug != Bug::bf16_truncating_store || dt != DType::bf16 || !std::isfinite(v)) return k::round_to_dtype(v, dt);
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits &= 0xFFFF0000u;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
 // The hf-fp32 apply loop with the bug's knob turned (Bug-free paths equal kernels::hf_fp32_rope_apply).
-void mutant_rope_apply(Bug bug, const RopeSpec& r, std::span<const Position> positions, int heads,
-                       std::span<const float> x, std::span<float> out, DType dt) {
+void mutant_rope_apply(Bug bug, std::string_view input, const RopeSpec& r, std::span<const Position> positions,
+                       int heads, std::span<const float> x, std::span<float> out, DType dt) {
   const k::RopeFrequenciesF32 freq = mutant_frequencies(bug, r);
   const int P = rope_pairs(r), D = r.head_dim;
   const std::size_t row_len = idx(D);
@@ -235,15 +255,19 @@ void mutant_rope_apply(Bug bug, const RopeSpec& r, std::span<const Position> pos
     }
     for (std::size_t h = 0; h < idx(heads); ++h) {
       const std::size_t base = (t * idx(heads) + h) * row_len;
-      std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(base), row_len, row.begin());
-      for (std::size_t ch = 0; ch < row_len; ++ch) out[base + ch] = k::round_to_dtype(row[ch], dt);
+      // k_head_offset: the k path reads head h + 1's row (its head offset off by one head, wrapping
+      // inside the token); writes go to the right row.
+      const std::size_t src_h = bug == Bug::k_head_offset && input == "k" ? (h + 1) % idx(heads) : h;
+      const std::size_t src = (t * idx(heads) + src_h) * row_len;
+      std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(src), row_len, row.begin());
+      for (std::size_t ch = 0; ch < row_len; ++ch) out[base + ch] = mutant_store(bug, row[ch], dt);
       for (int j = 0; j < P; ++j) {
         const std::size_t ia = offset + (interleaved ? 2 * idx(j) : idx(j));
         const std::size_t ib = offset + (interleaved ? 2 * idx(j) + 1 : idx(j) + idx(P));
         const float a = row[ia], b = row[ib], cj = c[idx(j)], sj = s[idx(j)];
         const float ac = a * cj, nbs = -b * sj, bc = b * cj, as = a * sj;
-        out[base + ia] = k::round_to_dtype(ac + nbs, dt);
-        out[base + ib] = k::round_to_dtype(bc + as, dt);
+        out[base + ia] = mutant_store(bug, ac + nbs, dt);
+        out[base + ib] = mutant_store(bug, bc + as, dt);
       }
     }
   }
@@ -266,7 +290,7 @@ void mutant_sinusoidal(Bug bug, const SinusoidalSpec& spec, std::span<const std:
         const auto [cv, sv] = mutant_table(bug, p * w[idx(c.frequency)], 1.0f);
         v = c.kind == SinusoidalKind::sine ? sv : cv;
       }
-      out[t * d + col] = k::round_to_dtype(v, dt);
+      out[t * d + col] = mutant_store(bug, v, dt);
     }
   }
 }
@@ -281,6 +305,7 @@ struct MutantDef {
   const char* preset;
   std::int64_t max_position;
   const char* known_gap = "";
+  DType dtype = DType::f32;
 };
 
 // Llama 3.1 8B with low_freq_factor set so that L_orig / low_freq_factor equals, in f32, the f32
@@ -348,8 +373,10 @@ const std::vector<MutantDef>& mutant_defs() {
        "wavelength 2 pi base^(2j/R) (transcendental) meets L / low_freq_factor (rational): the spec here is "
        "llama-3.1-8b with low_freq_factor chosen to put pair 35 on the low edge",
        "", 131072},
-      {Bug::fast_sincos, "fast-sincos",
-       "fast low-accuracy sin / cos: one-constant f32 reduction mod 2 pi, then degree-7 / degree-8 Taylor polynomials",
+      // Named crude-sincos, not fast-sincos: the kernels' recipe `fast-sincos` (a faithful __sinf / __cosf
+      // model) lands in fp32-angle (kernels/RECIPES.md); this one violates it (issue 11 section 5).
+      {Bug::crude_sincos, "crude-sincos",
+       "crude low-accuracy sin / cos: one-constant f32 reduction mod 2 pi, then degree-7 / degree-8 Taylor polynomials",
        "fast-math sin/cos (precision.md 1.2: kekzl/imp #1325 measured 3e-6 at position 40, 1e-2 at 131071)",
        "llama-2-7b", 4096},
       {Bug::attention_factor_twice, "attention-factor-twice",
@@ -367,6 +394,20 @@ const std::vector<MutantDef>& mutant_defs() {
        "a cache built once at the longest length (the suite resolves LongRoPE without a run-time length: short "
        "factors); Phi-3.5 prompts under 4096 tokens",
        "phi-3.5-mini", 4096},
+      {Bug::k_head_offset, "k-head-offset",
+       "the k path reads head h + 1's row for head h (head offset off by one head, wrapping inside the token); q is right",
+       "separate q / k launches with the k head stride or offset computed from the wrong head count (GQA: "
+       "num_key_value_heads vs num_heads); invisible with one head, and to any check that only rotates q",
+       "llama-3.1-8b", 131072},
+      {Bug::attention_factor_dropped, "attention-factor-dropped",
+       "the attention factor (YaRN / LongRoPE mscale) never applied: cos / sin unscaled",
+       "a kernel ported from a Llama recipe run on a YaRN / LongRoPE model (gpt-oss, Qwen2.5 YaRN, Phi-3.5 long): "
+       "every logit off by att^2; on a preset with att = 1 only its YaRN variant shows it",
+       "llama-3.1-8b", 131072},
+      {Bug::bf16_truncating_store, "bf16-truncating-store",
+       "bf16 results stored by dropping the low 16 bits of the f32 value (round toward zero) instead of rounding to nearest even",
+       "a hand-written f32 -> bf16 cast (`u >> 16`) in a custom kernel; bias toward zero of up to one bf16 ulp",
+       "gpt-j-6b", 2048, "", DType::bf16},
   };
   return defs;
 }
@@ -382,28 +423,29 @@ std::unique_ptr<Target> make_bug_target(const MutantDef& d) {
   info.name = std::string("mutant:") + d.name;
   info.description = std::string("hf-fp32 with a bug: ") + d.description;
   info.accuracy = AccuracyClass::fp32_angle;
-  info.dtype = DType::f32;
+  info.dtype = d.dtype;
   info.negative_positions = true;
   const Bug bug = d.bug;
-  RopeFunction rope = [bug](const EncodingSpec& spec, std::span<const Position> positions, int heads,
-                            std::span<const double> x, std::span<double> out) {
+  const DType dt = d.dtype;
+  NamedRopeFunction rope = [bug, dt](std::string_view input, const EncodingSpec& spec, std::span<const Position> positions,
+                                     int heads, std::span<const double> x, std::span<double> out) {
     if (!shapes_ok(spec, positions.size(), heads, x.size(), out.size())) return false;
     const std::vector<float> xf = to_float(x);
     std::vector<float> of(xf.size());
-    mutant_rope_apply(bug, spec.rope, positions, heads, xf, of, DType::f32);
+    mutant_rope_apply(bug, input, spec.rope, positions, heads, xf, of, dt);
     to_double(of, out);
     return true;
   };
-  SinusoidalFunction sinusoidal = [bug](const EncodingSpec& spec, std::span<const std::int64_t> positions,
-                                        std::span<double> out) {
+  SinusoidalFunction sinusoidal = [bug, dt](const EncodingSpec& spec, std::span<const std::int64_t> positions,
+                                            std::span<double> out) {
     if (spec.family != Family::sinusoidal || out.size() != positions.size() * idx(spec.sinusoidal.d_model))
       return false;
     std::vector<float> of(out.size());
-    mutant_sinusoidal(bug, spec.sinusoidal, positions, of, DType::f32);
+    mutant_sinusoidal(bug, spec.sinusoidal, positions, of, dt);
     to_double(of, out);
     return true;
   };
-  return make_function_target(std::move(info), std::move(rope), std::move(sinusoidal));
+  return make_named_function_target(std::move(info), std::move(rope), std::move(sinusoidal));
 }
 
 }  // namespace
@@ -411,7 +453,7 @@ std::unique_ptr<Target> make_bug_target(const MutantDef& d) {
 std::vector<MutantInfo> mutants() {
   std::vector<MutantInfo> out;
   for (const MutantDef& d : mutant_defs())
-    out.push_back({d.name, d.description, d.where, mutant_spec(d), d.max_position, d.known_gap});
+    out.push_back({d.name, d.description, d.where, mutant_spec(d), d.max_position, d.known_gap, d.dtype});
   return out;
 }
 
@@ -535,7 +577,7 @@ SelfTestReport run_self_test(const SelfTestOptions& options) {
     v.seconds_mutant = seconds_since(t0);
 
     so.only.clear();
-    auto good = make_hf_fp32_target(DType::f32);
+    auto good = make_hf_fp32_target(m.dtype);
     const auto t1 = std::chrono::steady_clock::now();
     const SuiteReport ok = run_suite(*good, &m.spec, so);
     v.seconds_correct = seconds_since(t1);

@@ -70,14 +70,12 @@ SuiteReport suite_header(const Target& target, const EncodingSpec* spec, const S
   return report;
 }
 
-SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptions& options) {
-  std::vector<const detail::PropertyDef*> defs;
-  if (options.only.empty())
-    for (const auto& d : detail::property_defs()) defs.push_back(&d);
-  else
-    for (const auto& n : options.only) defs.push_back(&find_def(n));
+namespace {
 
-  SuiteReport report = suite_header(target, spec, options);
+// Every property in `defs` against one target (one output dtype), appended to report.outcomes.
+void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions& options,
+                    const std::vector<const detail::PropertyDef*>& defs, SuiteReport& report) {
+  const std::string dtype(to_string(target.info().dtype));
   for (const detail::PropertyDef* def : defs) {
     detail::Ctx ctx{target, spec, options.max_position};
     MarginStats margins;
@@ -119,6 +117,7 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     o.skipped = ctx.skipped;
     o.worst_margin = ctx.worst;
     o.margins = margins;
+    o.dtype = dtype;
     rc::detail::FailureResult failure;
     rc::detail::GaveUpResult gave_up;
     rc::detail::Error error;
@@ -166,7 +165,8 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     if (spec) src = is_preset(spec->name) ? " --preset " + spec->name : " --spec SPEC.json";
     o.reproduce = "ropecheck props --target " + report.target + src + " --only " + def->name + " --seed " +
                   std::to_string(options.seed) + " --cases " + std::to_string(options.cases) +
-                  (options.max_position > 0 ? " --max-pos " + std::to_string(options.max_position) : std::string());
+                  (options.max_position > 0 ? " --max-pos " + std::to_string(options.max_position) : std::string()) +
+                  " --dtype " + dtype;
     if (std::string(def->name) == "uniqueness") {
       if (ctx.min_separation >= 0) o.notes.push_back("smallest row separation seen (max-norm): " + fmt_margin(ctx.min_separation));
       if (ctx.first_collision)
@@ -183,9 +183,79 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     if (const Target::Failures f = target.take_failures(); f.failed > 0) {  // a kernel plugin crashed, hung, ...
       o.passed = false;
       o.counterexample = "kernel failure: " + f.first;
+      o.verdict = Verdict::fail;
+      o.reason = o.counterexample;
       o.notes.push_back("kernel calls lost: " + std::to_string(f.failed) + " of " + std::to_string(f.calls));
     }
     report.outcomes.push_back(std::move(o));
+  }
+}
+
+// Whether the target implements anything at all in its output dtype: one small call on the spec (or,
+// with generated specs, on a few presets of both families). A kernel plugin answers UNSUPPORTED for a
+// dtype it does not have.
+bool probe(Target& t, const EncodingSpec* spec) {
+  std::vector<EncodingSpec> specs;
+  if (spec)
+    specs.push_back(*spec);
+  else
+    for (const char* n : {"llama-2-7b", "gpt-j-6b", "llama-3.1-8b"}) specs.push_back(load_preset(n));
+  for (const EncodingSpec& s : specs) {
+    if (s.family == Family::rope) {
+      const std::vector<Position> pos = {Position::uniform(0), Position::uniform(1)};
+      const std::vector<double> x(2 * static_cast<std::size_t>(s.rope.head_dim), 1.0);
+      std::vector<double> out(x.size());
+      if (t.rope_apply_input("q", s, pos, 1, x, out)) return true;
+    } else {
+      const std::vector<std::int64_t> pos = {0, 1};
+      std::vector<double> out(2 * static_cast<std::size_t>(s.sinusoidal.d_model));
+      if (t.sinusoidal(s, pos, out)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptions& options) {
+  std::vector<const detail::PropertyDef*> defs;
+  if (options.only.empty())
+    for (const auto& d : detail::property_defs()) defs.push_back(&d);
+  else
+    for (const auto& n : options.only) defs.push_back(&find_def(n));
+
+  SuiteReport report = suite_header(target, spec, options);
+  const DType own = target.info().dtype;
+  const bool given = !options.dtypes.empty();
+  std::vector<DType> wanted = options.dtypes;
+  if (!given) {
+    wanted = {own};
+    for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64})
+      if (d != own) wanted.push_back(d);
+  }
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    const DType d = wanted[i];
+    if (std::find(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(i), d) != wanted.begin() + static_cast<std::ptrdiff_t>(i))
+      continue;  // listed twice
+    if (d == own) {
+      report.dtypes.emplace_back(to_string(d));
+      run_properties(target, spec, options, defs, report);
+      continue;
+    }
+    std::unique_ptr<Target> other = target.with_output(d);
+    if (!other) {
+      if (given)
+        throw std::invalid_argument("target " + target.info().name + " has no " + std::string(to_string(d)) +
+                                    " output (its output dtype is " + std::string(to_string(own)) + ")");
+      continue;  // not offered: nothing to report
+    }
+    if (!given && !probe(*other, spec)) {
+      report.dtype_notes.push_back("output " + std::string(to_string(d)) +
+                                   ": the target answered unsupported on the probe calls; not run");
+      continue;
+    }
+    report.dtypes.emplace_back(to_string(d));
+    run_properties(*other, spec, options, defs, report);
   }
   return report;
 }
@@ -196,10 +266,18 @@ bool SuiteReport::passed() const {
   return true;
 }
 
+bool SuiteReport::counts(const PropertyOutcome& o) const {
+  if (!o.asked) return false;
+  if (o.applicable) return true;
+  for (const auto& other : outcomes)
+    if (other.property == o.property && other.applicable) return false;  // applied in another dtype
+  return true;
+}
+
 Verdict SuiteReport::verdict() const {
   Verdict v = Verdict::pass;
   for (const auto& o : outcomes)
-    if (o.asked) v = combine(v, o.verdict);
+    if (counts(o)) v = combine(v, o.verdict);
   return v;
 }
 
@@ -216,6 +294,8 @@ nlohmann::json SuiteReport::to_json() const {
   j["dtype"] = std::string(to_string(dtype));
   j["passed"] = verdict() == Verdict::pass;  // never true when something was not tested
   j["verdict"] = std::string(to_string(verdict()));
+  j["dtypes"] = dtypes;
+  j["dtype_notes"] = dtype_notes;
   auto& arr = j["properties"] = nlohmann::json::array();
   for (const auto& o : outcomes) {
     nlohmann::json p;
@@ -234,6 +314,7 @@ nlohmann::json SuiteReport::to_json() const {
     p["declined"] = o.declined;
     p["applicable"] = o.applicable;
     p["first_saturated_position"] = o.first_saturated_position ? nlohmann::json(*o.first_saturated_position) : nlohmann::json(nullptr);
+    p["dtype"] = o.dtype;
     if (!o.passed) {
       p["counterexample"] = o.counterexample;
       p["reproduce"] = o.reproduce;
@@ -249,7 +330,10 @@ std::string SuiteReport::summary() const {
   std::string out;
   std::size_t w = 8;
   for (const auto& o : outcomes) w = std::max(w, o.property.size());
+  std::string last_dtype;
   for (const auto& o : outcomes) {
+    if (dtypes.size() > 1 && o.dtype != last_dtype) out += "output " + o.dtype + ":\n";
+    last_dtype = o.dtype;
     char line[256];
     const char* verdict = o.verdict == Verdict::fail
                               ? "FAIL"

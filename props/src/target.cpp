@@ -18,12 +18,16 @@ namespace {
 
 class FunctionTarget final : public Target {
  public:
-  FunctionTarget(TargetInfo info, RopeFunction rope, SinusoidalFunction sinusoidal)
+  FunctionTarget(TargetInfo info, NamedRopeFunction rope, SinusoidalFunction sinusoidal)
       : info_(std::move(info)), rope_(std::move(rope)), sinusoidal_(std::move(sinusoidal)) {}
   const TargetInfo& info() const override { return info_; }
   bool rope_apply(const EncodingSpec& spec, std::span<const Position> positions, int heads,
                   std::span<const double> x, std::span<double> out) override {
-    return rope_ ? rope_(spec, positions, heads, x, out) : false;
+    return rope_apply_input("q", spec, positions, heads, x, out);
+  }
+  bool rope_apply_input(std::string_view input, const EncodingSpec& spec, std::span<const Position> positions,
+                        int heads, std::span<const double> x, std::span<double> out) override {
+    return rope_ ? rope_(input, spec, positions, heads, x, out) : false;
   }
   bool sinusoidal(const EncodingSpec& spec, std::span<const std::int64_t> positions, std::span<double> out) override {
     return sinusoidal_ ? sinusoidal_(spec, positions, out) : false;
@@ -31,7 +35,7 @@ class FunctionTarget final : public Target {
 
  private:
   TargetInfo info_;
-  RopeFunction rope_;
+  NamedRopeFunction rope_;
   SinusoidalFunction sinusoidal_;
 };
 
@@ -104,6 +108,16 @@ Registry& registry() {
 }  // namespace
 
 std::unique_ptr<Target> make_function_target(TargetInfo info, RopeFunction rope, SinusoidalFunction sinusoidal) {
+  NamedRopeFunction named;
+  if (rope)
+    named = [rope = std::move(rope)](std::string_view, const EncodingSpec& spec, std::span<const Position> positions,
+                                     int heads, std::span<const double> x, std::span<double> out) {
+      return rope(spec, positions, heads, x, out);
+    };
+  return std::make_unique<FunctionTarget>(std::move(info), std::move(named), std::move(sinusoidal));
+}
+
+std::unique_ptr<Target> make_named_function_target(TargetInfo info, NamedRopeFunction rope, SinusoidalFunction sinusoidal) {
   return std::make_unique<FunctionTarget>(std::move(info), std::move(rope), std::move(sinusoidal));
 }
 

@@ -2,12 +2,15 @@
 # `ropecheck props`: a preset against the exact reference passes (exit 0) with one line per property,
 # --list-targets, unusable input exits 2 with one line on stderr, and what was not tested (a kernel
 # declining every case, saturated bounds) exits 3, never 0 (issue 11).
-# Usage: test_props.sh ROPECHECK HF_PLUGIN BROKEN_PLUGIN UNSUPPORTED_ALL_PLUGIN
+# Issue 15: kernel plugins with one bug each (tests/plugins/teeth_plugin.cpp) are caught on three presets
+# with the default output dtypes, and the correct one is not.
+# Usage: test_props.sh ROPECHECK HF_PLUGIN BROKEN_PLUGIN UNSUPPORTED_ALL_PLUGIN TEETH_PLUGIN_DIR
 set -u
 rc_bin="$1"
 hf_plugin="$2"
 broken_plugin="$3"
 unsupported_plugin="$4"
+teeth_dir="$5"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -125,4 +128,25 @@ expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --baseline "$tmp/trunc
 expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --baseline "$tmp/missing.json"
 expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --baseline "$tmp/base.json" --max-growth 0.5
 expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --max-growth 3
+# Issue 15's bug kinds through the C ABI, default output dtypes (f32, bf16, f16 here; f64 UNSUPPORTED):
+# each caught (exit 1) by the property that states what it breaks, on a preset with attention factor 1
+# (llama-3.1-8b, gpt-j-6b, deepseek-v3), and the correct plugin passes those properties. (--only keeps
+# the runtime down: a failing property shrinks its counterexample, which costs seconds per property.)
+for preset in llama-3.1-8b gpt-j-6b deepseek-v3; do
+  expect_exit 0 --kernel "$teeth_dir/teeth_plugin_correct.so" --preset "$preset" --max-pos 1000000 \
+    --only relative_shift,norm,attention_factor,head_independence,store_rounding
+  grep -q "^output bf16:" "$tmp/out" || { cat "$tmp/out"; fail "correct plugin on $preset: bf16 outputs not run by default"; }
+  grep -q "output f64: the target answered unsupported" "$tmp/out" || { cat "$tmp/out"; fail "$preset: f64 not reported unsupported"; }
+  for bug in k_head_offset:head_independence att_dropped:attention_factor att_twice:attention_factor \
+             bf16_truncate:store_rounding; do
+    mode="${bug%%:*}"; prop="${bug##*:}"
+    expect_exit 1 --kernel "$teeth_dir/teeth_plugin_$mode.so" --preset "$preset" --max-pos 1000000 --only "$prop"
+    grep -q "^FAIL $prop " "$tmp/out" || { cat "$tmp/out"; fail "teeth plugin $mode on $preset: $prop did not fail"; }
+  done
+done
+# --dtype narrows the run: f32 alone cannot show the truncating store (store_rounding does not apply to
+# f32 outputs), and asking for it there is NOT TESTED (exit 3), never a pass; an unknown dtype is exit 2.
+expect_exit 3 --kernel "$teeth_dir/teeth_plugin_bf16_truncate.so" --preset llama-3.1-8b --max-pos 1000000 --dtype f32 --only store_rounding
+expect2 --kernel "$teeth_dir/teeth_plugin_correct.so" --preset llama-3.1-8b --dtype f8
+expect2 --target hf-fp32 --preset llama-3.1-8b --dtype bf16
 echo "props CLI: ok"

@@ -12,7 +12,10 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <cmath>
+
 #include "ropecheck/reference/matrix_view.hpp"
+#include "ropecheck/reference/rope_reference.hpp"
 
 namespace ropecheck {
 namespace {
@@ -80,6 +83,53 @@ RC_GTEST_PROP(MatrixView, RotationMatrixEqualsElementwise, ()) {
     RC_ASSERT(to_d(abs(yv(b) - y[static_cast<std::size_t>(b)])) <= 4 * env.u * scale);
   }
   for (int c = rope_block_channels(r); c < r.head_dim; ++c) RC_ASSERT(yv(c) == x[static_cast<std::size_t>(c)]);
+}
+
+// The complex view (Su et al.): the pair as x_a + i x_b multiplied by att e^{i theta}, evaluated in polar
+// form att r e^{i(phi + theta)} (r = |x|, phi = atan2(x_b, x_a)), equals the elementwise view. (Moved
+// here from the property suite's `reference_views`, which never called its target: issue 11.)
+// Tolerance, MPFR at p bits (u = 2^-p), the same theta in both: atan2 (pi u), the sum phi + theta
+// (u (pi + |theta|)), cos / sin (u), the modulus (2 u), att and the products (2 u), the elementwise
+// view's own products and sum (4 u): (16 + |theta|) u M, M = att (|x_a| + |x_b|), with pi < 4.
+RC_GTEST_PROP(MatrixView, ComplexPolarViewEqualsElementwise, ()) {
+  const RopeSpec r = *gen_rope_spec();
+  const std::int64_t m = *gen_position();
+  const Env env = precision_for(rope_max_abs_angle(r, std::nullopt, m));
+  ScopedPrecision prec(env.bits);
+  const RopeFrequencies<Real> f = rope_frequencies<Real>(r);
+  std::vector<Real> x;
+  for (int i = 0; i < r.head_dim; ++i) x.push_back(Real(*rc::gen::inRange(-64, 65)) / 8);
+  const std::vector<Real> y = rope_apply<Real>(r, f, Position::uniform(m), x);
+  for (int j = 0; j < rope_pairs(r); ++j) {
+    const auto [ia, ib] = pair_channels(r, j);
+    const auto a = static_cast<std::size_t>(ia), b = static_cast<std::size_t>(ib);
+    const Real theta = rope_angle(r, f, Position::uniform(m), j);
+    const Real rad = sqrt(x[a] * x[a] + x[b] * x[b]);
+    const Real phi = atan2(x[b], x[a]);
+    const Real za = f.attention_factor * rad * cos(phi + theta), zb = f.attention_factor * rad * sin(phi + theta);
+    const double M = to_d(f.attention_factor * (abs(x[a]) + abs(x[b])));
+    const double tol = (16 + std::fabs(to_d(theta))) * env.u * M;
+    RC_ASSERT(to_d(abs(za - y[a])) <= tol);
+    RC_ASSERT(to_d(abs(zb - y[b])) <= tol);
+  }
+}
+
+// A complex view that rotates by the wrong angle is caught by the same comparison (the test can fail).
+TEST(MatrixView, ComplexPolarViewComparisonHasTeeth) {
+  RopeSpec r;
+  r.head_dim = 4;
+  r.rotary_dim = 4;
+  r.base = 10000;
+  ScopedPrecision prec(128);
+  const RopeFrequencies<Real> f = rope_frequencies<Real>(r);
+  const std::vector<Real> x = {Real(1), Real(0.5), Real(-0.25), Real(2)};
+  const std::vector<Real> y = rope_apply<Real>(r, f, Position::uniform(3), x);
+  const auto [ia, ib] = pair_channels(r, 0);
+  const auto a = static_cast<std::size_t>(ia), b = static_cast<std::size_t>(ib);
+  const Real wrong = rope_angle(r, f, Position::uniform(4), 0);  // position 4 instead of 3
+  const Real rad = sqrt(x[a] * x[a] + x[b] * x[b]), phi = atan2(x[b], x[a]);
+  const double tol = (16 + 4.0) * std::ldexp(1.0, -128) * to_d(abs(x[a]) + abs(x[b]));
+  EXPECT_GT(to_d(abs(rad * cos(phi + wrong) - y[a])), 1e6 * tol);
 }
 
 RC_GTEST_PROP(MatrixView, RotationIsOrthogonalWithUnitDeterminant, ()) {

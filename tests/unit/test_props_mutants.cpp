@@ -22,6 +22,7 @@
 
 #include "ropecheck/kernels/scalar_recipes.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
+#include "ropecheck/props/generators.hpp"
 #include "ropecheck/props/mutants.hpp"
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
@@ -230,6 +231,47 @@ TEST_F(PropsMutants, EveryMutantIsCaughtAndTheCorrectKernelIsNot) {
   }
   EXPECT_GE(caught, 12);
   EXPECT_TRUE(rep.passed());
+}
+
+// Issue 15: the four bug kinds the suite used to miss (k path reading its neighbour head, attention
+// factor dropped / applied twice, truncating bf16 store) are each caught by the property that states
+// what they break, on three presets whose own attention factor is 1 (attention_factor derives their
+// YaRN variant), and the correct kernel (same output dtype) passes the same runs.
+TEST_F(PropsMutants, Issue15BugsCaughtOnThreePresets) {
+  const std::vector<std::pair<std::string, std::string>> bugs = {{"k-head-offset", "head_independence"},
+                                                                 {"attention-factor-dropped", "attention_factor"},
+                                                                 {"attention-factor-twice", "attention_factor"},
+                                                                 {"bf16-truncating-store", "store_rounding"}};
+  for (const char* preset : {"llama-3.1-8b", "gpt-j-6b", "deepseek-v3"}) {
+    const EncodingSpec spec = load_preset(preset);
+    for (const auto& [mutant, property] : bugs) {
+      SuiteOptions o;
+      o.cases = kMutantCases;
+      o.seed = kSeed;
+      o.only = {property};
+      auto bad = make_mutant_target(mutant);
+      ASSERT_TRUE(bad) << mutant;
+      const SuiteReport rep = run_suite(*bad, &spec, o);
+      ASSERT_EQ(rep.outcomes.size(), 1u);
+      EXPECT_FALSE(rep.outcomes[0].passed) << mutant << " not caught by " << property << " on " << preset;
+      EXPECT_GT(rep.outcomes[0].worst_margin, 1.0);
+      std::printf("[issue15] %-26s %-14s caught by %-18s margin %.3g: %s\n", mutant.c_str(), preset, property.c_str(),
+                  rep.outcomes[0].worst_margin, rep.outcomes[0].counterexample.c_str());
+      auto good = make_hf_fp32_target(bad->info().dtype);
+      const SuiteReport ok = run_suite(*good, &spec, o);
+      EXPECT_TRUE(ok.passed()) << "hf-fp32 (" << to_string(bad->info().dtype) << ") failed " << property << " on "
+                               << preset << ": " << ok.outcomes[0].counterexample;
+      EXPECT_LT(ok.outcomes[0].skipped, ok.outcomes[0].cases) << property << " not tested on " << preset;
+    }
+  }
+}
+
+// Generated positions include the colliding low-precision ones (issue 15).
+TEST_F(PropsMutants, CollidingPositionsAreGenerated) {
+  const std::vector<std::int64_t> c = gen::colliding_positions(std::int64_t{1} << 25);
+  for (std::int64_t p : {255, 257, 511, 2047, 2049, 65504, 65519, 65520, 65535, 131071, (1 << 24) - 1, (1 << 24) + 1})
+    EXPECT_NE(std::find(c.begin(), c.end(), p), c.end()) << p;
+  EXPECT_TRUE(gen::colliding_positions(100).empty() || gen::colliding_positions(100).back() <= 100);
 }
 
 // Many seeds over generated specs (every scaling, both layouts, partial, multimodal, sinusoidal):

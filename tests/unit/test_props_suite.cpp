@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
 #include "ropecheck/reference/presets.hpp"
@@ -33,6 +34,7 @@ struct Defects {
   bool wrong_pairing = false;    // the other layout's pairs
   bool bf16_positions = false;   // positions held in bf16
   bool scale_passthrough = false;  // attention factor applied to pass-through channels too (x 1.5)
+  std::int64_t pair0_long_from = -1;  // >= 0: pair 0 (the highest frequency) 10% too long from this position on
 };
 
 double round_bf16(double v) {
@@ -75,6 +77,11 @@ RopeFunction recipe(Defects d = {}) {
           // Hugging Face: cos and sin tables carry the attention factor; q * cos + rotate_half(q) * sin.
           y[static_cast<std::size_t>(ia)] = a * (cj * f.attention_factor) - b * (sj * f.attention_factor);
           y[static_cast<std::size_t>(ib)] = b * (cj * f.attention_factor) + a * (sj * f.attention_factor);
+        }
+        if (d.pair0_long_from >= 0 && p.t >= d.pair0_long_from) {
+          const auto [ia, ib] = pair_channels(r, 0);
+          y[static_cast<std::size_t>(ia)] *= T(1.1);
+          y[static_cast<std::size_t>(ib)] *= T(1.1);
         }
         if (d.scale_passthrough)
           for (int ch = rope_block_channels(r); ch < r.head_dim; ++ch) y[static_cast<std::size_t>(ch)] *= T(1.5);
@@ -267,6 +274,35 @@ INSTANTIATE_TEST_SUITE_P(
         if (c == '-') c = '_';
       return n;
     });
+
+// --- angle-free tolerances (issue 11 section 2; ERROR_MODEL.md section 14)
+
+// A pair whose norm is 10% off is caught by `norm` at positions around 2^20, where the per-element
+// fp32-angle bound of that pair (w = 1) allows 0.9 M (and reaches its cap of 2 a little later), so the
+// tolerance with the angle term, E_a + E_b, could not see an error of 0.1 M.
+TEST(PropsSuite, NormTenPercentOffCaughtAtTwoToThe20) {
+  const EncodingSpec spec = load_preset("llama-2-7b");
+  const std::int64_t from = std::int64_t{1} << 19, top = std::int64_t{1} << 20;
+  // The per-element bound of pair 0 (w = 1) at 2^20: far above a 10% error.
+  const double with_angle = class_bound(AccuracyClass::fp32_angle, DType::f32, Quantity::rotated).relative(pair_angle(double(top), 1.0));
+  EXPECT_GT(with_angle, 0.5);
+  auto target = fp32_target({.pair0_long_from = from}, "pair0-10pct-long");
+  SuiteOptions o = options(100);
+  o.only = {"norm"};
+  o.max_position = top;
+  const SuiteReport rep = run_suite(*target, &spec, o);
+  ASSERT_EQ(rep.outcomes.size(), 1u);
+  EXPECT_FALSE(rep.outcomes[0].passed) << "a pair 10% too long from 2^19 on was not caught";
+  ASSERT_TRUE(rep.outcomes[0].failing_position.has_value());
+  EXPECT_GE(*rep.outcomes[0].failing_position, from);
+  EXPECT_GT(rep.outcomes[0].worst_margin, 1000.0);  // 10% against a tolerance of a few u32
+  std::printf("[angle-free] norm catches pair 0 x1.1 at position %lld, margin %.3g: %s\n",
+              static_cast<long long>(*rep.outcomes[0].failing_position), rep.outcomes[0].worst_margin,
+              rep.outcomes[0].counterexample.c_str());
+  // The correct target passes the same run.
+  auto good = fp32_target();
+  EXPECT_TRUE(run_suite(*good, &spec, o).passed());
+}
 
 // --- many seeds: ROPECHECK_PROPS_SEEDS=N (the figures in props/PROPERTIES.md)
 

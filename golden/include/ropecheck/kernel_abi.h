@@ -173,7 +173,7 @@ typedef struct ropecheck_rope_problem {
   int32_t out_dtype;          /* ROPECHECK_DTYPE_* */
   const char* spec_json;      /* the spec, one JSON object (reference/SPEC_FORMAT.md), NUL-terminated */
   ropecheck_rope_params rope; /* the spec resolved */
-  const char* input_name;     /* "q" or "k" (for messages) */
+  const char* input_name;     /* "q" or "k": the input this call rotates */
   int64_t tokens;
   int32_t heads;
   int32_t position_streams;   /* 1, or 3 for multimodal RoPE */

@@ -31,9 +31,16 @@ rc::Gen<EncodingSpec> sinusoidal_spec(bool even_pairs = false);
 // Either family (RoPE 3 : 1 sinusoidal).
 rc::Gen<EncodingSpec> any_spec();
 
-// Positions in [0, max_position]: small (0..64), near a power of two (2^k - 3 .. 2^k + 3), or
-// anywhere up to max_position. Shrinks toward 0.
+// Positions in [0, max_position], each kind a quarter of the time: small (0..64), near a power of two
+// (2^k - 3 .. 2^k + 3), one of colliding_positions(), or anywhere up to max_position. Shrinks toward 0.
 rc::Gen<std::int64_t> position(std::int64_t max_position = kDefaultMaxPosition);
+
+// The positions <= max_position whose low-precision representations collide with a neighbour's (what
+// makes bf16 / f16 / f32 position ids visible, as the golden sampler's log:MAX:K does): 2^k - 1 and
+// 2^k + 1 for k >= 8 (bf16 holds 8 significant bits: 257 -> 256, 511 -> 512), 3 * 2^k + 1 (odd values
+// inside the octaves: 385, 769, ...), 65504 (f16's largest finite), 65519 / 65520 (the last position
+// below / the first at f16 overflow), 65535; 2^24 + 1 (f32) when in range. Sorted.
+std::vector<std::int64_t> colliding_positions(std::int64_t max_position = kDefaultMaxPosition);
 
 // A bf16-representable value k * 2^e, |k| <= 255, e in [-7, 1] (also exact in f16 and f32).
 rc::Gen<double> bf16_value();

@@ -3,7 +3,8 @@
 //
 // Each mutant is the hf-fp32 kernel with exactly one bug that real implementations have shipped or
 // that is one edit away from the correct code, and it claims the class the correct kernel has
-// (fp32-angle, f32 output). The self-test (tests/unit/test_props_mutants.cpp, `ropecheck props
+// (fp32-angle; f32 output, bf16 for the store-rounding bug). Mutants see the input name ("q" / "k"):
+// one bug lives in the k path only. The self-test (tests/unit/test_props_mutants.cpp, `ropecheck props
 // --self-test`) runs the suite on each mutant's spec and position range and requires at least one
 // property to fail; it also requires the correct kernel to pass the same runs.
 #pragma once
@@ -28,6 +29,7 @@ struct MutantInfo {
   // Non-empty: the suite cannot catch this mutant yet, and why (the self-test reports it, and says
   // so when it is caught after all, but does not fail on it).
   std::string known_gap;
+  DType dtype = DType::f32;       // the output dtype it stores (the correct kernel is run with the same)
 };
 
 // Every mutant (at least 12), in a fixed order.

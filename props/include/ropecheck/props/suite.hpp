@@ -34,6 +34,11 @@ struct SuiteOptions {
   // GoogleTest adapter only (gtest.hpp): properties whose not-tested verdict is accepted (reported
   // as skipped); any other not-tested property fails its test. run_suite ignores it.
   std::vector<std::string> allow_not_tested;
+  // Output dtypes to run. Empty: the target's own dtype (info().dtype), then every other dtype it
+  // offers (Target::with_output) and implements (a kernel plugin that answers UNSUPPORTED for a dtype on
+  // the probe calls is reported in SuiteReport::dtype_notes, not run). Given: exactly those; a dtype the
+  // target does not offer throws std::invalid_argument.
+  std::vector<DType> dtypes;
 };
 
 struct PropertyInfo {
@@ -66,6 +71,7 @@ struct PropertyOutcome {
   std::string reproduce;            // how to rerun just this
   std::optional<std::int64_t> failing_position;
   std::vector<std::string> notes;   // measurements the property reports (first collision, first negative cosine sum, ...)
+  std::string dtype;                // the output dtype this outcome ran with ("f32", "bf16", ...)
 };
 
 struct SuiteReport {
@@ -76,9 +82,14 @@ struct SuiteReport {
   std::int64_t max_position = 0;    // as asked (0: 2^24)
   accuracy::AccuracyClass accuracy_class = accuracy::AccuracyClass::exact;  // the target's: margins are in units of its bounds
   DType dtype = DType::f64;                             // the target's output dtype
-  std::vector<PropertyOutcome> outcomes;
+  std::vector<PropertyOutcome> outcomes;   // per output dtype run, every property (in dtype order)
+  std::vector<std::string> dtypes;         // the output dtypes run, in order
+  std::vector<std::string> dtype_notes;    // output dtypes offered but not implemented (not run), and why
   bool passed() const;               // no property failed (see verdict(): some may be not tested)
   Verdict verdict() const;           // combined over the asked-for properties: fail, else not-tested, else pass
+  // Whether an outcome counts in verdict(): asked for, and not merely "not applicable to this output dtype"
+  // while the same property applied to another dtype of the run (store_rounding on f32 beside bf16).
+  bool counts(const PropertyOutcome& o) const;
   nlohmann::json to_json() const;
   std::string summary() const;      // one line per property: cases, worst margin, verdict
 };
@@ -87,6 +98,7 @@ struct SuiteReport {
 // run_suite starts from, and what a baseline is checked against before a run (suite_baseline.hpp).
 SuiteReport suite_header(const Target& target, const EncodingSpec* spec, const SuiteOptions& options);
 
+// Runs every property once per output dtype (options.dtypes).
 // spec == nullptr: specs are generated (presets and any valid preset-like configuration, odd but
 // valid ones included); else that spec only (properties that need another kind of spec derive it
 // from this one, or are skipped). Throws std::invalid_argument for an unknown name in options.only.

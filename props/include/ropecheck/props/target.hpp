@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/core/dtype.hpp"
@@ -38,6 +39,23 @@ class Target {
   // implement this spec (the property is then skipped for this target, and reported so).
   virtual bool rope_apply(const EncodingSpec& spec, std::span<const Position> positions, int heads,
                           std::span<const double> x, std::span<double> out) = 0;
+  // The same for the input named `input` ("q" or "k"). The suite calls this one, with both names and
+  // different data, because real kernels have separate q and k paths (a head-stride bug in the k path
+  // alone is a real bug). Default: rope_apply (a target whose q and k share one path).
+  virtual bool rope_apply_input(std::string_view input, const EncodingSpec& spec, std::span<const Position> positions,
+                                int heads, std::span<const double> x, std::span<double> out) {
+    (void)input;
+    return rope_apply(spec, positions, heads, x, out);
+  }
+  // The same kernel storing its outputs in `dtype` (same class claim), or nullptr when it has no such
+  // output of its own. The suite runs every output dtype a target offers this way (suite.hpp,
+  // SuiteOptions::dtypes). Default: nullptr (one output dtype, info().dtype; the registered kernel
+  // targets name their dtype: kernel:hf, kernel:hf-bf16out). Kernel plugins offer every ABI dtype and
+  // answer UNSUPPORTED for those they do not implement.
+  virtual std::unique_ptr<Target> with_output(DType dtype) {
+    (void)dtype;
+    return nullptr;
+  }
   // Sinusoidal rows [tokens][d_model]; false when unsupported.
   virtual bool sinusoidal(const EncodingSpec& spec, std::span<const std::int64_t> positions, std::span<double> out) {
     (void)spec;
@@ -57,11 +75,17 @@ class Target {
 
 using RopeFunction = std::function<bool(const EncodingSpec&, std::span<const Position>, int heads,
                                         std::span<const double> x, std::span<double> out)>;
+// A callable that also receives the input name ("q" or "k").
+using NamedRopeFunction = std::function<bool(std::string_view input, const EncodingSpec&, std::span<const Position>,
+                                             int heads, std::span<const double> x, std::span<double> out)>;
 using SinusoidalFunction =
     std::function<bool(const EncodingSpec&, std::span<const std::int64_t>, std::span<double> out)>;
 
 // Wraps C++ callables as a target (what another project registers from its own tests).
 std::unique_ptr<Target> make_function_target(TargetInfo info, RopeFunction rope, SinusoidalFunction sinusoidal = {});
+// The same with a callable that tells q from k.
+std::unique_ptr<Target> make_named_function_target(TargetInfo info, NamedRopeFunction rope,
+                                                   SinusoidalFunction sinusoidal = {});
 
 // The exact reference (MPFR at max(bits, the working precision for the angles)), rounded once to
 // binary64: class exact, dtype f64, negative positions allowed.
