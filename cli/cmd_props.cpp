@@ -194,7 +194,9 @@ int run_props(const PropsCliOptions& o) {
   } else {
     std::string names;
     for (const auto& out : rep.outcomes)
-      if (rep.counts(out) && out.verdict == Verdict::not_tested) names += (names.empty() ? "" : ", ") + out.property;
+      if (rep.counts(out) && out.verdict == Verdict::not_tested &&
+          (", " + names + ", ").find(", " + out.property + ", ") == std::string::npos)  // once, whatever the dtypes
+        names += (names.empty() ? "" : ", ") + out.property;
     fmt::print("NOT TESTED: no property failed, but these were not tested: {}\n", names);
   }
   if (cmp) fmt::print("{}", cmp->summary());

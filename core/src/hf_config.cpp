@@ -224,7 +224,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     head_dim = integer(*hidden, "hidden_size") / h;
   }
   if (head_dim <= 0) fail("head_dim", "must be > 0, got " + std::to_string(head_dim));
-  if (head_dim > (1 << 20)) fail("head_dim", "too large: " + std::to_string(head_dim) + " (at most 2^20 = 1048576)");
+  if (head_dim > (1 << 20)) fail("head_dim", "too large: " + std::to_string(head_dim) + " (must be in [1, 2^20] = [1, 1048576])");
   r.head_dim = static_cast<int>(head_dim);
 
   double prf = 1.0;

@@ -62,9 +62,10 @@ grep -q "^all properties hold" "$tmp/out" || fail "hf-fp32 below 1e6: no 'all pr
 expect_exit 1 --target mutant:sin-sign-flipped --preset llama-2-7b
 grep -q "FAIL" "$tmp/out" || fail "mutant: no failing property line"
 # Plugins cannot take negative positions (kernel ABI v1), so inverse is not tested for them, and the
-# HF example declines the multimodal and YaRN specs the mrope / yarn properties derive: exit 3.
+# HF example declines the multimodal and YaRN specs the mrope / yarn / attention-factor properties derive:
+# exit 3, each name listed once whatever the number of output dtypes run.
 expect_exit 3 --kernel "$hf_plugin" --preset llama-3.1-8b --max-pos 1000000
-grep -q "^NOT TESTED: no property failed, but these were not tested: inverse, mrope_equal_streams, mrope_streams, yarn_frequencies$" "$tmp/out" ||
+grep -q "^NOT TESTED: no property failed, but these were not tested: attention_factor, inverse, mrope_equal_streams, mrope_streams, yarn_frequencies$" "$tmp/out" ||
   { cat "$tmp/out"; fail "hf plugin: expected inverse and the mrope / yarn properties not tested"; }
 grep -q "^sinusoidal_shift .*not applicable" "$tmp/out" || { cat "$tmp/out"; fail "hf plugin: sinusoidal_shift not 'not applicable'"; }
 expect_exit 0 --kernel "$hf_plugin" --preset llama-3.1-8b --max-pos 1000000 --only relative_shift,norm,composition
@@ -96,14 +97,17 @@ expect_exit 1 --target kernel:bf16-inv-freq --preset llama-3.1-8b
 grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "kernel:bf16-inv-freq: relative_shift did not fail"; }
 # --report / --baseline: the same setup again passes, margins grown past --max-growth fail (exit 1), a
 # baseline of another setup or a malformed one is exit 2 before anything runs.
-"$rc_bin" props --target hf-fp32 --preset llama-3.1-8b --cases 10 --report "$tmp/base.json" >"$tmp/out" 2>"$tmp/err" ||
+"$rc_bin" props --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --report "$tmp/base.json" >"$tmp/out" 2>"$tmp/err" ||
   { cat "$tmp/out" "$tmp/err"; fail "props --report for the baseline"; }
 grep -q "^norm .*worst margin .* rms 0\.0" "$tmp/out" || { cat "$tmp/out"; fail "no rms margin on the norm line"; }
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['format']=='ropecheck-props-report' and r['class']=='fp32-angle' and all('rms_margin' in p for p in r['properties'])" \
   "$tmp/base.json" || fail "props report: no format / class / rms_margin"
-expect_exit 0 --target hf-fp32 --preset llama-3.1-8b --baseline "$tmp/base.json"
+expect_exit 0 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --baseline "$tmp/base.json"
 grep -q "^PASS: no regression against the baseline" "$tmp/out" || { cat "$tmp/out"; fail "same target: no PASS baseline line"; }
-expect_exit 0 --kernel "$hf_plugin" --preset llama-3.1-8b --baseline "$tmp/base.json"
+# Another target (the HF plugin) against the same baseline: no regression; exit 3 because the plugin leaves
+# some properties not tested (inverse, the YaRN / mrope derived specs), never 0.
+expect_exit 3 --kernel "$hf_plugin" --preset llama-3.1-8b --max-pos 1000000 --dtype f32 --baseline "$tmp/base.json"
+grep -q "^PASS: no regression against the baseline" "$tmp/out" || { cat "$tmp/out"; fail "plugin vs baseline: no PASS baseline line"; }
 python3 - "$tmp/base.json" "$tmp/half.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -112,21 +116,21 @@ for p in d["properties"]:
         p[k] = p[k] / 2
 json.dump(d, open(sys.argv[2], "w"))
 PY
-expect_exit 0 --target hf-fp32 --preset llama-3.1-8b --baseline "$tmp/half.json" --max-growth 2
-expect_exit 1 --target hf-fp32 --preset llama-3.1-8b --baseline "$tmp/half.json" --max-growth 1.99 --report "$tmp/r2.json"
+expect_exit 0 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --baseline "$tmp/half.json" --max-growth 2
+expect_exit 1 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --baseline "$tmp/half.json" --max-growth 1.99 --report "$tmp/r2.json"
 grep -q "^FAIL: regression against the baseline: .* grew more than 1.99x (first: relative_shift worst" "$tmp/out" ||
   { cat "$tmp/out"; fail "grown margins: no FAIL baseline line naming the property"; }
 python3 -c "import json,sys; b=json.load(open(sys.argv[1]))['baseline']; assert b['pass'] is False and b['regressions'][0]['property']=='relative_shift'" \
   "$tmp/r2.json" || fail "the report does not record the comparison"
-expect2 --target hf-fp32 --preset llama-3.1-8b --cases 11 --baseline "$tmp/base.json"
+expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 11 --baseline "$tmp/base.json"
 grep -q "cases 10, this run has 11" "$tmp/err" || { cat "$tmp/err"; fail "other cases: message"; }
-expect2 --target hf-fp32 --preset llama-2-7b --cases 10 --baseline "$tmp/base.json"
-expect2 --target kernel:accurate --preset llama-3.1-8b --cases 10 --baseline "$tmp/base.json"
-expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --only norm --baseline "$tmp/base.json"
+expect2 --target hf-fp32 --preset llama-2-7b --max-pos 1000000 --cases 10 --baseline "$tmp/base.json"
+expect2 --target kernel:accurate --preset llama-3.1-8b --max-pos 1000000 --cases 10 --baseline "$tmp/base.json"
+expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --only norm --baseline "$tmp/base.json"
 printf '{"format": ' >"$tmp/trunc.json"
-expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --baseline "$tmp/trunc.json"
-expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --baseline "$tmp/missing.json"
-expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --baseline "$tmp/base.json" --max-growth 0.5
+expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --baseline "$tmp/trunc.json"
+expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --baseline "$tmp/missing.json"
+expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --baseline "$tmp/base.json" --max-growth 0.5
 expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --max-growth 3
 # Issue 15's bug kinds through the C ABI, default output dtypes (f32, bf16, f16 here; f64 UNSUPPORTED):
 # each caught (exit 1) by the property that states what it breaks, on a preset with attention factor 1

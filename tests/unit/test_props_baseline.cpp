@@ -55,7 +55,9 @@ std::unique_ptr<Target> scaled_hf(double k) {
 SuiteOptions options() {
   SuiteOptions o;
   o.cases = 40;
-  o.only = {"relative_shift", "attention_shift", "norm", "composition", "matrix_orthogonal"};
+  // Not norm: its tolerance has no angle term (ERROR_MODEL.md section 14), and scaling hf's error vector by k
+  // changes the norm by k times its phase error, which norm rightly catches; the others stay under the bound.
+  o.only = {"relative_shift", "attention_shift", "composition", "matrix_orthogonal"};
   return o;
 }
 
@@ -122,7 +124,7 @@ TEST(props_baseline, FiveTimesWorseUnderTheBoundPassesTheSuiteAndFailsTheBaselin
   // The same target again: growth 1 everywhere (same seed, same cases).
   const SuiteComparison same = compare_with_baseline(run_suite(*good, &spec, options()), b, 2);
   EXPECT_TRUE(same.pass()) << same.summary();
-  EXPECT_EQ(same.compared, 10);
+  EXPECT_EQ(same.compared, 8);
   ASSERT_TRUE(same.largest);
   EXPECT_EQ(same.largest->growth, 1.0);
 
@@ -137,7 +139,7 @@ TEST(props_baseline, FiveTimesWorseUnderTheBoundPassesTheSuiteAndFailsTheBaselin
     EXPECT_LT(r.growth, 8) << r.property;
     rms_regressions += r.metric == "rms";
   }
-  EXPECT_EQ(rms_regressions, 5) << cmp.summary();  // measured: 4.9x to 6.2x
+  EXPECT_EQ(rms_regressions, 4) << cmp.summary();  // one per property (measured before: 4.9x to 6.2x)
   EXPECT_NE(cmp.summary().find("\nFAIL: regression against the baseline: "), std::string::npos) << cmp.summary();
   EXPECT_TRUE(compare_with_baseline(worse, b, 8).pass()) << compare_with_baseline(worse, b, 8).summary();
 }
@@ -154,7 +156,7 @@ TEST(props_baseline, GrowthExactlyAtTheLimitPasses) {
   EXPECT_TRUE(at.pass()) << at.summary();
   ASSERT_TRUE(at.largest);
   EXPECT_EQ(at.largest->growth, 2.0);
-  EXPECT_EQ(compare_with_baseline(r, b, 1.999).regressions.size(), 10u);
+  EXPECT_EQ(compare_with_baseline(r, b, 1.999).regressions.size(), 8u);  // worst and RMS of each of the 4 properties
 }
 
 TEST(props_baseline, BaselinesThatDoNotMatchAreRefused) {
