@@ -8,18 +8,14 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "ropecheck/golden/sha256.hpp"
 
 namespace ropecheck::golden {
 namespace {
 
-std::string g4(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return "inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
+std::string g4(double v) { return fmt::format("{:.4g}", v); }  // 4 significant digits, "nan" / "inf"
 
 std::string range(std::int64_t lo, std::int64_t hi) {
   return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")";

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -19,6 +20,7 @@
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
+#include "ropecheck/reference/angle_reduction.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
 #include "ropecheck/reference/scalar.hpp"
@@ -311,6 +313,22 @@ TEST(KernelRows, AccurateWideSweep) {
                 worst, worst_value_ulps);
     EXPECT_LE(worst, test::kAccurateRowBoundU32) << name;
   }
+}
+
+// reference::reduce_two_pi (the exact reduction drift applies to the kernels' unreduced angles) against
+// MPFR at 256 bits + x's exponent. Error bound: below 2^27 the Cody-Waite path rounds twice at |r| < 4
+// (x - n C1 is exact; subtracting n C2 and then n C3 each round by <= 2^-52 there) and the 2pi constant is
+// good to n 2^-107 <= 2^-80: |error| <= 2^-51 + 2^-80 < 2^-50. Beyond, MPFR rounds once: <= 2^-53 |r|.
+TEST(AngleReduction, MatchesExactReductionBothPaths) {
+  std::vector<double> xs = {0.5, -3.0, 3.2, 100.0, 4096.0, 131071.0, 16777215.0, 1e8, 0x1p27 - 1,
+                            0x1p27, 0x1p27 + 3, 1e9, 0x1p40 + 0.5, 0x1p52, -0x1p53, 1e15};
+  for (int k : {1, 710, 1000003}) xs.push_back(k * 6.283185307179586);  // near multiples: heavy cancellation
+  for (double x : xs) {
+    const double got = ropecheck::reduce_two_pi(x), want = test::reduce_two_pi_exact(x);
+    EXPECT_LE(std::fabs(got - want), 0x1p-50) << "x = " << x;
+    EXPECT_LE(std::fabs(got), 3.1415926535897936) << "x = " << x;
+  }
+  EXPECT_TRUE(std::isnan(ropecheck::reduce_two_pi(std::numeric_limits<double>::infinity())));
 }
 
 TEST(KernelRows, Bf16PositionsHold1409DistinctPositionsBelow131072) {
