@@ -10,6 +10,8 @@
 namespace ropecheck::props {
 namespace {
 
+// snprintf, not fmt: props is an exported library and fmt would be one more package every
+// find_package(ropecheck) consumer must find (std::format needs GCC 13; Debian 12 has 12).
 std::string g4(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return "inf";

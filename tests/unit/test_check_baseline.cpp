@@ -177,7 +177,7 @@ TEST(error_stats, CheckerStatisticsAgreeWithAnIndependentSum) {
 }
 
 TEST(error_stats, DoNotDependOnTheThreadCount) {
-  // 1200 tokens: q_rot / k_rot fall in 5 chunks of 256 tokens, cos / sin in 2 (checker.cpp), merged in order.
+  // 1200 tokens: q_rot / k_rot fall in 5 chunks of 256 tokens, cos / sin in 2 (check_accumulate.cpp), merged in order.
   const GoldenSet g = load_golden_set(make_set("dense", "0:1200"));
   const std::vector<Tensor> cand = accurate(g);
   const nlohmann::json one = check_candidate(g, cand, with_class(AccuracyClass::fp32_angle, 1)).to_json();

@@ -1,0 +1,530 @@
+// The checker's per-tensor pass: every element of one candidate tensor against the truth (the
+// golden set's f64 copy) under the error model, accumulated per chunk of tokens on worker threads
+// and merged in order (metrics, per-class violations, position bins, the worst elements).
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "check_internal.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "tensor_io_detail.hpp"
+
+namespace ropecheck::golden::check_detail {
+
+using accuracy::AccuracyClass;
+using accuracy::ClassBound;
+using accuracy::PairAngle;
+using accuracy::Quantity;
+
+namespace {
+
+// Element decoding without per-call allocation; f16 through a table.
+const std::array<double, 65536>& f16_table() {
+  static const std::array<double, 65536> t = [] {
+    std::array<double, 65536> a{};
+    for (std::uint32_t b = 0; b < 65536; ++b) a[b] = bits_to_double(b, DType::f16);
+    return a;
+  }();
+  return t;
+}
+
+struct Reader {
+  const std::uint8_t* data;
+  TensorDType dtype;
+  const std::array<double, 65536>* f16;
+
+  explicit Reader(const Tensor& t) : data(t.data.data()), dtype(t.dtype), f16(&f16_table()) {}
+  double operator()(std::int64_t i) const {
+    const std::size_t k = static_cast<std::size_t>(i);
+    switch (dtype) {
+      case TensorDType::f64: {
+        double v;
+        std::memcpy(&v, data + 8 * k, 8);
+        return v;
+      }
+      case TensorDType::f32: {
+        float v;
+        std::memcpy(&v, data + 4 * k, 4);
+        return static_cast<double>(v);
+      }
+      case TensorDType::f16: {
+        std::uint16_t b;
+        std::memcpy(&b, data + 2 * k, 2);
+        return (*f16)[b];
+      }
+      case TensorDType::bf16: {
+        std::uint16_t b;
+        std::memcpy(&b, data + 2 * k, 2);
+        return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16));
+      }
+      default: return std::nan("");
+    }
+  }
+};
+
+// What the error model needs to know about the elements of one output tensor.
+struct Geometry {
+  enum class Kind { pair_table, pe, rotated } kind = Kind::pair_table;
+  const std::vector<Position>* positions = nullptr;
+  std::vector<double> freq, log_freq;  // per pair (RoPE) or frequency index (sinusoidal)
+  std::vector<int> stream;             // per pair: the position stream driving it
+  std::vector<int> pair_of, partner;   // per channel (rotated): -1 = pass-through
+  std::vector<int> column_freq;        // per pe column: frequency index, -1 for a zero column
+  const Tensor* in = nullptr;          // q or k (rotated)
+  std::int64_t P = 0, D = 0, H = 1;
+  double att = 1;
+  std::int64_t offset = 0;
+
+  Geometry(const GoldenSet& g, const std::string& base) : positions(&g.positions()) {
+    if (g.is_rope()) {
+      const RopeSpec& r = g.spec().rope;
+      freq = rope_frequencies<double>(r, g.seq_len()).inv_freq;
+      P = rope_pairs(r);
+      D = r.head_dim;
+      H = g.heads();
+      att = g.attention_factor();
+      for (int j = 0; j < P; ++j) stream.push_back(r.mrope == MropeMode::none ? 0 : mrope_stream(r, j));
+      pair_of.assign(static_cast<std::size_t>(D), -1);
+      partner.assign(static_cast<std::size_t>(D), -1);
+      const int block = rope_block_channels(r);
+      for (int j = 0; j < P; ++j) {
+        const auto [a, b] = pair_channels(r, j);
+        if (a >= block || b >= block) continue;
+        pair_of[static_cast<std::size_t>(a)] = pair_of[static_cast<std::size_t>(b)] = j;
+        partner[static_cast<std::size_t>(a)] = b;
+        partner[static_cast<std::size_t>(b)] = a;
+      }
+      if (base == "q_rot" || base == "k_rot") {
+        kind = Kind::rotated;
+        in = &g.tensor(base == "q_rot" ? "q" : "k");  // f32, checked when the set was loaded
+      }
+    } else {
+      kind = Kind::pe;
+      const SinusoidalSpec& s = g.spec().sinusoidal;
+      freq = sinusoidal_frequencies<double>(s);
+      D = s.d_model;
+      offset = s.position_offset;
+      for (int c = 0; c < D; ++c) {
+        const SinusoidalColumn col = sinusoidal_column(s, c);
+        column_freq.push_back(col.kind == SinusoidalKind::zero ? -1 : col.frequency);
+      }
+    }
+    for (double w : freq) log_freq.push_back(w == 0 ? 0.0 : std::fabs(std::log(std::fabs(w))));
+  }
+
+  std::int64_t per_token() const { return kind == Kind::pair_table ? P : (kind == Kind::pe ? D : H * D); }
+  std::int64_t stream_position(std::int64_t token, int pair) const {
+    const Position& p = (*positions)[static_cast<std::size_t>(token)];
+    const int s = stream[static_cast<std::size_t>(pair)];
+    return s == 0 ? p.t : (s == 1 ? p.h : p.w);
+  }
+  double input(std::int64_t i) const {
+    float v;
+    std::memcpy(&v, in->data.data() + 4 * static_cast<std::size_t>(i), 4);
+    return static_cast<double>(v);
+  }
+};
+
+int bin_of(std::int64_t position) {
+  const std::uint64_t a = position < 0 ? static_cast<std::uint64_t>(-(position + 1)) + 1 : static_cast<std::uint64_t>(position);
+  return static_cast<int>(std::bit_width(a));  // 0 -> 0, [2^(k-1), 2^k) -> k
+}
+
+// 2^k for k in [-1074, 1023].
+inline double pow2(int k) {
+  if (k >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52);
+  return std::ldexp(1.0, k);
+}
+// ulp(y, dt) of rounding.hpp for finite y, without frexp / ldexp.
+inline double fast_ulp(double y, int precision, int min_normal_exp) {
+  const std::uint64_t b = std::bit_cast<std::uint64_t>(y) & 0x7FFFFFFFFFFFFFFFULL;
+  int e = static_cast<int>(b >> 52) - 1023;  // -1023 for 0 and subnormal doubles
+  if (e < min_normal_exp) e = min_normal_exp;
+  return pow2(e - precision + 1);
+}
+
+struct Ranked {  // an element in the worst list
+  double score;
+  std::int64_t index;
+};
+// a ranks before b: higher score, then lower index (a total order: the list does not depend on threads).
+inline bool ranks_before(const Ranked& a, const Ranked& b) { return a.score != b.score ? a.score > b.score : a.index < b.index; }
+
+constexpr std::size_t kClasses = accuracy::kAccuracyClasses.size();
+constexpr std::size_t kBins = 64;
+
+struct ClassAcc {
+  std::int64_t violations = 0;
+  std::optional<std::int64_t> first;
+  double worst = 0;
+};
+struct BinAcc {
+  std::int64_t elements = 0, violations = 0, saturated = 0;
+  double max_pair = 0, max_ulps = 0;
+  ErrorStatsAcc err;
+};
+// Everything one chunk of tokens contributes; chunks are merged in order.
+struct Acc {
+  std::int64_t identical = 0, nan = 0, inf = 0, mismatches = 0, finite = 0;
+  double max_ulps = 0, sum_ulps = 0, max_abs = 0, max_rel = 0, sum_sq_err = 0, sum_sq_truth = 0, max_pair = 0,
+         sum_pair = 0;
+  std::array<ClassAcc, kClasses> cls{};
+  std::int64_t violations = 0, saturated = 0;
+  std::optional<std::int64_t> first, first_saturated;
+  double worst_score = 0;
+  std::array<BinAcc, kBins> bins{};
+  ErrorStatsAcc err;
+  std::vector<Ranked> heap;  // the chunk's worst, a heap whose front ranks last
+};
+
+}  // namespace
+
+TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt) {
+  TensorReport rep;
+  rep.golden_name = golden_name;
+  rep.candidate_name = cand.name;
+  rep.base = base_of(golden_name);
+  rep.dtype = cand.dtype;
+  rep.shape = cand.shape;
+  rep.elements = cand.numel();
+  const DType dt = *float_dtype(cand.dtype);
+  const FormatInfo& fi = format_info(dt);
+  const double u_dt = unit_roundoff(dt);
+
+  const Tensor& truth_t = g.tensor(rep.base + ".f64");
+  const Tensor& same_t = g.tensor(golden_name);
+  const Reader cand_r(cand), truth_r(truth_t), same_r(same_t);
+  const Geometry geo(g, rep.base);
+
+  std::array<std::array<ClassBound, 3>, kClasses> bounds{};
+  for (std::size_t c = 0; c < kClasses; ++c)
+    for (Quantity q : {Quantity::table, Quantity::rotated, Quantity::passthrough})
+      bounds[c][static_cast<std::size_t>(q)] = accuracy::class_bound(accuracy::kAccuracyClasses[c], dt, q);
+  const Criterion& cr = opt.criterion;
+  const std::size_t crit_class = static_cast<std::size_t>(
+      std::find(accuracy::kAccuracyClasses.begin(), accuracy::kAccuracyClasses.end(), cr.accuracy_class) -
+      accuracy::kAccuracyClasses.begin());
+  const bool crit_exact = cr.kind == Criterion::Kind::accuracy_class && cr.accuracy_class == AccuracyClass::exact;
+  const bool crit_class_bound = cr.kind == Criterion::Kind::accuracy_class && !crit_exact;  // can saturate
+  const std::size_t K = static_cast<std::size_t>(std::max(0, opt.worst_count));
+
+  // One element: index, position of its driving stream, quantity, angle, magnitude M.
+  auto eval = [&](Acc& a, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) {
+    const double c = cand_r(i), y = truth_r(i), gv = same_r(i);
+    const bool identical = c == gv || (std::isnan(c) && std::isnan(gv));
+    a.identical += identical;
+    a.nan += std::isnan(c);
+    a.inf += std::isinf(c);
+    double e = 0, ulps = 0, pair_rel = 0;
+    bool mismatch = false;
+    if (std::isfinite(c) && std::isfinite(y)) {
+      e = std::fabs(c - y);
+      ulps = e / fast_ulp(y, fi.precision, fi.min_normal_exp);
+      pair_rel = M > 0 ? e / (M * u_dt) : (e == 0 ? 0 : kInf);
+      a.sum_ulps += ulps;
+      a.sum_pair += pair_rel;
+      a.sum_sq_err += e * e;
+      a.sum_sq_truth += y * y;
+      ++a.finite;
+      a.max_abs = std::max(a.max_abs, e);
+      if (y != 0) a.max_rel = std::max(a.max_rel, e / std::fabs(y));
+    } else {
+      mismatch = !((std::isnan(c) && std::isnan(y)) || (std::isinf(c) && c == y));
+      if (mismatch) {
+        ++a.mismatches;
+        e = ulps = pair_rel = a.max_abs = kInf;
+      }
+    }
+    a.max_ulps = std::max(a.max_ulps, ulps);
+    a.max_pair = std::max(a.max_pair, pair_rel);
+
+    double crit_margin = 0;
+    for (std::size_t k = 0; k < kClasses; ++k) {
+      double margin;
+      bool violated;
+      if (k == 0) {  // exact
+        violated = !identical;
+        margin = identical ? 0.0
+                           : (std::isfinite(c) && std::isfinite(gv) ? std::fabs(c - gv) / fast_ulp(gv, fi.precision, fi.min_normal_exp)
+                                                                    : kInf);
+      } else {
+        margin = mismatch ? kInf : e / bounds[k][static_cast<std::size_t>(q)].allowed(angle, M);
+        violated = margin > 1;
+      }
+      ClassAcc& ca = a.cls[k];
+      if (margin > ca.worst) ca.worst = margin;
+      if (violated) {
+        ++ca.violations;
+        note_first(ca.first, pos);
+      }
+      if (k == crit_class) crit_margin = margin;
+    }
+
+    double score;
+    bool fails;
+    switch (cr.kind) {
+      case Criterion::Kind::accuracy_class:
+        score = crit_margin;
+        fails = crit_exact ? !identical : score > 1;
+        break;
+      case Criterion::Kind::max_ulp:
+        score = cr.max_ulp > 0 ? ulps / cr.max_ulp : (ulps == 0 ? 0 : kInf);
+        fails = mismatch || score > 1;
+        break;
+      case Criterion::Kind::tolerance:
+      default: {
+        const double allowed = cr.atol + cr.rtol * std::fabs(y);
+        score = mismatch ? kInf : (allowed > 0 ? e / allowed : (e == 0 ? 0 : kInf));
+        fails = mismatch || score > 1;
+      }
+    }
+    if (score > a.worst_score) a.worst_score = score;
+    BinAcc& b = a.bins[static_cast<std::size_t>(bin_of(pos))];
+    ++b.elements;
+    if (pair_rel > b.max_pair) b.max_pair = pair_rel;
+    if (ulps > b.max_ulps) b.max_ulps = ulps;
+    if (std::isfinite(c) && std::isfinite(y)) {  // error statistics: finite elements only (error_stats.hpp)
+      a.err.add(score, pair_rel);
+      b.err.add(score, pair_rel);
+    }
+    if (fails) {
+      ++a.violations;
+      ++b.violations;
+      note_first(a.first, pos);
+    } else if (crit_class_bound && bounds[crit_class][static_cast<std::size_t>(q)].saturated(angle)) {
+      ++a.saturated;  // the bound accepts any output of this magnitude: not tested
+      ++b.saturated;
+      note_first(a.first_saturated, pos);
+    }
+    if (K > 0 && score > 0) {
+      const Ranked r{score, i};
+      if (a.heap.size() < K) {
+        a.heap.push_back(r);
+        std::push_heap(a.heap.begin(), a.heap.end(), ranks_before);
+      } else if (ranks_before(r, a.heap.front())) {
+        std::pop_heap(a.heap.begin(), a.heap.end(), ranks_before);
+        a.heap.back() = r;
+        std::push_heap(a.heap.begin(), a.heap.end(), ranks_before);
+      }
+    }
+  };
+
+  // Tokens [t0, t1) into one accumulator.
+  auto run_chunk = [&](Acc& a, std::int64_t t0, std::int64_t t1) {
+    const auto& pos = *geo.positions;
+    switch (geo.kind) {
+      case Geometry::Kind::pair_table:
+        for (std::int64_t t = t0; t < t1; ++t)
+          for (int j = 0; j < geo.P; ++j) {
+            const std::int64_t p = geo.stream_position(t, j);
+            const std::size_t jj = static_cast<std::size_t>(j);
+            eval(a, t * geo.P + j, p, Quantity::table,
+                 {std::fabs(static_cast<double>(p) * geo.freq[jj]), geo.log_freq[jj]}, 1.0);
+          }
+        break;
+      case Geometry::Kind::pe:
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const std::int64_t p = pos[static_cast<std::size_t>(t)].t;
+          const double pa = static_cast<double>(p + geo.offset);
+          for (std::int64_t c = 0; c < geo.D; ++c) {
+            const int f = geo.column_freq[static_cast<std::size_t>(c)];
+            const PairAngle angle = f < 0 ? PairAngle{0, 0}
+                                          : PairAngle{std::fabs(pa * geo.freq[static_cast<std::size_t>(f)]),
+                                                      geo.log_freq[static_cast<std::size_t>(f)]};
+            eval(a, t * geo.D + c, p, Quantity::table, angle, 1.0);
+          }
+        }
+        break;
+      case Geometry::Kind::rotated:
+        for (std::int64_t t = t0; t < t1; ++t)
+          for (std::int64_t h = 0; h < geo.H; ++h) {
+            const std::int64_t base = (t * geo.H + h) * geo.D;
+            for (std::int64_t ch = 0; ch < geo.D; ++ch) {
+              const std::int64_t i = base + ch;
+              const int j = geo.pair_of[static_cast<std::size_t>(ch)];
+              if (j < 0) {
+                eval(a, i, pos[static_cast<std::size_t>(t)].t, Quantity::passthrough, {0, 0}, std::fabs(geo.input(i)));
+                continue;
+              }
+              const std::int64_t p = geo.stream_position(t, j);
+              const double M = geo.att * (std::fabs(geo.input(i)) +
+                                          std::fabs(geo.input(base + geo.partner[static_cast<std::size_t>(ch)])));
+              eval(a, i, p, Quantity::rotated,
+                   {std::fabs(static_cast<double>(p) * geo.freq[static_cast<std::size_t>(j)]),
+                    geo.log_freq[static_cast<std::size_t>(j)]},
+                   M);
+            }
+          }
+        break;
+    }
+  };
+
+  // Fixed chunks of tokens (independent of the thread count, so the sums are too), merged in order.
+  const std::int64_t T = g.tokens();
+  const std::int64_t per_token = std::max<std::int64_t>(1, geo.per_token());
+  const std::int64_t chunk_tokens = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / per_token);
+  const std::int64_t chunks = (T + chunk_tokens - 1) / chunk_tokens;
+  std::vector<Acc> accs(static_cast<std::size_t>(chunks));
+  int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<std::int64_t>(threads, chunks));
+  std::atomic<std::int64_t> next{0};
+  auto worker = [&] {
+    for (std::int64_t k; (k = next.fetch_add(1)) < chunks;)
+      run_chunk(accs[static_cast<std::size_t>(k)], k * chunk_tokens, std::min(T, (k + 1) * chunk_tokens));
+  };
+  if (threads <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
+    for (std::thread& th : pool) th.join();
+  }
+
+  Acc tot;
+  std::vector<Ranked> worst;
+  for (const Acc& a : accs) {
+    tot.identical += a.identical;
+    tot.nan += a.nan;
+    tot.inf += a.inf;
+    tot.mismatches += a.mismatches;
+    tot.finite += a.finite;
+    tot.max_ulps = std::max(tot.max_ulps, a.max_ulps);
+    tot.sum_ulps += a.sum_ulps;
+    tot.max_abs = std::max(tot.max_abs, a.max_abs);
+    tot.max_rel = std::max(tot.max_rel, a.max_rel);
+    tot.sum_sq_err += a.sum_sq_err;
+    tot.sum_sq_truth += a.sum_sq_truth;
+    tot.max_pair = std::max(tot.max_pair, a.max_pair);
+    tot.sum_pair += a.sum_pair;
+    for (std::size_t k = 0; k < kClasses; ++k) {
+      tot.cls[k].violations += a.cls[k].violations;
+      if (a.cls[k].first) note_first(tot.cls[k].first, *a.cls[k].first);
+      tot.cls[k].worst = std::max(tot.cls[k].worst, a.cls[k].worst);
+    }
+    tot.violations += a.violations;
+    if (a.first) note_first(tot.first, *a.first);
+    tot.saturated += a.saturated;
+    if (a.first_saturated) note_first(tot.first_saturated, *a.first_saturated);
+    tot.worst_score = std::max(tot.worst_score, a.worst_score);
+    for (std::size_t b = 0; b < kBins; ++b) {
+      tot.bins[b].elements += a.bins[b].elements;
+      tot.bins[b].violations += a.bins[b].violations;
+      tot.bins[b].saturated += a.bins[b].saturated;
+      tot.bins[b].max_pair = std::max(tot.bins[b].max_pair, a.bins[b].max_pair);
+      tot.bins[b].max_ulps = std::max(tot.bins[b].max_ulps, a.bins[b].max_ulps);
+      tot.bins[b].err.merge(a.bins[b].err);
+    }
+    tot.err.merge(a.err);
+    worst.insert(worst.end(), a.heap.begin(), a.heap.end());
+  }
+
+  rep.identical = tot.identical;
+  rep.nan_count = tot.nan;
+  rep.inf_count = tot.inf;
+  rep.nonfinite_mismatches = tot.mismatches;
+  rep.max_ulps = tot.max_ulps;
+  rep.max_abs_error = tot.max_abs;
+  rep.max_rel_error = tot.max_rel;
+  rep.max_pair_relative = tot.max_pair;
+  rep.error = tot.err.result();
+  if (tot.finite > 0) {
+    rep.mean_ulps = tot.sum_ulps / static_cast<double>(tot.finite);
+    rep.mean_pair_relative = tot.sum_pair / static_cast<double>(tot.finite);
+  }
+  rep.nmse = tot.mismatches > 0 ? kInf
+                                : (tot.sum_sq_truth > 0 ? tot.sum_sq_err / tot.sum_sq_truth : (tot.sum_sq_err == 0 ? 0 : kInf));
+  for (std::size_t k = 0; k < kClasses; ++k)
+    rep.classes.push_back({accuracy::kAccuracyClasses[k], tot.cls[k].violations == 0, tot.cls[k].violations,
+                           tot.cls[k].first, tot.cls[k].worst});
+  rep.saturated = tot.saturated;
+  rep.first_saturated_position = tot.first_saturated;
+  if (tot.violations > 0) {
+    rep.verdict = ropecheck::Verdict::fail;
+    rep.reason = fmt::format("{} element{} violate {} (first at position {})", tot.violations,
+                             tot.violations == 1 ? "" : "s", cr.to_string(), tot.first.value_or(-1));
+  } else if (tot.saturated > 0) {
+    rep.verdict = ropecheck::Verdict::not_tested;
+    rep.reason = fmt::format("{} of {} elements not discriminated by {} (saturated: bound >= the pair's magnitude, an "
+                             "all-zero output passes) from position {}; {}",
+                             tot.saturated, rep.elements, cr.to_string(), *tot.first_saturated,
+                             ropecheck::kSaturationAdvice);
+  }
+  rep.pass = rep.verdict == ropecheck::Verdict::pass;
+  rep.violations = tot.violations;
+  rep.first_violating_position = tot.first;
+  rep.worst_score = tot.worst_score;
+  for (std::size_t b = 0; b < kBins; ++b) {
+    if (tot.bins[b].elements == 0) continue;
+    PositionBin pb;
+    pb.lo = b == 0 ? 0 : std::int64_t{1} << (b - 1);
+    pb.hi = b == 0 ? 1 : (b < 63 ? std::int64_t{1} << b : std::numeric_limits<std::int64_t>::max());
+    pb.elements = tot.bins[b].elements;
+    pb.max_pair_relative = tot.bins[b].max_pair;
+    pb.max_ulps = tot.bins[b].max_ulps;
+    pb.violations = tot.bins[b].violations;
+    pb.error = tot.bins[b].err.result();
+    pb.saturated = tot.bins[b].saturated;
+    rep.bins.push_back(pb);
+  }
+
+  // The worst elements, described.
+  std::sort(worst.begin(), worst.end(), ranks_before);
+  if (worst.size() > K) worst.resize(K);
+  for (const Ranked& w : worst) {
+    const std::int64_t i = w.index;
+    ElementReport r;
+    r.index = i;
+    const std::int64_t per = geo.per_token();
+    r.token = i / per;
+    r.position = (*geo.positions)[static_cast<std::size_t>(r.token)];
+    r.stream = 0;
+    r.magnitude = 1;
+    switch (geo.kind) {
+      case Geometry::Kind::pair_table:
+        r.pair = static_cast<int>(i % geo.P);
+        r.stream = geo.stream[static_cast<std::size_t>(r.pair)];
+        r.theta = std::fabs(static_cast<double>(geo.stream_position(r.token, r.pair)) * geo.freq[static_cast<std::size_t>(r.pair)]);
+        break;
+      case Geometry::Kind::pe: {
+        r.channel = static_cast<int>(i % geo.D);
+        r.pair = geo.column_freq[static_cast<std::size_t>(r.channel)];
+        if (r.pair >= 0)
+          r.theta = std::fabs(static_cast<double>(r.position.t + geo.offset) * geo.freq[static_cast<std::size_t>(r.pair)]);
+        break;
+      }
+      case Geometry::Kind::rotated: {
+        r.channel = static_cast<int>(i % geo.D);
+        r.head = static_cast<int>((i / geo.D) % geo.H);
+        r.pair = geo.pair_of[static_cast<std::size_t>(r.channel)];
+        if (r.pair >= 0) {
+          r.stream = geo.stream[static_cast<std::size_t>(r.pair)];
+          r.theta = std::fabs(static_cast<double>(geo.stream_position(r.token, r.pair)) * geo.freq[static_cast<std::size_t>(r.pair)]);
+          r.magnitude = geo.att * (std::fabs(geo.input(i)) +
+                                   std::fabs(geo.input(i - r.channel + geo.partner[static_cast<std::size_t>(r.channel)])));
+        } else {
+          r.magnitude = std::fabs(geo.input(i));
+        }
+        break;
+      }
+    }
+    r.candidate = cand_r(i);
+    r.truth = truth_r(i);
+    r.golden = same_r(i);
+    const bool finite = std::isfinite(r.candidate) && std::isfinite(r.truth);
+    r.abs_error = finite ? std::fabs(r.candidate - r.truth) : kInf;
+    r.ulps = finite ? r.abs_error / ulp(r.truth, dt) : kInf;
+    r.pair_relative = !finite ? kInf : (r.magnitude > 0 ? r.abs_error / (r.magnitude * u_dt) : (r.abs_error == 0 ? 0 : kInf));
+    r.score = w.score;
+    rep.worst.push_back(r);
+  }
+  return rep;
+}
+
+}  // namespace ropecheck::golden::check_detail

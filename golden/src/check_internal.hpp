@@ -1,0 +1,55 @@
+// What the checker's units share (private to golden/): name helpers, the number format of the
+// text report and the one-tensor check that check_candidate runs per matched output.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ropecheck/golden/checker.hpp"
+
+namespace ropecheck::golden::check_detail {
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// "a, b, c", at most max_items of them, "(none)" for none.
+inline std::string join(const std::vector<std::string>& v, std::size_t max_items = 24) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size() && i < max_items; ++i) s += (i ? ", " : "") + v[i];
+  if (v.size() > max_items) s += fmt::format(", ... ({} in all)", v.size());
+  return s.empty() ? "(none)" : s;
+}
+
+// The golden output's base name: "q_rot" of "q_rot.f32".
+inline std::string base_of(const std::string& name) { return name.substr(0, name.find('.')); }
+
+inline std::optional<DType> float_dtype(TensorDType t) {
+  switch (t) {
+    case TensorDType::f64: return DType::f64;
+    case TensorDType::f32: return DType::f32;
+    case TensorDType::f16: return DType::f16;
+    case TensorDType::bf16: return DType::bf16;
+    default: return std::nullopt;
+  }
+}
+
+inline void note_first(std::optional<std::int64_t>& first, std::int64_t p) {
+  if (!first || p < *first) first = p;
+}
+
+// Four significant digits, as the text report and the criterion's name print numbers.
+inline std::string g4(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.4g}", v);
+}
+
+// Checks one candidate tensor against the golden output golden_name (check_accumulate.cpp).
+TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand,
+                          const CheckOptions& opt);
+
+}  // namespace ropecheck::golden::check_detail

@@ -1,0 +1,183 @@
+// check_candidate: which candidate tensor answers which golden output (same name, base name with
+// the candidate's dtype, or --map), what was asked for (--only), and the set's verdict from the
+// per-tensor checks.
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "check_internal.hpp"
+#include "ropecheck/golden/baseline.hpp"
+#include "tensor_io_detail.hpp"
+
+namespace ropecheck::golden {
+
+using accuracy::AccuracyClass;
+using check_detail::base_of;
+using check_detail::check_tensor;
+using check_detail::float_dtype;
+using check_detail::join;
+
+std::optional<AccuracyClass> TensorReport::best_class() const {
+  for (const ClassResult& c : classes)
+    if (c.satisfied) return c.accuracy_class;
+  return std::nullopt;
+}
+
+std::vector<AccuracyClass> CheckReport::satisfied_classes() const {
+  std::vector<AccuracyClass> out;
+  for (AccuracyClass c : accuracy::kAccuracyClasses) {
+    bool all = !tensors.empty();
+    for (const TensorReport& t : tensors)
+      for (const ClassResult& r : t.classes)
+        if (r.accuracy_class == c && !r.satisfied) all = false;
+    if (all) out.push_back(c);
+  }
+  return out;
+}
+
+CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options) {
+  if (options.criterion.kind == Criterion::Kind::max_ulp && !(options.criterion.max_ulp >= 0))
+    throw TensorError("--max-ulp must be a non-negative number");
+  if (options.criterion.kind == Criterion::Kind::tolerance &&
+      !(options.criterion.atol >= 0 && options.criterion.rtol >= 0 && std::isfinite(options.criterion.atol) &&
+        std::isfinite(options.criterion.rtol)))
+    throw TensorError("--atol and --rtol must be non-negative numbers");
+
+  const std::vector<std::string> outputs = golden.output_names();
+  const std::set<std::string> output_set(outputs.begin(), outputs.end());
+  std::set<std::string> bases;
+  for (const std::string& o : outputs) bases.insert(base_of(o));
+
+  std::map<std::string, std::size_t> by_name;  // candidate name -> index
+  std::vector<std::string> cand_names;
+  for (std::size_t i = 0; i < candidate.size(); ++i) {
+    if (!by_name.emplace(candidate[i].name, i).second)
+      throw TensorError("the candidate has two tensors named " + detail::quote_name(candidate[i].name));
+    cand_names.push_back(candidate[i].name);
+  }
+
+  std::map<std::string, std::size_t> match;  // golden output -> candidate index
+  std::vector<bool> used(candidate.size(), false);
+  auto assign = [&](const std::string& g, std::size_t ci, const std::string& how) {
+    if (match.count(g))
+      throw TensorError("two candidate tensors resolve to golden output " + detail::quote_name(g) + ": " +
+                        detail::quote_name(candidate[match[g]].name) + " and " + detail::quote_name(candidate[ci].name) +
+                        " (" + how + ")");
+    match[g] = ci;
+    used[ci] = true;
+  };
+  for (const auto& [g, c] : options.name_map) {
+    if (!output_set.count(g))
+      throw TensorError("--map " + detail::sanitize(g) + "=" + detail::sanitize(c) + ": the golden set has no output " +
+                        detail::quote_name(g) + " (outputs: " + join(outputs) + ")");
+    const auto it = by_name.find(c);
+    if (it == by_name.end())
+      throw TensorError("--map " + detail::sanitize(g) + "=" + detail::sanitize(c) + ": the candidate has no tensor " +
+                        detail::quote_name(c) + " (it has: " + join(cand_names) + ")");
+    if (used[it->second]) throw TensorError("--map: candidate tensor " + detail::quote_name(c) + " is mapped twice");
+    assign(g, it->second, "--map");
+  }
+  std::vector<std::string> ignored;
+  for (std::size_t i = 0; i < candidate.size(); ++i) {
+    if (used[i]) continue;
+    const Tensor& t = candidate[i];
+    if (output_set.count(t.name)) {
+      assign(t.name, i, "same name");
+    } else if (bases.count(t.name)) {
+      const std::optional<DType> d = float_dtype(t.dtype);
+      const std::string target = t.name + "." + (d ? std::string(to_string(*d)) : std::string(to_string(t.dtype)));
+      if (!output_set.count(target)) {
+        std::vector<std::string> have;
+        for (const std::string& o : outputs)
+          if (base_of(o) == t.name) have.push_back(o);
+        throw TensorError("candidate tensor " + detail::quote_name(t.name) + " (" + std::string(to_string(t.dtype)) +
+                          ") resolves to " + detail::quote_name(target) + ", which the golden set does not have (it has " +
+                          join(have) + ")");
+      }
+      assign(target, i, "base name with the candidate's dtype");
+    } else {
+      ignored.push_back(t.name);
+    }
+  }
+  if (match.empty())
+    throw TensorError("no candidate tensor matches a golden output: the candidate has " + join(cand_names) +
+                      "; the golden outputs are " + join(outputs) +
+                      " (name a tensor like a golden output, use a base name such as q_rot, or --map GOLDEN=CANDIDATE)");
+
+  // Dtypes and shapes must match the manifest.
+  for (const auto& [g, ci] : match) {
+    const ManifestTensor& m = *golden.find(g);
+    const Tensor& t = candidate[ci];
+    if (t.dtype != m.dtype)
+      throw TensorError(g + ": candidate tensor " + detail::quote_name(t.name) + " is " + std::string(to_string(t.dtype)) +
+                        " but the golden tensor is " + std::string(to_string(m.dtype)));
+    if (t.shape != m.shape)
+      throw TensorError(g + ": candidate tensor " + detail::quote_name(t.name) + " has shape " +
+                        detail::shape_for_message(t.shape) + " but the golden tensor has shape " +
+                        detail::shape_for_message(m.shape));
+    validate(t);
+  }
+
+  // What was asked for (CheckOptions::only). The f64 copy of each output is the truth every check
+  // compares with, written whatever --dtypes said: asked for only when matched, named exactly, or
+  // when f64 is the set's only dtype.
+  const bool f64_only = golden.dtypes().size() == 1;
+  auto truth_copy = [&](const std::string& o) { return !f64_only && o == base_of(o) + ".f64" && !match.count(o); };
+  std::set<std::string> asked;
+  if (options.only.empty()) {
+    for (const std::string& o : outputs)
+      if (!truth_copy(o)) asked.insert(o);
+  } else {
+    for (const std::string& item : options.only) {
+      if (output_set.count(item)) {
+        asked.insert(item);
+      } else if (bases.count(item)) {
+        for (const std::string& o : outputs)
+          if (base_of(o) == item && !truth_copy(o)) asked.insert(o);
+      } else {
+        throw TensorError("--only " + detail::sanitize(item) + ": the golden set has no output or base " +
+                          detail::quote_name(item) + " (outputs: " + join(outputs) + ")");
+      }
+    }
+  }
+
+  CheckReport rep;
+  rep.golden_dir = golden.dir().string();
+  rep.spec_name = golden.spec().name;
+  rep.golden_fingerprint = golden_fingerprint(golden);
+  rep.criterion = options.criterion;
+  rep.ignored_candidate = ignored;
+  rep.verdict = ropecheck::Verdict::pass;
+  std::int64_t saturated_tensors = 0;
+  for (const std::string& o : outputs) {
+    const auto it = match.find(o);
+    if (it == match.end() || !asked.count(o)) {
+      rep.unchecked_golden.push_back(o);
+      if (asked.count(o)) rep.not_tested.push_back(o);
+      continue;
+    }
+    rep.tensors.push_back(check_tensor(golden, o, candidate[it->second], options));
+    rep.verdict = ropecheck::combine(rep.verdict, rep.tensors.back().verdict);
+    saturated_tensors += rep.tensors.back().verdict == ropecheck::Verdict::not_tested;
+  }
+  if (!rep.not_tested.empty()) rep.verdict = ropecheck::combine(rep.verdict, ropecheck::Verdict::not_tested);
+  if (rep.verdict == ropecheck::Verdict::fail) {
+    std::int64_t failing = 0;
+    for (const TensorReport& t : rep.tensors) failing += t.verdict == ropecheck::Verdict::fail;
+    rep.reason = fmt::format("{} of {} tensors fail {}", failing, rep.tensors.size(), options.criterion.to_string());
+  } else if (rep.verdict == ropecheck::Verdict::not_tested) {
+    std::vector<std::string> why;
+    if (!rep.not_tested.empty())
+      why.push_back("no candidate tensor for " + std::to_string(rep.not_tested.size()) + " asked-for golden output" +
+                    (rep.not_tested.size() == 1 ? "" : "s") + " (" + join(rep.not_tested, 8) +
+                    "; name what the kernel produces with --only)");
+    if (saturated_tensors > 0)
+      why.push_back(std::to_string(saturated_tensors) + " tensor" + (saturated_tensors == 1 ? "" : "s") +
+                    " with saturated bounds (" + std::string(ropecheck::kSaturationAdvice) + ")");
+    for (const std::string& w : why) rep.reason += (rep.reason.empty() ? "" : "; ") + w;
+  }
+  rep.pass = rep.verdict == ropecheck::Verdict::pass;
+  return rep;
+}
+
+}  // namespace ropecheck::golden
