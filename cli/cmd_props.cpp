@@ -52,6 +52,26 @@ std::vector<std::string> split_commas(const std::string& s) {
 // RapidCheck reads RC_PARAMS on first use and prints "Using configuration: seed=N" on stderr. The seed
 // is in our own header line, and an exit-2 message must be the only stderr line, so the configuration
 // is loaded here with stderr muted.
+// The `ropecheck props` line that reruns one outcome alone, with the target and the spec given as
+// this run was given them (a kernel with its class; the preset, spec file or HF config).
+std::string reproduce_command(const props::ReproduceRecord& r, const PropsCliOptions& o) {
+  std::string s = "ropecheck props";
+  s += o.kernel.empty() ? " --target " + r.target : " --kernel " + o.kernel + " --class " + o.accuracy_class;
+  if (!o.source.hf_config.empty())
+    s += " --hf-config " + o.source.hf_config;
+  else if (!o.source.spec_file.empty())
+    s += " --spec " + o.source.spec_file;
+  else if (!o.source.preset.empty())
+    s += " --preset " + o.source.preset;
+  else if (r.spec_source == props::ReproduceRecord::SpecSource::preset)
+    s += " --preset " + r.spec_name;
+  else if (r.spec_source == props::ReproduceRecord::SpecSource::given)
+    s += " --spec SPEC.json";
+  s += fmt::format(" --only {} --seed {} --cases {}", r.property, r.seed, r.cases);
+  if (r.max_position > 0) s += fmt::format(" --max-pos {}", r.max_position);
+  return s + " --dtype " + r.dtype;
+}
+
 void set_rapidcheck_seed(std::uint64_t seed) {
   ::setenv("RC_PARAMS", ("seed=" + std::to_string(seed)).c_str(), 1);
   std::ostringstream sink;
@@ -150,25 +170,7 @@ int run_props(const PropsCliOptions& o) {
              accuracy::to_string(target->info().accuracy), rep.spec, rep.seed, o.cases);
   fmt::print("{}", rep.summary());
   for (const auto& n : rep.dtype_notes) fmt::print("  {}\n", n);
-  std::string source_opts;
-  if (!o.source.preset.empty()) source_opts = " --preset " + o.source.preset;
-  if (!o.source.spec_file.empty()) source_opts = " --spec " + o.source.spec_file;
-  if (!o.source.hf_config.empty()) source_opts = " --hf-config " + o.source.hf_config;
-  for (auto& out : rep.outcomes) {
-    if (!o.kernel.empty()) {  // the runner knows the target name, not how it was given
-      const auto pos = out.reproduce.find("--target " + rep.target);
-      if (pos != std::string::npos) out.reproduce.replace(pos, 9 + rep.target.size(), "--kernel " + o.kernel + " --class " + o.accuracy_class);
-    }
-    if (!source_opts.empty()) {
-      for (const char* k : {" --preset ", " --spec "}) {
-        const auto p = out.reproduce.find(k);
-        if (p != std::string::npos) {
-          const auto end = out.reproduce.find(" --only", p);
-          out.reproduce.replace(p, end - p, source_opts);
-          break;
-        }
-      }
-    }
+  for (const auto& out : rep.outcomes) {
     for (const auto& n : out.notes)
       if (n.rfind("failing spec", 0) != 0) fmt::print("  {}: {}\n", out.property, n);
   }
@@ -178,10 +180,10 @@ int run_props(const PropsCliOptions& o) {
     if (out.failing_position) fmt::print("  failing position: {}\n", *out.failing_position);
     for (const auto& n : out.notes)
       if (n.rfind("failing spec", 0) == 0) fmt::print("  {}\n", n);
-    fmt::print("  reproduce: {}\n", out.reproduce);
+    fmt::print("  reproduce: {}\n", reproduce_command(out.reproduce, o));
   }
   if (!o.report.empty()) {  // atomic: a full disk or a kill never leaves a partial report
-    nlohmann::json j = rep.to_json();
+    nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o); });
     if (cmp) j["baseline"] = cmp->to_json();
     golden::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
                                   "--report");

@@ -51,6 +51,18 @@ std::string this_binary() {
   return ec ? std::string("<test binary>") : shell_quote(exe.string());
 }
 
+// The suite's record as the `ropecheck props` line that reruns the property alone.
+std::string cli_command(const ReproduceRecord& r) {
+  std::ostringstream s;
+  s << "ropecheck props --target " << r.target;
+  if (r.spec_source == ReproduceRecord::SpecSource::preset) s << " --preset " << r.spec_name;
+  if (r.spec_source == ReproduceRecord::SpecSource::given) s << " --spec SPEC.json";
+  s << " --only " << r.property << " --seed " << r.seed << " --cases " << r.cases;
+  if (r.max_position > 0) s << " --max-pos " << r.max_position;
+  s << " --dtype " << r.dtype;
+  return s.str();
+}
+
 std::string describe_failure(const PropertyCase& c, const PropertyOutcome& o, const std::string& target_name) {
   std::ostringstream msg;
   msg << "property " << o.property << " failed for target " << target_name << " (output " << o.dtype << ")";
@@ -61,10 +73,9 @@ std::string describe_failure(const PropertyCase& c, const PropertyOutcome& o, co
   if (o.failing_position) msg << "\n  position:       " << *o.failing_position;
   if (!o.counterexample.empty()) msg << "\n  counterexample: " << o.counterexample;
   for (const auto& note : o.notes) msg << "\n  note:           " << note;
-  // The suite's reproduce line is a `ropecheck props --target NAME` command: only for registered targets.
+  // A `ropecheck props --target NAME` command reruns it: only for registered targets.
   const auto names = target_names();
-  if (!o.reproduce.empty() && std::find(names.begin(), names.end(), target_name) != names.end())
-    msg << "\n  ropecheck CLI:  " << o.reproduce;
+  if (std::find(names.begin(), names.end(), target_name) != names.end()) msg << "\n  ropecheck CLI:  " << cli_command(o.reproduce);
   msg << "\n  rerun this test: RC_PARAMS=\"seed=" << c.options.seed << " max_success=" << c.options.cases << "\" "
       << this_binary() << " --gtest_filter=" << shell_quote(c.display);
   return msg.str();

@@ -583,7 +583,10 @@ SelfTestReport run_self_test(const SelfTestOptions& options) {
     v.seconds_correct = seconds_since(t1);
     v.correct_passed = ok.passed();
     for (const PropertyOutcome& o : ok.outcomes)
-      if (!o.passed) v.correct_failures += "  " + o.property + ": " + o.counterexample + "\n    reproduce: " + o.reproduce + "\n";
+      if (!o.passed)
+        v.correct_failures += "  " + o.property + ": " + o.counterexample + "\n    rerun alone: target " + o.reproduce.target +
+                              ", seed " + std::to_string(o.reproduce.seed) + ", " + std::to_string(o.reproduce.cases) +
+                              " cases, output " + o.reproduce.dtype + "\n";
     v.mutant = std::move(m);
     report.verdicts.push_back(std::move(v));
   }

@@ -161,12 +161,17 @@ void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions
                  std::to_string(*o.first_saturated_position) + "; " + std::string(kSaturationAdvice) +
                  ", or --max-pos below that position";
     }
-    std::string src;
-    if (spec) src = is_preset(spec->name) ? " --preset " + spec->name : " --spec SPEC.json";
-    o.reproduce = "ropecheck props --target " + report.target + src + " --only " + def->name + " --seed " +
-                  std::to_string(options.seed) + " --cases " + std::to_string(options.cases) +
-                  (options.max_position > 0 ? " --max-pos " + std::to_string(options.max_position) : std::string()) +
-                  " --dtype " + dtype;
+    o.reproduce.target = report.target;
+    o.reproduce.property = def->name;
+    if (spec) {
+      o.reproduce.spec_source =
+          is_preset(spec->name) ? ReproduceRecord::SpecSource::preset : ReproduceRecord::SpecSource::given;
+      o.reproduce.spec_name = spec->name;
+    }
+    o.reproduce.seed = options.seed;
+    o.reproduce.cases = options.cases;
+    o.reproduce.max_position = options.max_position > 0 ? options.max_position : 0;
+    o.reproduce.dtype = dtype;
     if (std::string(def->name) == "uniqueness") {
       if (ctx.min_separation >= 0) o.notes.push_back("smallest row separation seen (max-norm): " + fmt_margin(ctx.min_separation));
       if (ctx.first_collision)
@@ -281,7 +286,7 @@ Verdict SuiteReport::verdict() const {
   return v;
 }
 
-nlohmann::json SuiteReport::to_json() const {
+nlohmann::json SuiteReport::to_json(const std::function<std::string(const ReproduceRecord&)>& reproduce_line) const {
   nlohmann::json j;
   j["target"] = target;
   j["spec"] = spec;
@@ -317,7 +322,7 @@ nlohmann::json SuiteReport::to_json() const {
     p["dtype"] = o.dtype;
     if (!o.passed) {
       p["counterexample"] = o.counterexample;
-      p["reproduce"] = o.reproduce;
+      if (reproduce_line) p["reproduce"] = reproduce_line(o.reproduce);
       p["failing_position"] = o.failing_position ? nlohmann::json(*o.failing_position) : nlohmann::json(nullptr);
     }
     p["notes"] = o.notes;

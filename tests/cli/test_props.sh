@@ -87,6 +87,9 @@ assert all(p["verdict"] == "not-tested" for p in r["properties"] if p["name"] !=
 PY
 expect_exit 1 --kernel "$broken_plugin" --preset llama-3.1-8b
 grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "broken plugin: relative_shift did not fail"; }
+# The reproduce line names the target and the spec as this run was given them.
+grep -qxF "  reproduce: ropecheck props --kernel $broken_plugin --class fp32-angle --preset llama-3.1-8b --only relative_shift --seed 20261121 --cases 10 --dtype f32" "$tmp/out" ||
+  { cat "$tmp/out"; fail "broken plugin: no reproduce line for relative_shift with --kernel, --class and --preset"; }
 # ropecheck's own fast kernels (kernel:<recipe>): accurate passes as f32-reduced, bf16 inverse frequencies fail.
 "$rc_bin" props --list-targets >"$tmp/out" 2>&1 || fail "--list-targets exited nonzero"
 grep -q "^kernel:accurate .*class f32-reduced" "$tmp/out" || { cat "$tmp/out"; fail "--list-targets: no kernel:accurate (f32-reduced)"; }
@@ -95,6 +98,8 @@ expect_exit 0 --target kernel:accurate --preset llama-3.1-8b
 grep -q "target kernel:accurate (f32-reduced)" "$tmp/out" || { cat "$tmp/out"; fail "kernel:accurate: no header naming its class"; }
 expect_exit 1 --target kernel:bf16-inv-freq --preset llama-3.1-8b
 grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "kernel:bf16-inv-freq: relative_shift did not fail"; }
+grep -qxF "  reproduce: ropecheck props --target kernel:bf16-inv-freq --preset llama-3.1-8b --only relative_shift --seed 20261121 --cases 10 --dtype f32" "$tmp/out" ||
+  { cat "$tmp/out"; fail "kernel:bf16-inv-freq: no reproduce line for relative_shift with --target and --preset"; }
 # --report / --baseline: the same setup again passes, margins grown past --max-growth fail (exit 1), a
 # baseline of another setup or a malformed one is exit 2 before anything runs.
 "$rc_bin" props --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --report "$tmp/base.json" >"$tmp/out" 2>"$tmp/err" ||

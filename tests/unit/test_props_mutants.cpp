@@ -298,7 +298,8 @@ TEST_F(PropsMutants, CorrectKernelSeedSweepHasNoFailures) {
         if (!o.passed) {
           ++failures;
           ADD_FAILURE() << name << " seed " << opt.seed << ": " << o.property << " failed: " << o.counterexample
-                        << "\n  reproduce: " << o.reproduce;
+                        << "\n  rerun alone: --only " << o.property << " --seed " << o.reproduce.seed << " --cases "
+                        << o.reproduce.cases << " (output " << o.reproduce.dtype << ")";
         }
       }
     }

@@ -127,7 +127,8 @@ SuiteOptions options(int cases) {
 
 void expect_all_pass(const SuiteReport& rep) {
   for (const auto& o : rep.outcomes) {
-    EXPECT_TRUE(o.passed) << rep.target << " " << o.property << ": " << o.counterexample << "\n  " << o.reproduce;
+    EXPECT_TRUE(o.passed) << rep.target << " " << o.property << " (seed " << o.reproduce.seed << ", " << o.reproduce.cases
+                          << " cases, output " << o.reproduce.dtype << "): " << o.counterexample;
     EXPECT_LE(o.worst_margin, 1.0) << o.property;
   }
 }
@@ -255,7 +256,17 @@ TEST_P(BrokenTargets, CaughtByExpectedProperty) {
   EXPECT_FALSE(out.passed) << b.name << " not caught by " << b.property;
   EXPECT_GT(out.worst_margin, 1.0);
   EXPECT_FALSE(out.counterexample.empty());
-  EXPECT_NE(out.reproduce.find("--only " + std::string(b.property)), std::string::npos);
+  // The reproduce record names this run: the property alone, the target, the seed, cases and dtype.
+  EXPECT_EQ(out.reproduce.property, b.property);
+  EXPECT_EQ(out.reproduce.target, rep.target);
+  EXPECT_EQ(out.reproduce.seed, o.seed);
+  EXPECT_EQ(out.reproduce.cases, o.cases);
+  EXPECT_EQ(out.reproduce.dtype, out.dtype);
+  EXPECT_EQ(out.reproduce.spec_source, ReproduceRecord::SpecSource::generated);
+  // The JSON carries a reproduce line only when the caller says how to write one.
+  EXPECT_FALSE(rep.to_json()["properties"][0].contains("reproduce"));
+  const nlohmann::json j = rep.to_json([](const ReproduceRecord& r) { return "rerun " + r.property; });
+  EXPECT_EQ(j["properties"][0]["reproduce"], "rerun " + std::string(b.property));
   std::printf("[teeth] %-18s caught by %-20s at position %s: %s\n", b.name, b.property,
               out.failing_position ? std::to_string(*out.failing_position).c_str() : "-", out.counterexample.c_str());
 }

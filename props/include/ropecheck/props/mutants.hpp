@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ropecheck/props/suite.hpp"
 #include "ropecheck/props/target.hpp"
 #include "ropecheck/core/spec.hpp"
 
@@ -59,7 +60,8 @@ struct MutantVerdict {
   std::string property;                     // the first property that failed
   std::optional<std::int64_t> position;     // its failing position
   double margin = 0;                        // its worst margin (error / bound)
-  std::string counterexample, reproduce;    // the shrunk case
+  std::string counterexample;               // the shrunk case
+  ReproduceRecord reproduce;                // how to rerun it alone
   int properties_run = 0, properties_failed = 0;
   bool correct_passed = true;               // hf-fp32 passed the whole suite on the same spec and options
   std::string correct_failures;             // else what failed

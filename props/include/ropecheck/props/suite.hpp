@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,20 @@ struct PropertyInfo {
 // Every property, in the order run_suite runs them.
 std::vector<PropertyInfo> list_properties();
 
+// How to rerun one outcome alone, as data: cli/ and the gtest adapter each write it as their own
+// command line.
+struct ReproduceRecord {
+  enum class SpecSource { generated, preset, given };
+  std::string target;               // the target's name (SuiteReport::target)
+  std::string property;             // the one property to run
+  SpecSource spec_source = SpecSource::generated;  // generated specs, a preset (spec_name), or a spec given otherwise
+  std::string spec_name;
+  std::uint64_t seed = 0;
+  int cases = 0;
+  std::int64_t max_position = 0;    // 0: the default
+  std::string dtype;                // the output dtype
+};
+
 struct PropertyOutcome {
   std::string property, statement;
   int cases = 0, skipped = 0;       // cases run (passing + the failing one); of those, skipped
@@ -68,7 +83,7 @@ struct PropertyOutcome {
   bool asked = true;                // counts in SuiteReport::verdict() (applicable, or named in only)
   std::optional<std::int64_t> first_saturated_position;
   std::string counterexample;       // one readable line: spec, positions, dims (the shrunk case)
-  std::string reproduce;            // how to rerun just this
+  ReproduceRecord reproduce;        // how to rerun just this
   std::optional<std::int64_t> failing_position;
   std::vector<std::string> notes;   // measurements the property reports (first collision, first negative cosine sum, ...)
   std::string dtype;                // the output dtype this outcome ran with ("f32", "bf16", ...)
@@ -90,7 +105,8 @@ struct SuiteReport {
   // Whether an outcome counts in verdict(): asked for, and not merely "not applicable to this output dtype"
   // while the same property applied to another dtype of the run (store_rounding on f32 beside bf16).
   bool counts(const PropertyOutcome& o) const;
-  nlohmann::json to_json() const;
+  // reproduce_line: when given, each failed property carries "reproduce": its line for that record.
+  nlohmann::json to_json(const std::function<std::string(const ReproduceRecord&)>& reproduce_line = {}) const;
   std::string summary() const;      // one line per property: cases, worst margin, verdict
 };
 
