@@ -1,4 +1,4 @@
-// `ropecheck check`: compares a candidate (tensor file, or a kernel plugin run on the golden inputs)
+// `ropecheck check`: compares a candidate (tensor file, or a kernel run on the golden inputs: golden/kernel_source.hpp)
 // with a golden set and prints the checker's report (golden/CHECK_REPORT.md, golden/KERNEL_ABI.md).
 //
 // Exit codes: 0 everything asked for was tested and the criterion holds everywhere (and, with
@@ -27,11 +27,11 @@
 #include "commands.hpp"
 #include "ropecheck/golden/baseline.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
-#include "ropecheck/golden/builtin_kernel.hpp"
+#include "ropecheck/golden/kernel_run.hpp"
+#include "ropecheck/golden/kernel_source.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/npy.hpp"
-#include "ropecheck/golden/plugin.hpp"
 #include "ropecheck/golden/safetensors.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
 
@@ -148,8 +148,9 @@ Command add_check_command(CLI::App& app) {
                                "candidate tensors: .safetensors, .npz, or .npy (the tensor is named after the file stem)");
   auto* kern = cmd->add_option("--kernel", o->kernel,
                                "kernel run on the golden inputs: a plugin (shared library implementing ropecheck/kernel_abi.h, "
-                               "golden/KERNEL_ABI.md), or builtin:RECIPE for ropecheck's own fast CPU kernel with that "
-                               "precision recipe (" + recipe_names() + ")");
+                               "golden/KERNEL_ABI.md), builtin:RECIPE for ropecheck's own fast CPU kernel with that "
+                               "precision recipe (" + recipe_names() + "), or builtin-cuda:RECIPE for its CUDA kernel "
+                               "(needs a GPU; ROPECHECK_CUDA_EMULATION=1 runs the CUDA code on the host, for tests)");
   cand->excludes(kern);
   cmd->add_option("--only", o->only,
                   "TENSORS: comma-separated golden output names (q_rot.bf16) or bases (q_rot): what is asked for "
@@ -180,8 +181,11 @@ Command add_check_command(CLI::App& app) {
   return {cmd, [o] {
             // Options first: nothing is loaded for a command line that cannot run.
             if (o->candidate.empty() == o->kernel.empty())
-              throw TensorError("exactly one of --candidate FILE or --kernel LIB.so|builtin:RECIPE is required");
-            const std::optional<kernels::Recipe> builtin = golden::parse_builtin_kernel(o->kernel);
+              throw TensorError("exactly one of --candidate FILE or --kernel LIB.so|builtin:RECIPE|builtin-cuda:RECIPE is required");
+            if (!o->kernel.empty()) {  // an unknown recipe before any loading
+              (void)golden::parse_builtin_kernel(o->kernel);
+              (void)golden::parse_recipe_kernel("builtin-cuda", o->kernel);
+            }
             golden::CheckOptions opt;
             opt.criterion = criterion_of(*o);
             opt.name_map = name_map_of(o->maps);
@@ -204,25 +208,13 @@ Command add_check_command(CLI::App& app) {
             std::vector<std::string> header;
             nlohmann::json source;
             bool kernel_failed = false;  // a plugin call failed: its tensors are NaN, the check fails
-            if (builtin) {
-              // ropecheck's own kernel: no plugin, no notes; the header names the recipe and CPU path.
-              kernels::KernelOptions ko;
-              ko.threads = o->threads;
-              const std::string name = golden::builtin_kernel_name(*builtin, ko);
-              golden::KernelRun run = golden::run_builtin_kernel(*builtin, g, ko);
-              header.push_back(fmt::format("kernel '{}': ropecheck's fast CPU kernel, recipe {}: {} output tensors", name,
-                                           kernels::recipe_info(*builtin).description, run.tensors.size()));
-              source = {{"kind", "builtin"},
-                        {"name", "builtin:" + std::string(kernels::to_string(*builtin))},
-                        {"recipe", std::string(kernels::to_string(*builtin))},
-                        {"cpu_path", std::string(kernels::cpu_path())},
-                        {"notes", run.notes}};
-              candidate = std::move(run.tensors);
-            } else if (!o->kernel.empty()) {
-              golden::KernelPlugin plugin = golden::load_kernel_plugin(o->kernel, o->plugin);
-              golden::KernelRun run = golden::run_kernel_plugin(plugin, g);
-              header.push_back(fmt::format("kernel '{}' ({}), kernel ABI version {}: {} output tensors", plugin.name(),
-                                           o->kernel, plugin.abi_version(), run.tensors.size()));
+            if (!o->kernel.empty()) {
+              golden::KernelSourceOptions ko;
+              ko.cpu.threads = o->threads;
+              ko.plugin = o->plugin;
+              golden::KernelSource ks = golden::open_kernel_source(o->kernel, ko);
+              golden::KernelRun run = golden::run_kernel(*ks.kernel, g);
+              header.push_back(fmt::format("{}: {} output tensors", ks.title, run.tensors.size()));
               for (const std::string& n : run.notes) header.push_back("note: " + n);
               nlohmann::json failures = nlohmann::json::array();
               for (const golden::KernelFailure& f : run.failures) {
@@ -230,14 +222,9 @@ Command add_check_command(CLI::App& app) {
                 failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
               }
               kernel_failed = !run.failures.empty();
-              source = {{"kind", "kernel"},
-                        {"path", o->kernel},
-                        {"name", plugin.name()},
-                        {"abi_version", plugin.abi_version()},
-                        {"isolated", plugin.isolated()},
-                        {"capabilities", plugin.capabilities()},
-                        {"notes", run.notes},
-                        {"failures", failures}};
+              source = std::move(ks.source);
+              source["notes"] = run.notes;
+              if (source.contains("failures") || kernel_failed) source["failures"] = failures;
               candidate = std::move(run.tensors);
             } else {
               candidate = read_candidate(o->candidate, g);

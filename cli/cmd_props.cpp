@@ -95,6 +95,7 @@ int run_self_test(const PropsCliOptions& o) {
 
 int run_props(const PropsCliOptions& o) {
   props::register_builtin_targets();  // hf-fp32, hf-fp32-f16out, hf-fp32-bf16out, mutant:NAME
+  golden::register_cuda_targets();     // cuda:RECIPE, cuda:RECIPE-bf16out
   if (o.self_test) {
     if (!o.target.empty() || !o.kernel.empty()) throw SpecError("--self-test takes no --target / --kernel");
     if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
@@ -141,6 +142,8 @@ int run_props(const PropsCliOptions& o) {
     if (!cls) throw SpecError("--class: unknown class '" + o.accuracy_class + "'");
     target = golden::make_plugin_target(o.kernel, *cls, dtypes.empty() ? DType::f32 : dtypes.front(), o.plugin);
   }
+  // Where a CUDA target runs (a device, or the host emulation), so that nobody mistakes one for the other.
+  if (o.target.starts_with("cuda:")) fmt::print("{}\n", target->info().description);
   const bool has_spec = !o.source.preset.empty() || !o.source.hf_config.empty() || !o.source.spec_file.empty();
   std::optional<EncodingSpec> spec;
   if (has_spec) spec = o.source.load();

@@ -127,8 +127,8 @@ int run_drift_command(const DriftCliOptions& o) {
   }
   // Unknown recipe names fail here, before anything is made.
   for (const std::string& n : names)
-    if (!n.starts_with("plugin:") && !kernels::parse_recipe(n))
-      throw SpecError("unknown recipe '" + n + "' (known: " + drift::recipe_names() + ", or plugin:PATH.so)");
+    if (!n.starts_with("plugin:") && !kernels::parse_recipe(n.starts_with("cuda:") ? n.substr(5) : n))
+      throw SpecError("unknown recipe '" + n + "' (known: " + drift::recipe_names() + ", cuda:RECIPE, or plugin:PATH.so)");
 
   drift::DriftOptions d;
   d.sampling.max_pos = N;
@@ -246,10 +246,11 @@ Command add_drift_command(CLI::App& app) {
       "drift", "precision drift: how each recipe's error grows with position, as CSV, JSON, Markdown and plots");
   o->source.add_options(*sub);
   sub->add_option("--recipes", o->recipes,
-                  "comma-separated recipes and/or plugin:PATH.so, or all (" + drift::recipe_names() + ")")
+                  "comma-separated recipes (CPU), cuda:RECIPE (the CUDA kernel: needs a GPU; ROPECHECK_CUDA_EMULATION=1 runs "
+                  "the CUDA code on the host, for tests) and/or plugin:PATH.so, or all (" + drift::recipe_names() + ")")
       ->capture_default_str();
   sub->add_option("--compare", o->compare,
-                  "A,B: compare two recipes / plugin:PATH.so over the same sweep; exit 0 when they agree within twice "
+                  "A,B: compare two recipes / cuda:RECIPE / plugin:PATH.so over the same sweep; exit 0 when they agree within twice "
                   "the --class bound everywhere, 1 when not, 3 when some bounds are saturated (not tested)");
   sub->add_option("--class", o->compare_class,
                   "with --compare: the accuracy class whose bound decides agreement")

@@ -11,6 +11,7 @@
 #   ropecheck::props        the property suite                             (accuracy, reference, rapidcheck)
 #   ropecheck::props_gtest  register_property_tests for GoogleTest         (ropecheck::props, GTest::gtest)
 #   ropecheck::kernels      our float kernels and recipes                  (ropecheck::core, OpenMP)
+#   ropecheck::kut          the kernel-under-test interface, the CPU source (ropecheck::core, kernels)
 #   ropecheck::ropecheck    the command-line tool (imported executable)
 #
 # golden/ (checker, tensor I/O) is not part of the package: no exported header needs it, and it
@@ -26,7 +27,7 @@ set(ROPECHECK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/ropecheck" CACHE STRING
 # built (its hf-fp32 recipes are handy beside the suite; it needs reference/ only).
 set(ropecheck_export_libraries ropecheck_core ropecheck_accuracy ropecheck_formulas ropecheck_reference ropecheck_props)
 if(TARGET ropecheck_kernels)
-  list(APPEND ropecheck_export_libraries ropecheck_kernels)
+  list(APPEND ropecheck_export_libraries ropecheck_kernels ropecheck_kut)  # props links kut
 endif()
 set(ropecheck_header_dirs "")
 foreach(lib IN LISTS ropecheck_export_libraries ITEMS ropecheck_props_gtest)
@@ -72,8 +73,10 @@ list(REMOVE_DUPLICATES ropecheck_header_dirs)
 install(DIRECTORY ${ropecheck_header_dirs}
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h"
-        # test scaffolding, not API: the self-test's mutants, the built-in kernel targets, the scalar recipes
-        PATTERN "mutants.hpp" EXCLUDE PATTERN "kernel_targets.hpp" EXCLUDE PATTERN "scalar_recipes.hpp" EXCLUDE)
+        # test scaffolding, not API: the self-test's mutants, the built-in kernel targets, the scalar recipes;
+        # and the CUDA source (its library, like every CUDA target, is not exported)
+        PATTERN "mutants.hpp" EXCLUDE PATTERN "kernel_targets.hpp" EXCLUDE PATTERN "scalar_recipes.hpp" EXCLUDE
+        PATTERN "cuda_source.hpp" EXCLUDE)
 if(NOT ROPECHECK_PACKAGE_HAS_GTEST)
   install(CODE "file(REMOVE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}/ropecheck/props/gtest.hpp\")")
 endif()

@@ -3,7 +3,7 @@
 # generator expressions evaluated), read by tests/architecture/check_layering.py (ctest -R architecture).
 set(ropecheck_layering_lines "")
 foreach(t ropecheck_core ropecheck_accuracy ropecheck_formulas ropecheck_reference ropecheck_kernels
-          ropecheck_cuda_kernels ropecheck_golden ropecheck_plugin_target ropecheck_props ropecheck_props_gtest
+          ropecheck_cuda_kernels ropecheck_kut ropecheck_kut_cuda ropecheck_golden ropecheck_plugin_target ropecheck_props ropecheck_props_gtest
           ropecheck_drift)
   if(TARGET ${t})
     get_target_property(type ${t} TYPE)

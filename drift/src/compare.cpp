@@ -55,8 +55,8 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
                           const DriftOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   Setup s = detail::make_setup(spec, options);
-  std::unique_ptr<Candidate> A = make_candidate(a_name, spec, *s.exact, options.storage, s.seq_len, options.plugin);
-  std::unique_ptr<Candidate> B = make_candidate(b_name, spec, *s.exact, options.storage, s.seq_len, options.plugin);
+  std::unique_ptr<Candidate> A = make_candidate(a_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
+  std::unique_ptr<Candidate> B = make_candidate(b_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
 
   CompareResult res;
   res.spec = spec;
@@ -214,8 +214,8 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
       const std::span<const float> xs(x.data(), sz(T * s.D));
       ua.assign(sz(T * s.D), 0.0);
       ub.assign(sz(T * s.D), 0.0);
-      A->rotate(pos, 1, xs, ua, s.threads);
-      B->rotate(pos, 1, xs, ub, s.threads);
+      A->rotate(pos, 1, xs, ua);
+      B->rotate(pos, 1, xs, ub);
       for (std::int64_t t = 0; t < T; ++t) {
         FirstDifference here;
         for (int j = 0; j < s.P; ++j)

@@ -277,7 +277,7 @@ DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> nam
   Setup s = detail::make_setup(spec, options);
   // Every candidate first, so that a bad name or plugin fails before any long computation.
   std::vector<std::unique_ptr<Candidate>> cands;
-  for (const std::string& n : names) cands.push_back(make_candidate(n, spec, *s.exact, options.storage, s.seq_len, options.plugin));
+  for (const std::string& n : names) cands.push_back(make_candidate(n, spec, options.storage, s.seq_len, s.threads, options.plugin));
 
   DriftResult res;
   res.spec = spec;

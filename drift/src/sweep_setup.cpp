@@ -93,13 +93,13 @@ Chunk make_chunk(const Setup& s, std::int64_t begin, std::int64_t end) {
 
 void run_chunk(Candidate& c, const Setup& s, const Chunk& chunk, ChunkOutput& out) {
   out.rot.assign(chunk.x.size(), 0.0);
-  c.rotate(chunk.token_positions, s.heads, chunk.x, out.rot, s.threads);
+  c.rotate(chunk.token_positions, s.heads, chunk.x, out.rot);
   out.has_table = c.has_table();
   if (out.has_table) {
     const std::size_t n = chunk.table_positions.size() * sz(s.P);
     out.tcos.assign(n, 0.0);
     out.tsin.assign(n, 0.0);
-    out.has_table = c.table(chunk.table_positions, out.tcos, out.tsin, s.threads);
+    out.has_table = c.table(chunk.table_positions, out.tcos, out.tsin);
   }
 }
 

@@ -134,7 +134,7 @@ Uniqueness measure_uniqueness(Candidate& c, const RopeSpec& spec, std::int64_t n
     pos.resize(static_cast<std::size_t>(T));
     for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = start + t;
     out.assign(static_cast<std::size_t>(T * D), 0.0);
-    c.rotate(pos, 1, std::span<const float>(x.data(), static_cast<std::size_t>(T * D)), out, threads);
+    c.rotate(pos, 1, std::span<const float>(x.data(), static_cast<std::size_t>(T * D)), out);
     detail::parallel_for(T, threads, [&](std::int64_t b, std::int64_t e, int) {
       std::vector<double> row(static_cast<std::size_t>(2 * P));
       for (std::int64_t t = b; t < e; ++t) {

@@ -26,18 +26,22 @@ MPFR_HEADERS = ["mpfr.h", "boost/multiprecision", "ropecheck/reference/scalar.hp
 TEST_HEADERS = ["rapidcheck", "gtest/", "ropecheck/props/"]
 RULES = {
     "ropecheck_core": (MPFR + TESTING + ["ropecheck_accuracy", "ropecheck_reference", "ropecheck_kernels",
-                                         "ropecheck_golden", "ropecheck_props", "ropecheck_drift"],
+                                         "ropecheck_kut", "ropecheck_golden", "ropecheck_props", "ropecheck_drift"],
                        MPFR_HEADERS + TEST_HEADERS + ["ropecheck/reference/", "ropecheck/accuracy/",
-                                                      "ropecheck/kernels/", "ropecheck/golden/"]),
+                                                      "ropecheck/kernels/", "ropecheck/kut/", "ropecheck/golden/"]),
     "ropecheck_accuracy": (MPFR + TESTING + ["ropecheck_reference", "ropecheck_kernels", "ropecheck_golden",
                                              "ropecheck_props", "ropecheck_drift"],
                            MPFR_HEADERS + TEST_HEADERS + ["ropecheck/reference/", "ropecheck/kernels/",
                                                           "ropecheck/golden/"]),
-    "ropecheck_kernels": (MPFR + TESTING + ["ropecheck_reference", "ropecheck_accuracy", "ropecheck_golden",
-                                            "ropecheck_props", "ropecheck_drift"],
-                          MPFR_HEADERS + TEST_HEADERS + ["ropecheck/golden/", "ropecheck/drift/"]),
-    "ropecheck_reference": (TESTING + ["ropecheck_kernels", "ropecheck_golden", "ropecheck_props", "ropecheck_drift"],
-                            TEST_HEADERS + ["ropecheck/kernels/", "ropecheck/golden/", "ropecheck/drift/"]),
+    "ropecheck_kernels": (MPFR + TESTING + ["ropecheck_reference", "ropecheck_accuracy", "ropecheck_kut",
+                                            "ropecheck_golden", "ropecheck_props", "ropecheck_drift"],
+                          MPFR_HEADERS + TEST_HEADERS + ["ropecheck/kut/", "ropecheck/golden/", "ropecheck/drift/"]),
+    "ropecheck_kut": (MPFR + TESTING + ["ropecheck_reference", "ropecheck_accuracy", "ropecheck_golden",
+                                        "ropecheck_props", "ropecheck_drift"],
+                      MPFR_HEADERS + TEST_HEADERS + ["ropecheck/accuracy/", "ropecheck/golden/", "ropecheck/drift/"]),
+    "ropecheck_reference": (TESTING + ["ropecheck_kernels", "ropecheck_kut", "ropecheck_golden", "ropecheck_props", "ropecheck_drift"],
+                            TEST_HEADERS + ["ropecheck/kernels/", "ropecheck/kut/", "ropecheck/golden/",
+                                            "ropecheck/drift/"]),
     "ropecheck_golden": (TESTING + ["ropecheck_props", "ropecheck_drift"],
                          TEST_HEADERS + ["ropecheck/drift/"]),
     "ropecheck_drift": (TESTING + ["ropecheck_props"], TEST_HEADERS),
@@ -48,13 +52,14 @@ RULES = {
 MODULE_DIRS = {
     "ropecheck_core": ["core"], "ropecheck_accuracy": ["accuracy"], "ropecheck_kernels": ["kernels"],
     "ropecheck_reference": ["reference"], "ropecheck_golden": ["golden"], "ropecheck_drift": ["drift"],
+    "ropecheck_kut": ["kut"],
     "ropecheck_props": ["props"],
 }
 NOT_IN_MODULE = {  # sources in the folder that build another target (CMakeLists says which)
     "ropecheck_golden": {"golden/src/plugin_target.cpp", "golden/include/ropecheck/golden/plugin_target.hpp"},
     "ropecheck_props": {"props/src/gtest_registration.cpp", "props/include/ropecheck/props/gtest.hpp"},
 }
-INCLUDE_DIRS = [os.path.join(SRC, d, "include") for d in ("core", "accuracy", "reference", "kernels", "golden",
+INCLUDE_DIRS = [os.path.join(SRC, d, "include") for d in ("core", "accuracy", "reference", "kernels", "kut", "golden",
                                                           "props", "drift")]
 
 violations = []

@@ -20,7 +20,8 @@
 #include <vector>
 
 #include "ropecheck/golden/baseline.hpp"
-#include "ropecheck/golden/builtin_kernel.hpp"
+#include "ropecheck/golden/kernel_run.hpp"
+#include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/error_stats.hpp"
 #include "ropecheck/golden/golden_set.hpp"
@@ -68,7 +69,7 @@ const fs::path& llama_set() {
   return p;
 }
 
-std::vector<Tensor> accurate(const GoldenSet& g) { return run_builtin_kernel(kernels::Recipe::accurate, g).tensors; }
+std::vector<Tensor> accurate(const GoldenSet& g) { return run_kernel(*kut::make_cpu_kernel(kernels::Recipe::accurate), g).tensors; }
 
 // Every f32 output's error made `factor` times larger (rounded once to f32); f64 outputs unchanged.
 std::vector<Tensor> worse(const GoldenSet& g, std::vector<Tensor> cand, double factor) {

@@ -2,7 +2,7 @@
 // recipe x storage dtype (f32, f16, bf16, f64) x CPU path (portable, AVX-512) runs on golden sets of
 // several layouts and scalings (half-split, interleaved, prefix-partial rotary, multimodal, YaRN,
 // llama3, LongRoPE short and long, linear, the sinusoidal presets) at positions up to 2^24 - 1, through
-// the same code `ropecheck check --kernel builtin:RECIPE` uses (golden/builtin_kernel.hpp), and the
+// the same code `ropecheck check --kernel builtin:RECIPE` uses (golden/kernel_source.hpp, golden/kernel_run.hpp), and the
 // checker (golden/checker.hpp) gives each its tightest accuracy class over rope_apply's q_rot / k_rot
 // and rope_cos_sin_table's cos / sin (sinusoidal_table's pe for sinusoidal sets).
 //
@@ -38,7 +38,9 @@
 #include <string>
 #include <vector>
 
-#include "ropecheck/golden/builtin_kernel.hpp"
+#include "ropecheck/golden/kernel_run.hpp"
+#include "ropecheck/golden/kernel_source.hpp"
+#include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
@@ -212,14 +214,14 @@ std::string stricter(const Cell& c) {
 
 std::string dtype_suffix(const golden::Tensor& t) { return t.name.substr(t.name.find('.') + 1); }
 
-// `--kernel builtin:RECIPE` spelling (golden/builtin_kernel.hpp): every recipe name round-trips, a plugin
+// `--kernel builtin:RECIPE` spelling (golden/kernel_source.hpp): every recipe name round-trips, a plugin
 // path is not a built-in, an unknown recipe is a one-line error listing the known ones.
 TEST(kernel_classes, BuiltinKernelNames) {
   for (const k::RecipeInfo& ri : k::recipes()) {
     EXPECT_EQ(golden::parse_builtin_kernel("builtin:" + std::string(ri.name)), ri.recipe);
     k::KernelOptions portable;
     portable.portable = true;
-    EXPECT_EQ(golden::builtin_kernel_name(ri.recipe, portable), "builtin:" + std::string(ri.name) + " (portable)");
+    EXPECT_EQ(kut::cpu_kernel_name(ri.recipe, portable), "builtin:" + std::string(ri.name) + " (portable)");
   }
   EXPECT_FALSE(golden::parse_builtin_kernel("./libmyrope.so"));
   EXPECT_FALSE(golden::parse_builtin_kernel("builtin"));
@@ -258,7 +260,7 @@ TEST(kernel_classes, EveryRecipeDtypeLayoutAndPathLandsInItsClass) {
       for (bool portable : {true, false}) {
         k::KernelOptions ko;
         ko.portable = portable;
-        golden::KernelRun run = golden::run_builtin_kernel(ri.recipe, g, ko);
+        golden::KernelRun run = golden::run_kernel(*kut::make_cpu_kernel(ri.recipe, ko), g);
         ASSERT_TRUE(run.notes.empty()) << run.notes.front();
         std::map<std::string, std::vector<golden::Tensor>> by_dtype;
         for (golden::Tensor& t : run.tensors) by_dtype[dtype_suffix(t)].push_back(std::move(t));

@@ -1,5 +1,7 @@
-// A kernel plugin (golden/KERNEL_ABI.md) as a property-suite target: `ropecheck props --kernel LIB.so`.
-// Lives in golden/ because props must not depend on golden.
+// Kernels under test that the property suite cannot make by itself (props must not depend on golden or
+// on the CUDA runtime): a kernel plugin (`ropecheck props --kernel LIB.so`) and ropecheck's CUDA
+// kernels (`ropecheck props --target cuda:RECIPE`), both behind props' one generic target
+// (props/kut_target.hpp).
 #pragma once
 
 #include <filesystem>
@@ -10,17 +12,17 @@
 
 namespace ropecheck::golden {
 
-// Loads the plugin (the plugin client: isolation, load errors as one-line TensorError) and wraps
-// its ropecheck_rope_apply / ropecheck_sinusoidal entry points as a Target that claims `accuracy`
-// with outputs requested in `dtype`. Inputs are passed as f32 (the ABI's x is float); frequencies
-// are resolved without a run-time sequence length (seq_len = max_position_embeddings), as the suite
-// fixes for every target. A call the kernel answers ROPECHECK_UNSUPPORTED (or a dtype it declares
-// unsupported) is reported as unsupported (the property is skipped). A failed call (crash, timeout,
-// exit, overrun, unwritten output, unknown code) reads as NaN outputs and is reported through
-// Target::take_failures, so the property fails naming what happened. Negative positions are
-// generated only when the kernel declares ROPECHECK_CAP_NEGATIVE_POSITIONS.
+// Loads the plugin (the plugin client: isolation, load errors as one-line TensorError) as a Target
+// named "plugin:NAME" that claims `accuracy` with outputs requested in `dtype`; with_output offers
+// every ABI dtype (the plugin answers UNSUPPORTED for those it does not implement).
 std::unique_ptr<props::Target> make_plugin_target(const std::filesystem::path& library,
                                                   accuracy::AccuracyClass accuracy = accuracy::AccuracyClass::fp32_angle,
                                                   DType dtype = DType::f32, const PluginClientOptions& options = {});
+
+// Registers "cuda:<recipe>" (f32 outputs) and "cuda:<recipe>-bf16out" for every recipe: ropecheck's
+// CUDA kernel claiming the class of the CPU kernel of the same recipe and dtype
+// (props::kernel_claimed_class). Making one without a GPU throws one line, "--target cuda:hf: no
+// CUDA device (...)" (or "... built without CUDA"), unless ROPECHECK_CUDA_EMULATION=1 (host emulation).
+void register_cuda_targets();
 
 }  // namespace ropecheck::golden

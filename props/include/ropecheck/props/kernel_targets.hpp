@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/props/target.hpp"
@@ -23,6 +24,9 @@ namespace ropecheck::props {
 //   meta, ggml      fp32-angle
 //   bf16-table      bf16-table;  f16-table: f16-table
 accuracy::AccuracyClass kernel_claimed_class(kernels::Recipe recipe, DType storage);
+
+// A target name's storage suffix: "" (f32), "-bf16out", "-f16out", "-f64out".
+std::string storage_suffix(DType storage);
 
 // The target "kernel:<recipe>" (storage f32) or "kernel:<recipe>-bf16out" / "-f16out" / "-f64out".
 // It runs the default CPU path (AVX-512 where available) on one thread; `portable` forces the portable

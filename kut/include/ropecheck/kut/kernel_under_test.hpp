@@ -1,0 +1,112 @@
+// The kernel under test: one interface for every implementation that `check`, `props` and `drift`
+// judge. Three sources implement it: ropecheck's own CPU recipes and its CUDA kernels (kut/sources.hpp)
+// and C-ABI kernel plugins (golden/plugin_kernel.hpp, through the plugin client). Each consumer has one
+// generic caller over this interface; none knows which source it is talking to.
+//
+// Calls take typed storage: the dtype and the raw elements of the input and of the output. A call
+// comes back ok, unsupported (the kernel does not implement this spec / dtype; its message says why)
+// or failed (a plugin crashed, hung, exited, broke its buffers, ...: the plugin client's message);
+// the outputs of a failed call read as NaN.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/spec.hpp"
+
+namespace ropecheck::kut {
+
+// What a kernel declares it implements. An entry point it lacks is never called.
+struct Capabilities {
+  bool rope_apply = false;    // rotated q / k
+  bool rope_cos_sin = false;  // the cos / sin table [tokens][pairs], no attention factor
+  bool sinusoidal = false;    // sinusoidal rows [tokens][d_model]
+  std::vector<DType> output_dtypes;  // the output dtypes it may produce (others are never requested)
+  bool negative_positions = false;   // whether positions may be negative
+  bool supports(DType d) const;
+};
+
+struct Info {
+  std::string name;         // how it was named: "builtin:hf (avx512)", "cuda:hf (host emulation)", "kernel 'x' (lib.so)"
+  std::string description;  // one line
+  Capabilities capabilities;
+  // Code ropecheck does not own (a plugin): a call that returns ok with non-finite outputs from
+  // finite inputs is counted as a failed call by consumers that know every true output is finite.
+  bool external = false;
+};
+
+struct CallResult {
+  enum class Status { ok, unsupported, failed };
+  Status status = Status::ok;
+  std::string message;  // unsupported: the kernel's reason (may be empty); failed: what happened
+  bool ok() const { return status == Status::ok; }
+};
+
+// Elements of one dtype, read-only or writable; `bytes` holds count * element size bytes.
+struct ConstStorage {
+  DType dtype = DType::f32;
+  std::span<const std::byte> bytes;
+  std::size_t count() const;
+};
+struct Storage {
+  DType dtype = DType::f32;
+  std::span<std::byte> bytes;
+  std::size_t count() const;
+};
+
+// What every RoPE call shares. Frequencies are resolved with `seq_len` (dynamic / LongRoPE; nullopt:
+// without a run-time length, at max_position_embeddings / the short factors).
+struct RopeProblem {
+  const EncodingSpec* spec = nullptr;          // family rope
+  std::optional<std::int64_t> seq_len;
+  std::span<const Position> positions;         // one per token
+  std::string_view what;                       // the problem in words, for messages
+};
+
+// Rotates x ([tokens][heads][head_dim]) into out (same shape), attention factor folded in.
+struct RopeApplyCall {
+  RopeProblem problem;
+  std::string_view input = "q";  // "q" or "k": a kernel may have separate paths
+  int heads = 0;
+  ConstStorage x;
+  Storage out;
+};
+
+// cos / sin [tokens][pairs] in out dtype.
+struct RopeTableCall {
+  RopeProblem problem;
+  Storage cos, sin;
+};
+
+// Sinusoidal rows [tokens][d_model].
+struct SinusoidalCall {
+  const EncodingSpec* spec = nullptr;  // family sinusoidal
+  std::span<const std::int64_t> positions;
+  std::string_view what;
+  Storage out;
+};
+
+struct RecipeRows;  // kut/builtin_sources.hpp: which built-in recipe computes the kernel's rows
+
+class KernelUnderTest {
+ public:
+  virtual ~KernelUnderTest() = default;
+  virtual const Info& info() const = 0;
+  virtual CallResult rope_apply(const RopeApplyCall& call) = 0;
+  virtual CallResult rope_cos_sin(const RopeTableCall& call) = 0;
+  virtual CallResult sinusoidal(const SinusoidalCall& call) = 0;
+  // After failed calls a kernel may stop being called ("not called: ..."); consumers that move on to
+  // an unrelated problem (the next property) call this so the kernel gets calls again.
+  virtual void forgive() {}
+  // The built-in recipe behind the kernel, whose angle and f32 trig rows drift measures; nullptr for
+  // a plugin (the ABI does not expose them).
+  virtual const RecipeRows* recipe_rows() const { return nullptr; }
+};
+
+}  // namespace ropecheck::kut

@@ -1,0 +1,52 @@
+#include "builtin_common.hpp"
+
+namespace ropecheck::kut::detail {
+
+ThreeStreams three_streams(std::span<const Position> positions, bool multimodal) {
+  ThreeStreams s;
+  s.tokens = static_cast<std::int64_t>(positions.size());
+  s.three = multimodal;
+  s.thw.resize(3 * positions.size());
+  for (std::size_t t = 0; t < positions.size(); ++t) {
+    const Position& p = positions[t];
+    s.thw[t] = p.t;
+    s.thw[positions.size() + t] = p.h;
+    s.thw[2 * positions.size() + t] = p.w;
+    s.three = s.three || p.h != p.t || p.w != p.t;
+  }
+  return s;
+}
+
+std::string check_rope_apply(const RopeApplyCall& c) {
+  const EncodingSpec* spec = c.problem.spec;
+  if (!spec || spec->family != Family::rope) return "not a RoPE spec";
+  const std::size_t n = c.problem.positions.size() * static_cast<std::size_t>(c.heads < 0 ? 0 : c.heads) *
+                        static_cast<std::size_t>(spec->rope.head_dim);
+  if (c.heads < 0 || c.x.count() != n || c.out.count() != n) return "input / output sizes do not match tokens x heads x head_dim";
+  return {};
+}
+
+std::string check_rope_table(const RopeTableCall& c) {
+  const EncodingSpec* spec = c.problem.spec;
+  if (!spec || spec->family != Family::rope) return "not a RoPE spec";
+  const std::size_t n = c.problem.positions.size() * static_cast<std::size_t>(rope_pairs(spec->rope));
+  if (c.cos.count() != n || c.sin.count() != n || c.cos.dtype != c.sin.dtype) return "table sizes do not match tokens x pairs";
+  return {};
+}
+
+std::string check_sinusoidal(const SinusoidalCall& c) {
+  if (!c.spec || c.spec->family != Family::sinusoidal) return "not a sinusoidal spec";
+  if (c.out.count() != c.positions.size() * static_cast<std::size_t>(c.spec->sinusoidal.d_model))
+    return "output size does not match tokens x d_model";
+  return {};
+}
+
+Capabilities all_capabilities() {
+  Capabilities c;
+  c.rope_apply = c.rope_cos_sin = c.sinusoidal = true;
+  c.output_dtypes = {DType::f64, DType::f32, DType::f16, DType::bf16};
+  c.negative_positions = true;
+  return c;
+}
+
+}  // namespace ropecheck::kut::detail

@@ -1,0 +1,52 @@
+// What the CPU and CUDA sources share: the positions as the kernels take them, the checks every call
+// makes, and the kernel exceptions turned into an unsupported answer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ropecheck/kernels/rope_kernels.hpp"
+#include "ropecheck/kut/kernel_under_test.hpp"
+
+namespace ropecheck::kut::detail {
+
+// [3][tokens] (t row, h row, w row) and whether the kernel must read three streams (a multimodal spec,
+// or positions whose streams differ).
+struct ThreeStreams {
+  std::vector<std::int64_t> thw;
+  std::int64_t tokens = 0;
+  bool three = false;
+  kernels::PositionsView view() const {
+    return three ? kernels::PositionsView::three_streams(thw, tokens)
+                 : kernels::PositionsView::of(std::span<const std::int64_t>(thw.data(), static_cast<std::size_t>(tokens)));
+  }
+};
+ThreeStreams three_streams(std::span<const Position> positions, bool multimodal);
+
+inline CallResult unsupported(std::string why) { return {CallResult::Status::unsupported, std::move(why)}; }
+
+// Runs f, answering unsupported with the message of a SpecError (a spec the kernels cannot run) or an
+// std::invalid_argument (shapes or dtypes they do not take).
+template <class F>
+CallResult run_guarded(F&& f) {
+  try {
+    f();
+  } catch (const SpecError& e) {
+    return unsupported(e.what());
+  } catch (const std::invalid_argument& e) {
+    return unsupported(e.what());
+  }
+  return {};
+}
+
+// The common shape checks: RoPE spec, sizes that match. Empty when fine, else the reason.
+std::string check_rope_apply(const RopeApplyCall& c);
+std::string check_rope_table(const RopeTableCall& c);
+std::string check_sinusoidal(const SinusoidalCall& c);
+
+Capabilities all_capabilities();
+
+}  // namespace ropecheck::kut::detail

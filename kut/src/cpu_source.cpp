@@ -1,0 +1,67 @@
+// The fast CPU kernels as kernels under test (builtin_sources.hpp).
+#include <string>
+
+#include "builtin_common.hpp"
+#include "ropecheck/kut/builtin_sources.hpp"
+
+namespace ropecheck::kut {
+namespace {
+
+namespace k = ropecheck::kernels;
+
+class CpuKernel final : public KernelUnderTest {
+ public:
+  CpuKernel(k::Recipe recipe, const k::KernelOptions& options) : rows_{recipe}, options_(options) {
+    info_.name = cpu_kernel_name(recipe, options);
+    info_.description = "ropecheck's fast CPU kernel, recipe " + std::string(k::recipe_info(recipe).description);
+    info_.capabilities = detail::all_capabilities();
+  }
+  const Info& info() const override { return info_; }
+  const RecipeRows* recipe_rows() const override { return &rows_; }
+
+  CallResult rope_apply(const RopeApplyCall& c) override {
+    if (std::string why = detail::check_rope_apply(c); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      const RopeSpec& r = c.problem.spec->rope;
+      const k::RopePlan plan = k::make_rope_plan(r, rows_.recipe, c.problem.seq_len);
+      const detail::ThreeStreams pos = detail::three_streams(c.problem.positions, r.mrope != MropeMode::none);
+      const std::int64_t T = pos.tokens, H = c.heads, D = r.head_dim;
+      k::rope_apply(plan, pos.view(), k::TensorView::contiguous(const_cast<std::byte*>(c.x.bytes.data()), c.x.dtype, T, H, D),
+                    k::TensorView::contiguous(c.out.bytes.data(), c.out.dtype, T, H, D), {}, {}, options_);
+    });
+  }
+
+  CallResult rope_cos_sin(const RopeTableCall& c) override {
+    if (std::string why = detail::check_rope_table(c); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      const RopeSpec& r = c.problem.spec->rope;
+      const k::RopePlan plan = k::make_rope_plan(r, rows_.recipe, c.problem.seq_len);
+      const detail::ThreeStreams pos = detail::three_streams(c.problem.positions, r.mrope != MropeMode::none);
+      k::rope_cos_sin_table(plan, pos.view(), c.cos.bytes.data(), c.sin.bytes.data(), c.cos.dtype, options_);
+    });
+  }
+
+  CallResult sinusoidal(const SinusoidalCall& c) override {
+    if (std::string why = detail::check_sinusoidal(c); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded(
+        [&] { k::sinusoidal_table(c.spec->sinusoidal, rows_.recipe, c.positions, c.out.bytes.data(), c.out.dtype, options_); });
+  }
+
+ private:
+  RecipeRows rows_;
+  k::KernelOptions options_;
+  Info info_;
+};
+
+}  // namespace
+
+std::string cpu_kernel_name(k::Recipe recipe, const k::KernelOptions& options) {
+  return "builtin:" + std::string(k::to_string(recipe)) + " (" +
+         std::string(options.portable ? std::string_view("portable") : k::cpu_path()) + ")";
+}
+
+std::unique_ptr<KernelUnderTest> make_cpu_kernel(k::Recipe recipe, const k::KernelOptions& options) {
+  return std::make_unique<CpuKernel>(recipe, options);
+}
+
+}  // namespace ropecheck::kut

@@ -1,0 +1,146 @@
+// The CUDA kernels as kernels under test (cuda_source.hpp): on the device through
+// kernels/cuda_kernels.hpp (inputs uploaded, outputs downloaded per call), or, with the test-only
+// switch ROPECHECK_CUDA_EMULATION=1, the same kernel code on the host (kernels/cuda/emulation.hpp).
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "builtin_common.hpp"
+#include "ropecheck/kut/builtin_sources.hpp"
+#include "ropecheck/kut/cuda_source.hpp"
+
+#ifdef ROPECHECK_KUT_CUDA
+#include "emulation.hpp"  // kernels/cuda/: the host emulation of the CUDA kernels
+#include "ropecheck/kernels/cuda_kernels.hpp"
+#endif
+
+namespace ropecheck::kut {
+
+bool cuda_emulation_requested() {
+  const char* v = std::getenv(kCudaEmulationVariable);
+  return v && std::string_view(v) == "1";
+}
+
+#ifndef ROPECHECK_KUT_CUDA
+
+bool cuda_built() { return false; }
+
+std::unique_ptr<KernelUnderTest> make_cuda_kernel(kernels::Recipe) {
+  throw std::runtime_error("this ropecheck was built without CUDA");
+}
+
+#else
+
+bool cuda_built() { return true; }
+
+namespace {
+
+namespace k = ropecheck::kernels;
+namespace emu = ropecheck::kernels::cuda_detail;
+
+
+// A host buffer mirrored on the device for one call.
+k::CudaBuffer upload(const void* host, std::size_t bytes) {
+  k::CudaBuffer b(bytes == 0 ? 1 : bytes);
+  if (bytes) b.upload(host, bytes);
+  return b;
+}
+
+class CudaKernel final : public KernelUnderTest {
+ public:
+  CudaKernel(k::Recipe recipe, bool emulate) : rows_{recipe}, emulate_(emulate) {
+    const std::string where = emulate ? std::string("host emulation") : k::cuda_device_description();
+    info_.name = "cuda:" + std::string(k::to_string(recipe)) + " (" + where + ")";
+    info_.description = std::string(emulate ? "ropecheck's CUDA kernel run on the host (host emulation, not a GPU run)"
+                                            : "ropecheck's CUDA kernel on " + where) +
+                        ", recipe " + std::string(k::recipe_info(recipe).description);
+    info_.capabilities = detail::all_capabilities();
+  }
+  const Info& info() const override { return info_; }
+  const RecipeRows* recipe_rows() const override { return &rows_; }
+
+  CallResult rope_apply(const RopeApplyCall& c) override {
+    if (std::string why = detail::check_rope_apply(c); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      const RopeSpec& r = c.problem.spec->rope;
+      const k::RopePlan plan = k::make_rope_plan(r, rows_.recipe, c.problem.seq_len);
+      const detail::ThreeStreams pos = detail::three_streams(c.problem.positions, r.mrope != MropeMode::none);
+      const std::int64_t T = pos.tokens, H = c.heads, D = r.head_dim;
+      if (emulate_) {
+        emu::emulate_rope_apply(plan, pos.view(),
+                                k::TensorView::contiguous(const_cast<std::byte*>(c.x.bytes.data()), c.x.dtype, T, H, D),
+                                k::TensorView::contiguous(c.out.bytes.data(), c.out.dtype, T, H, D));
+        return;
+      }
+      const k::CudaRopePlan dplan(plan);
+      const k::CudaBuffer dpos = upload(pos.thw.data(), pos.thw.size() * sizeof(std::int64_t));
+      const k::CudaBuffer dx = upload(c.x.bytes.data(), c.x.bytes.size());
+      const k::CudaBuffer dout(c.out.bytes.empty() ? 1 : c.out.bytes.size());
+      k::cuda_rope_apply(dplan, device_positions(pos, dpos), k::TensorView::contiguous(dx.data(), c.x.dtype, T, H, D),
+                         k::TensorView::contiguous(dout.data(), c.out.dtype, T, H, D));
+      if (!c.out.bytes.empty()) dout.download(c.out.bytes.data(), c.out.bytes.size());
+    });
+  }
+
+  CallResult rope_cos_sin(const RopeTableCall& c) override {
+    if (std::string why = detail::check_rope_table(c); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      const RopeSpec& r = c.problem.spec->rope;
+      const k::RopePlan plan = k::make_rope_plan(r, rows_.recipe, c.problem.seq_len);
+      const detail::ThreeStreams pos = detail::three_streams(c.problem.positions, r.mrope != MropeMode::none);
+      if (emulate_) {
+        emu::emulate_rope_cos_sin_table(plan, pos.view(), c.cos.bytes.data(), c.sin.bytes.data(), c.cos.dtype);
+        return;
+      }
+      const k::CudaRopePlan dplan(plan);
+      const k::CudaBuffer dpos = upload(pos.thw.data(), pos.thw.size() * sizeof(std::int64_t));
+      const std::size_t bytes = c.cos.bytes.size();
+      const k::CudaBuffer dcos(bytes ? bytes : 1), dsin(bytes ? bytes : 1);
+      k::cuda_rope_cos_sin_table(dplan, device_positions(pos, dpos), dcos.data(), dsin.data(), c.cos.dtype);
+      if (bytes) dcos.download(c.cos.bytes.data(), bytes), dsin.download(c.sin.bytes.data(), bytes);
+    });
+  }
+
+  CallResult sinusoidal(const SinusoidalCall& c) override {
+    if (std::string why = detail::check_sinusoidal(c); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      if (emulate_) {
+        emu::emulate_sinusoidal_table(c.spec->sinusoidal, rows_.recipe, k::PositionsView::of(c.positions),
+                                      c.out.bytes.data(), c.out.dtype);
+        return;
+      }
+      const k::CudaBuffer dpos = upload(c.positions.data(), c.positions.size() * sizeof(std::int64_t));
+      const k::CudaBuffer dout(c.out.bytes.empty() ? 1 : c.out.bytes.size());
+      k::PositionsView pv = k::PositionsView::of(c.positions);
+      pv.data = dpos.data();
+      k::cuda_sinusoidal_table(c.spec->sinusoidal, rows_.recipe, pv, dout.data(), c.out.dtype);
+      if (!c.out.bytes.empty()) dout.download(c.out.bytes.data(), c.out.bytes.size());
+    });
+  }
+
+ private:
+  // The host view's layout over the device copy of its data.
+  static k::PositionsView device_positions(const detail::ThreeStreams& pos, const k::CudaBuffer& d) {
+    k::PositionsView v = pos.view();
+    v.data = d.data();
+    return v;
+  }
+
+  RecipeRows rows_;
+  bool emulate_;
+  Info info_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelUnderTest> make_cuda_kernel(k::Recipe recipe) {
+  if (cuda_emulation_requested()) return std::make_unique<CudaKernel>(recipe, true);
+  std::string reason;
+  if (!k::cuda_device_available(&reason)) throw std::runtime_error("no CUDA device (" + reason + ")");
+  return std::make_unique<CudaKernel>(recipe, false);
+}
+
+#endif
+
+}  // namespace ropecheck::kut
