@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ropecheck/golden/plugin.hpp"
@@ -61,25 +62,15 @@ class PluginTarget final : public props::Target {
     if (!plugin_.has_rope_apply() || spec.family != Family::rope || !plugin_.declares_dtype(abi_dtype(info_.dtype)))
       return false;
     const RopeSpec& r = spec.rope;
-    const RopeScaling& s = r.scaling;
-    std::vector<double> inv;
-    std::vector<double> ext;
-    double att = 1;
-    {
-      ScopedPrecision prec(kMinWorkingBits);
-      const RopeFrequencies<Real> f = rope_frequencies<Real>(r);
-      for (const Real& w : f.inv_freq) inv.push_back(to_f64(w));
-      att = to_f64(f.attention_factor);
-      if (s.type == ScalingType::longrope) ext = f.long_factors ? s.long_factor : s.short_factor;
-    }
+    const std::string json = spec_to_json(spec).dump();
+    const Frequencies& f = frequencies(r, json);
     // seq_len 0: the suite resolves frequencies without a run-time length (dynamic at
     // max_position_embeddings, longrope short factors), and tells the kernel the same.
     RopeInputs in;
     in.rope = abi_rope_params(r, 0);
-    in.rope.attention_factor = att;
-    in.inv_freq = inv;
-    in.longrope_ext = ext;
-    const std::string json = spec_to_json(spec).dump();
+    in.rope.attention_factor = f.att;
+    in.inv_freq = f.inv;
+    in.longrope_ext = f.ext;
     in.spec_json = json;
     const auto T = static_cast<std::int64_t>(positions.size());
     const std::int32_t streams = r.mrope == MropeMode::none ? 1 : 3;
@@ -124,6 +115,24 @@ class PluginTarget final : public props::Target {
   }
 
  private:
+  // The spec's frequencies (MPFR, rounded once to binary64): the costliest part of a call, and a
+  // property case asks for the same spec many times. Keyed by the spec's JSON.
+  struct Frequencies {
+    std::vector<double> inv, ext;
+    double att = 1;
+  };
+  const Frequencies& frequencies(const RopeSpec& r, const std::string& json) {
+    if (const auto it = frequencies_.find(json); it != frequencies_.end()) return it->second;
+    if (frequencies_.size() > 512) frequencies_.clear();
+    Frequencies out;
+    ScopedPrecision prec(kMinWorkingBits);
+    const RopeFrequencies<Real> f = rope_frequencies<Real>(r);
+    for (const Real& w : f.inv_freq) out.inv.push_back(to_f64(w));
+    out.att = to_f64(f.attention_factor);
+    if (r.scaling.type == ScalingType::longrope) out.ext = f.long_factors ? r.scaling.long_factor : r.scaling.short_factor;
+    return frequencies_.emplace(json, std::move(out)).first->second;
+  }
+
   bool finish(const KernelCall& c, std::span<double> out, std::size_t esize) {
     if (c.status == KernelCall::Status::unsupported) return false;
     if (c.status == KernelCall::Status::failed && first_.empty()) first_ = c.message;
@@ -137,6 +146,7 @@ class PluginTarget final : public props::Target {
   props::TargetInfo info_;
   std::int64_t reported_ = 0, calls_reported_ = 0;
   std::string first_;
+  std::unordered_map<std::string, Frequencies> frequencies_;
 };
 
 }  // namespace
