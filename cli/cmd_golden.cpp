@@ -8,7 +8,7 @@
 #include "commands.hpp"
 #include "numeric_options.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
-#include "ropecheck/golden/memory_budget.hpp"
+#include "memory_option.hpp"
 #include "spec_source.hpp"
 
 namespace ropecheck::cli {
@@ -64,8 +64,7 @@ Command add_golden_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores; output is identical for any count)")
       ->check(CLI::Range(0, 1024));
   cmd->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
-  cmd->add_option("--max-memory", o->max_memory,
-                  "refuse runs estimated to need more memory than this (bytes, or 512M, 64G; default: the machine's)");
+  add_max_memory_option(*cmd, o->max_memory);
   cmd->add_flag("--quiet", o->quiet, "no progress display");
   return {cmd, [o] {
             golden::GoldenOptions g;
@@ -79,11 +78,7 @@ Command add_golden_command(CLI::App& app) {
             if (o->seq_len > 0) g.seq_len = o->seq_len;
             g.threads = o->threads;
             g.overwrite = o->overwrite;
-            if (!o->max_memory.empty()) {
-              const std::optional<std::uint64_t> m = golden::parse_byte_size(o->max_memory);
-              if (!m) throw SpecError("--max-memory: '" + o->max_memory + "' is not a size (bytes, or 512M, 64G, 1T)");
-              g.max_memory = *m;
-            }
+            g.max_memory = max_memory_bytes(o->max_memory);
             const bool tty = !o->quiet && ::isatty(STDERR_FILENO);
             if (tty)
               g.progress = [](std::int64_t done, std::int64_t total) {

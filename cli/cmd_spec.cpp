@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "memory_option.hpp"
 #include "ropecheck/reference/resolve.hpp"
 #include "ropecheck/core/spec_json.hpp"
 #include "spec_source.hpp"
@@ -14,7 +15,16 @@ struct SpecOptions {
   std::int64_t seq_len = 0;  // 0: not given (the option only accepts >= 1)
   bool json = false;
   int digits = 45;
+  std::string max_memory;
 };
+
+// What resolving and printing the spec holds at its peak, per frequency: the MPFR value, its decimal
+// string, and with --json the JSON tree and its dump (measured: ~270 bytes at 45 digits as text,
+// ~1.4 KiB at 200 digits as JSON; this is above both), plus the program itself.
+std::uint64_t spec_memory_bytes(const EncodingSpec& spec, int digits) {
+  const double n = spec.family == Family::rope ? rope_pairs(spec.rope) : sinusoidal_frequency_count(spec.sinusoidal);
+  return static_cast<std::uint64_t>(n * (8.0 * digits + 256) + 64.0 * (1 << 20));
+}
 
 void print_text(const ResolvedSpec& r) {
   const EncodingSpec& s = r.spec;
@@ -70,8 +80,13 @@ Command add_spec_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(40, 1000));
   cmd->add_flag("--json", opt->json, "print one JSON object instead of text");
+  add_max_memory_option(*cmd, opt->max_memory);
   return {cmd, [opt] {
     const EncodingSpec spec = opt->source.load();
+    const std::string size = spec.family == Family::rope ? "head_dim " + std::to_string(spec.rope.head_dim)
+                                                         : "d_model " + std::to_string(spec.sinusoidal.d_model);
+    golden::require_memory(spec_memory_bytes(spec, opt->digits), max_memory_bytes(opt->max_memory),
+                           "the frequencies of a spec with " + size + " at --digits " + std::to_string(opt->digits));
     std::optional<std::int64_t> seq;
     if (opt->seq_len != 0) seq = opt->seq_len;
     const ResolvedSpec r = resolve_spec(spec, seq, opt->digits);

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "memory_option.hpp"
 #include "numeric_options.hpp"
 #include "ropecheck/drift/candidate.hpp"
 #include "ropecheck/drift/sweep.hpp"
@@ -46,6 +47,7 @@ struct DriftCliOptions {
   std::int64_t seq_len = 0;
   bool no_uniqueness = false, no_plots = false, quiet = false;
   int threads = 0;
+  std::string max_memory;
   golden::PluginClientOptions plugin;
   CLI::Option* max_pos_opt = nullptr;  // given or not (0 is out of range, not "default")
 };
@@ -146,11 +148,13 @@ int run_drift_command(const DriftCliOptions& o) {
   if (const auto c = accuracy::parse_accuracy_class(o.compare_class)) d.compare_class = *c;
   else throw SpecError("--class: unknown class '" + o.compare_class + "'");
   d.plugin = o.plugin;
+  d.max_memory = max_memory_bytes(o.max_memory);
   try {
     (void)drift::make_sampling_plan(d.sampling);  // option ranges, before the output folder is made
   } catch (const std::invalid_argument& e) {
     throw SpecError(e.what());
   }
+  drift::require_memory(spec, d, names.size());  // the size, before the output folder is made
 
   std::string gnuplot;
   if (!o.no_plots) {
@@ -276,6 +280,7 @@ Command add_drift_command(CLI::App& app) {
   sub->add_flag("--no-plots", o->no_plots, "write no PNGs (the gnuplot script is still written)");
   sub->add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   add_kernel_isolation_options(*sub, o->plugin);
+  add_max_memory_option(*sub, o->max_memory);
   sub->add_flag("--quiet", o->quiet, "no progress lines");
   return {sub, [o] { return run_drift_command(*o); }};
 }

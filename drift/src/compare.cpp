@@ -54,7 +54,7 @@ void CompareMetrics::merge(const CompareMetrics& o) {
 CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, const std::string& b_name,
                           const DriftOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  Setup s = detail::make_setup(spec, options);
+  Setup s = detail::make_setup(spec, options, 2);
   std::unique_ptr<Candidate> A = make_candidate(a_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
   std::unique_ptr<Candidate> B = make_candidate(b_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
 

@@ -274,7 +274,7 @@ CandidateResult sweep_candidate(const Setup& s, Candidate& c) {
 DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> names, const DriftOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (names.empty()) throw SpecError("--recipes: no recipe given");
-  Setup s = detail::make_setup(spec, options);
+  Setup s = detail::make_setup(spec, options, names.size());
   // Every candidate first, so that a bad name or plugin fails before any long computation.
   std::vector<std::unique_ptr<Candidate>> cands;
   for (const std::string& n : names) cands.push_back(make_candidate(n, spec, options.storage, s.seq_len, s.threads, options.plugin));

@@ -5,6 +5,7 @@
 
 #include "parallel.hpp"
 #include "ropecheck/golden/input_generator.hpp"
+#include "ropecheck/golden/memory_budget.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
 
 namespace ropecheck::drift::detail {
@@ -13,7 +14,7 @@ namespace {
 std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 }  // namespace
 
-Setup make_setup(const EncodingSpec& spec, const DriftOptions& options) {
+Setup make_setup(const EncodingSpec& spec, const DriftOptions& options, std::size_t candidates) {
   if (spec.family != Family::rope)
     throw SpecError("drift measures RoPE only; '" + spec.name + "' is a sinusoidal spec");
   validate(spec);
@@ -28,6 +29,8 @@ Setup make_setup(const EncodingSpec& spec, const DriftOptions& options) {
     throw SpecError("--key-distance must be in [0, 2^24], got " + std::to_string(o.key_distance));
   if (o.seq_len && (*o.seq_len < 1 || *o.seq_len > kMaxPosition))
     throw SpecError("--seq-len must be >= 1, got " + std::to_string(*o.seq_len));
+
+  drift::require_memory(spec, o, candidates);
 
   Setup s;
   s.spec = spec;
@@ -104,3 +107,35 @@ void run_chunk(Candidate& c, const Setup& s, const Chunk& chunk, ChunkOutput& ou
 }
 
 }  // namespace ropecheck::drift::detail
+
+namespace ropecheck::drift {
+
+std::uint64_t estimate_memory_bytes(const EncodingSpec& spec, const DriftOptions& o, std::size_t candidates) {
+  // In double: head_dim and the sample count can be far beyond what fits, and the estimate must say so.
+  const auto n = static_cast<double>(make_sampling_plan(o.sampling).positions.size());
+  const auto N = static_cast<double>(o.sampling.max_pos);
+  const double P = rope_pairs(spec.rope), D = spec.rope.head_dim, H = o.heads;
+  const auto S = static_cast<double>(o.shifts.size());
+  const double K = 2 + 2 * S, C = static_cast<double>(std::max<std::size_t>(candidates, 2));
+  const double chunk = std::min<double>(n, static_cast<double>(detail::kSamplesPerChunk));
+  constexpr double kUniqueChunk = 16384, kF = sizeof(float), kD = sizeof(double);
+  double b = n * P * 2 * sizeof(DD);                              // exact cos / sin rows
+  b += C * n * (sizeof(Metrics) + S * sizeof(Stat) + 8);          // per-sample metrics of every candidate
+  b += chunk * K * (H * D * (kF + 2 * kD) + 8);                   // a chunk's inputs and two candidates' outputs
+  b += chunk * P * 4 * kD;                                        // two candidates' cos / sin tables
+  if (o.uniqueness) b += N * sizeof(RowHash) + kUniqueChunk * D * (kF + 2 * kD);
+  b *= 2;  // a plugin's shared arena holds a call's inputs and outputs again; allocator slack
+  b += 64.0 * (1 << 20);  // the program itself
+  return static_cast<std::uint64_t>(std::min(b, 0x1p63));
+}
+
+void require_memory(const EncodingSpec& spec, const DriftOptions& o, std::size_t candidates) {
+  golden::require_memory(estimate_memory_bytes(spec, o, candidates), o.max_memory,
+                         "drift over " + std::to_string(make_sampling_plan(o.sampling).positions.size()) +
+                             " sampled positions (--max-pos " + std::to_string(o.sampling.max_pos) + ", --window " +
+                             std::to_string(o.sampling.window) + ", --per-octave " + std::to_string(o.sampling.per_octave) +
+                             ") x --heads " + std::to_string(o.heads) + " x head_dim " +
+                             std::to_string(spec.rope.head_dim) + " x " + std::to_string(candidates) + " candidates");
+}
+
+}  // namespace ropecheck::drift

@@ -33,8 +33,9 @@ struct Setup {
   std::int64_t key_position(std::int64_t p) const { return p > opt.key_distance ? p - opt.key_distance : 0; }
 };
 
-// Validates the spec (RoPE only) and the options, builds the plan and the exact rows (threads).
-Setup make_setup(const EncodingSpec& spec, const DriftOptions& options);
+// Validates the spec (RoPE only) and the options, refuses a run of `candidates` candidates estimated
+// beyond options.max_memory (require_memory), builds the plan and the exact rows (threads).
+Setup make_setup(const EncodingSpec& spec, const DriftOptions& options, std::size_t candidates);
 
 // One chunk of samples [begin, end): positions of its tokens, their inputs (q tokens carry the
 // sample's q vectors, k tokens its k vectors) and the candidate's outputs.

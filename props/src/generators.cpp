@@ -159,11 +159,9 @@ std::vector<std::int64_t> colliding_positions(std::int64_t max_position) {
   return out;
 }
 
-rc::Gen<std::int64_t> position(std::int64_t max_position) {
-  const std::int64_t mx = max_position > 0 ? max_position : kDefaultMaxPosition;
-  int top = 1;
-  while (top < 62 && (std::int64_t{1} << (top + 1)) <= mx) ++top;
-  const std::vector<std::int64_t> colliding = colliding_positions(mx);
+namespace {
+// Small, near a power of two, colliding or anywhere, a quarter of the time each.
+rc::Gen<std::int64_t> any_position(std::int64_t mx, int top, const std::vector<std::int64_t>& colliding) {
   return rc::gen::exec([mx, top, colliding] {
     int which = *rc::gen::inRange(0, 4);
     if (which == 3 && colliding.empty()) which = 0;
@@ -179,6 +177,36 @@ rc::Gen<std::int64_t> position(std::int64_t max_position) {
       p = *rc::gen::inRange<std::int64_t>(0, mx + 1);
     }
     return std::clamp<std::int64_t>(p, 0, mx);
+  });
+}
+}  // namespace
+
+std::vector<std::int64_t> forced_colliding_positions(std::int64_t max_position) {
+  std::vector<std::int64_t> c = colliding_positions(max_position);
+  for (const std::int64_t exact_below : {2048, 256}) {  // f16 and bf16 hold every integer up to these
+    const auto above = std::upper_bound(c.begin(), c.end(), exact_below);
+    if (above != c.end()) {
+      c.erase(c.begin(), above);
+      return c;
+    }
+  }
+  return {};
+}
+
+rc::Gen<std::int64_t> position(std::int64_t max_position) {
+  const std::int64_t mx = max_position > 0 ? max_position : kDefaultMaxPosition;
+  int top = 1;
+  while (top < 62 && (std::int64_t{1} << (top + 1)) <= mx) ++top;
+  const std::vector<std::int64_t> colliding = colliding_positions(mx);
+  const std::vector<std::int64_t> forced = forced_colliding_positions(mx);
+  // RapidCheck gives a run's cases sizes 0, 1, 2, ... spread over 0..100 (the first case always 0) and
+  // keeps a case's size when shrinking it: choosing by size makes these cases part of every run. The
+  // first case takes the smallest (its low-precision neighbour is one position away, which the class
+  // bounds there resolve best).
+  return rc::gen::withSize([mx, top, colliding, forced](int size) -> rc::Gen<std::int64_t> {
+    if (size % kCollidingCaseEvery != 0 || forced.empty()) return any_position(mx, top, colliding);
+    if (size == 0) return rc::gen::just(forced.front());
+    return rc::gen::elementOf(forced);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
 
 #include <rapidcheck.h>
@@ -73,8 +74,10 @@ SuiteReport suite_header(const Target& target, const EncodingSpec* spec, const S
 namespace {
 
 // Every property in `defs` against one target (one output dtype), appended to report.outcomes.
+// spec_reports: the kernel-independent notes per property, shared across output dtypes.
 void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions& options,
-                    const std::vector<const detail::PropertyDef*>& defs, SuiteReport& report) {
+                    const std::vector<const detail::PropertyDef*>& defs, SuiteReport& report,
+                    std::map<std::string, std::vector<std::string>>& spec_reports) {
   const std::string dtype(to_string(target.info().dtype));
   for (const detail::PropertyDef* def : defs) {
     detail::Ctx ctx{target, spec, options.max_position};
@@ -180,10 +183,15 @@ void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions
       if (spec)
         for (auto& n : detail::collision_scan(target, *spec, options.max_position)) o.notes.push_back(n);
     }
-    if (spec && std::string(def->name) == "cosine_sum")
-      for (auto& n : detail::cosine_sum_report(*spec, options.max_position)) o.notes.push_back(n);
-    if (spec && std::string(def->name) == "roformer_decay")
-      for (auto& n : detail::roformer_envelope_report(*spec)) o.notes.push_back(n);
+    if (spec && (std::string(def->name) == "cosine_sum" || std::string(def->name) == "roformer_decay")) {
+      // The spec's own reports (no kernel involved): computed once, shown under every output dtype.
+      auto it = spec_reports.find(def->name);
+      if (it == spec_reports.end())
+        it = spec_reports.emplace(def->name, std::string(def->name) == "cosine_sum"
+                                                 ? detail::cosine_sum_report(*spec, options.max_position)
+                                                 : detail::roformer_envelope_report(*spec)).first;
+      for (const auto& n : it->second) o.notes.push_back(n);
+    }
     for (const auto& n : ctx.notes) o.notes.push_back(n);
     if (const Target::Failures f = target.take_failures(); f.failed > 0) {  // a kernel plugin crashed, hung, ...
       o.passed = false;
@@ -230,6 +238,7 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     for (const auto& n : options.only) defs.push_back(&find_def(n));
 
   SuiteReport report = suite_header(target, spec, options);
+  std::map<std::string, std::vector<std::string>> spec_reports;
   const DType own = target.info().dtype;
   const bool given = !options.dtypes.empty();
   std::vector<DType> wanted = options.dtypes;
@@ -244,7 +253,7 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
       continue;  // listed twice
     if (d == own) {
       report.dtypes.emplace_back(to_string(d));
-      run_properties(target, spec, options, defs, report);
+      run_properties(target, spec, options, defs, report, spec_reports);
       continue;
     }
     std::unique_ptr<Target> other = target.with_output(d);
@@ -260,7 +269,7 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
       continue;
     }
     report.dtypes.emplace_back(to_string(d));
-    run_properties(*other, spec, options, defs, report);
+    run_properties(*other, spec, options, defs, report, spec_reports);
   }
   return report;
 }

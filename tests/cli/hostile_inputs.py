@@ -392,11 +392,35 @@ def size_cases(c):
     c.case("golden head_dim 2^20 x 65536 positions refused", ["golden", "--spec", "spec-headdim-2p20.json",
                                                               "--positions", "0:65536", "--out", "huge"], 2,
            ["head_dim 1048576", "needs about"], dest="huge")
-    # Not estimated (spec resolves 2^29 frequencies): the allocation failure is still one line, exit 2.
+    # spec estimates its 2^29 frequencies before resolving them (the 4 GB limit is the machine's here).
     spec["rope"] = {"head_dim": 1 << 30, "base": 10000, "layout": "half_split"}
     c.write("spec-headdim-2p30.json", json.dumps(spec))
     c.case("spec head_dim 2^30 under a 4 GB limit", ["spec", "--spec", "spec-headdim-2p30.json"], 2,
-           ["out of memory"], preexec=limit_memory)
+           ["head_dim 1073741824 at --digits 45 needs about", "GiB this machine has", "--max-memory raises"],
+           preexec=limit_memory)
+    c.case("spec head_dim 2^30 over --max-memory", ["spec", "--spec", "spec-headdim-2p30.json", "--max-memory", "64G"],
+           2, ["head_dim 1073741824", "needs about 308.1 GiB", "the --max-memory limit of 64.0 GiB"])
+    c.case("spec --max-memory below the estimate", ["spec", "--preset", "llama-3.1-8b", "--max-memory", "1K"], 2,
+           ["head_dim 128", "the --max-memory limit of 1.0 KiB"])
+    c.case("spec --max-memory not a size", ["spec", "--preset", "llama-3.1-8b", "--max-memory", "lots"], 2,
+           ["--max-memory: 'lots' is not a size"])
+    c.case("spec --max-memory above the estimate", ["spec", "--preset", "llama-3.1-8b", "--max-memory", "1G"], 0)
+    # drift estimates before it makes its output folder: the uniqueness pass over 2^24 positions, a
+    # head_dim of 2^20 (the exact rows and one chunk of inputs), a --max-memory below the estimate.
+    drift = ["drift", "--no-plots", "--quiet", "--out", "huge"]
+    c.case("drift 2^24 positions over --max-memory 256M", drift + ["--preset", "llama-3.1-8b", "--max-pos", "16777216",
+                                                                 "--max-memory", "256M"], 2,
+           ["drift over", "(--max-pos 16777216, --window 256, --per-octave 64) x --heads 4 x head_dim 128",
+            "needs about", "the --max-memory limit of 256.0 MiB"], dest="huge")
+    spec["rope"] = {"head_dim": 1 << 20, "base": 10000, "layout": "half_split", "max_position_embeddings": 1024}
+    c.write("spec-headdim-2p20-drift.json", json.dumps(spec))
+    c.case("drift head_dim 2^20 refused", drift + ["--spec", "spec-headdim-2p20-drift.json", "--recipes", "hf"], 2,
+           ["head_dim 1048576 x 1 candidates", "needs about", "this machine has"], dest="huge")
+    c.case("drift --compare --max-memory below the estimate", drift + ["--preset", "llama-3.1-8b", "--max-pos", "1024",
+                                                                     "--compare", "hf,accurate", "--max-memory", "1K"],
+           2, ["x 2 candidates", "the --max-memory limit of 1.0 KiB"], dest="huge")
+    c.case("drift --max-memory not a size", drift + ["--preset", "llama-3.1-8b", "--max-pos", "1024", "--max-memory",
+                                                     "x"], 2, ["--max-memory: 'x' is not a size"], dest="huge")
     # An .npz member that inflates far beyond anything the golden set could compare it with: refused
     # from its declared size, before inflating (16 MiB each here; the probe used 3 x 1 GiB).
     member = npy_bytes_header([1 << 22]) + bytes(1 << 24)

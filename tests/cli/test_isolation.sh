@@ -141,6 +141,19 @@ for mode in good stdout; do
   done
 done
 
+# The kernel host keeps guard pages protected across calls: an overrun after several good calls (the
+# same and other layouts) is still stopped at the guard page (SIGSEGV) and reported.
+rm -f "$TMP/p.json"
+run props --kernel "$DIR/bad_plugin_late_overrun1m.so" --preset llama-3.1-8b --only relative_shift,norm --cases 5 \
+  --report "$TMP/p.json" --kernel-timeout 5
+p=""
+[ "$RC" -eq 1 ] || p+="exit code $RC (want 1); "
+grep -Eq "^  counterexample: kernel failure: .*killed by SIGSEGV inside ropecheck_rope_apply \(after writing past the end of its out\)" "$TMP/out" ||
+  p+="no counterexample naming the overrun: $(grep -m1 counterexample "$TMP/out"); "
+[ -f "$TMP/p.json" ] && p+=$(json_has "$TMP/p.json" 'd["passed"] is False and any("kernel failure" in q.get("counterexample", "") for q in d["properties"])')
+[ -f "$TMP/p.json" ] || p+="no report; "
+check "late_overrun1m: an overrun after good calls fails props (exit 1) naming it" "$p"
+
 # Declared capabilities: negative positions let `inverse` run for a plugin.
 run props --kernel "$DIR/bad_plugin_good.so" --preset llama-3.1-8b --max-pos 1000000 --only inverse --cases 5
 p=""

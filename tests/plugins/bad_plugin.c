@@ -15,6 +15,8 @@
  *   loop            never returns
  *   overrun16       writes 16 bytes past the end of out
  *   overrun1m       writes 1 MiB past the end of out
+ *   late_overrun1m  correct for its first 3 calls, then writes 1 MiB past the end of out (the guard
+ *                   pages the kernel host keeps protected between calls still stop it)
  *   underrun        writes 16 bytes before out
  *   msg_overflow    writes 32 bytes past message_capacity and returns 7
  *   unwritten       returns OK having written only the first half of out
@@ -68,6 +70,9 @@ static int misbehave(void* out, size_t bytes, char* message, uint32_t capacity) 
   memset((char*)out + bytes, 0, 16);
 #elif defined(MODE_overrun1m)
   memset((char*)out + bytes, 0, 1u << 20);
+#elif defined(MODE_late_overrun1m)
+  static int calls = 0;
+  if (++calls > 3) memset((char*)out + bytes, 0, 1u << 20);
 #elif defined(MODE_underrun)
   memset((char*)out - 16, 0, 16);
 #elif defined(MODE_msg_overflow)

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "ropecheck/drift/sampling.hpp"
+#include "ropecheck/drift/sweep.hpp"
+#include "ropecheck/reference/presets.hpp"
 
 namespace rd = ropecheck::drift;
 
@@ -116,4 +118,41 @@ TEST(DriftSampling, JsonCarriesThePlan) {
   EXPECT_EQ(j["bins"].size(), p.bins.size());
   EXPECT_EQ(j["bins"].back()["hi"], 5000);
   EXPECT_EQ(j["window_starts"].size(), p.window_starts.size());
+}
+
+// The memory estimate grows with what the run holds (samples x heads x head_dim, candidates, the
+// uniqueness pass over every position), is above what a default run measures (~100 MB peak RSS for
+// llama-3.1-8b to 2^20, two recipes; DRIFT.md), and require_memory refuses above --max-memory only.
+TEST(DriftMemory, EstimateGrowsWithTheRunAndRefusesAboveTheLimit) {
+  const ropecheck::EncodingSpec spec = ropecheck::load_preset("llama-3.1-8b");
+  rd::DriftOptions o;
+  o.sampling.max_pos = 1 << 20;
+  const std::uint64_t base = rd::estimate_memory_bytes(spec, o, 2);
+  EXPECT_GT(base, std::uint64_t{100} << 20);
+  EXPECT_LT(base, std::uint64_t{1} << 30);
+  EXPECT_GT(rd::estimate_memory_bytes(spec, o, 8), base);
+  rd::DriftOptions more = o;
+  more.heads = 64;
+  EXPECT_GT(rd::estimate_memory_bytes(spec, more, 2), base);
+  more = o;
+  more.uniqueness = false;
+  EXPECT_LT(rd::estimate_memory_bytes(spec, more, 2), base);
+  more = o;
+  more.sampling.max_pos = 1 << 24;  // the hash of every position: 16 bytes x 2^24 more at least
+  EXPECT_GT(rd::estimate_memory_bytes(spec, more, 2), base + (std::uint64_t{256} << 20));
+  ropecheck::EncodingSpec wide = spec;
+  wide.rope.head_dim = wide.rope.rotary_dim = 1 << 20;
+  EXPECT_GT(rd::estimate_memory_bytes(wide, o, 1), std::uint64_t{1} << 40);
+
+  o.max_memory = base;
+  EXPECT_NO_THROW(rd::require_memory(spec, o, 2));
+  o.max_memory = base - 1;
+  try {
+    rd::require_memory(spec, o, 2);
+    ADD_FAILURE() << "no refusal below the estimate";
+  } catch (const ropecheck::SpecError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--max-pos 1048576"), std::string::npos) << m;
+    EXPECT_NE(m.find("--max-memory limit"), std::string::npos) << m;
+  }
 }

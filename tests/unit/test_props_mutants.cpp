@@ -9,6 +9,7 @@
 // The mutant table is printed (ctest -V / the test's stdout):
 //   mutant -> property that caught it, at position P, margin M
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
 
 #include <algorithm>
 #include <chrono>
@@ -272,6 +273,79 @@ TEST_F(PropsMutants, CollidingPositionsAreGenerated) {
   for (std::int64_t p : {255, 257, 511, 2047, 2049, 65504, 65519, 65520, 65535, 131071, (1 << 24) - 1, (1 << 24) + 1})
     EXPECT_NE(std::find(c.begin(), c.end(), p), c.end()) << p;
   EXPECT_TRUE(gen::colliding_positions(100).empty() || gen::colliding_positions(100).back() <= 100);
+}
+
+// Colliding positions are in every run, not drawn by luck: the first case (RapidCheck size 0) takes the
+// smallest forced colliding position and every case of size 0 mod kCollidingCaseEvery takes forced ones,
+// for any seed and max position; each forced position collides in bf16 (and, but 65504, in f16 above 2048).
+TEST_F(PropsMutants, CollidingPositionsInEveryRun) {
+  for (const std::int64_t mx : {gen::kDefaultMaxPosition, std::int64_t{131072}, std::int64_t{3000}, std::int64_t{1000}}) {
+    const std::vector<std::int64_t> forced = gen::forced_colliding_positions(mx);
+    ASSERT_FALSE(forced.empty()) << mx;
+    EXPECT_EQ(forced.front(), mx >= 2049 ? 2049 : 257) << mx;
+    for (std::int64_t p : forced) {
+      EXPECT_LE(p, mx);
+      EXPECT_NE(static_cast<std::int64_t>(kernels::round_to_dtype(static_cast<float>(p), DType::bf16)), p) << p;
+      if (mx >= 2049 && p != 65504) {  // 65504: f16's largest finite, kept for the overflow edge next to it
+        EXPECT_NE(static_cast<std::int64_t>(kernels::round_to_dtype(static_cast<float>(p), DType::f16)), p) << p;
+      }
+    }
+    const rc::Gen<std::int64_t> g = gen::position(mx);
+    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+      EXPECT_EQ(g(rc::Random(seed), 0).value(), forced.front()) << "seed " << seed << ", max " << mx;
+      for (int size = gen::kCollidingCaseEvery; size <= 100; size += gen::kCollidingCaseEvery) {
+        const std::int64_t p = g(rc::Random(seed), size).value();
+        EXPECT_NE(std::find(forced.begin(), forced.end(), p), forced.end()) << p << " seed " << seed << " size " << size;
+      }
+    }
+  }
+  // Through RapidCheck's runner as the suite drives it: the first case of every run draws only colliding
+  // positions, and so does one case in kCollidingCaseEvery of the rest.
+  for (std::uint64_t seed : {kSeed, kSeed + 1, std::uint64_t{7}, std::uint64_t{123456789}}) {
+    for (int cases : {1, 5, 100}) {
+      std::vector<std::vector<std::int64_t>> drawn;
+      rc::detail::TestParams params;
+      params.seed = seed;
+      params.maxSuccess = cases;
+      params.maxSize = 100;
+      struct : rc::detail::TestListener {
+        void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+        void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+        void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+      } listener;
+      rc::detail::checkProperty(rc::detail::toProperty([&] {
+                                  drawn.push_back({*gen::position(), *gen::position()});
+                                }),
+                                rc::detail::TestMetadata{}, params, listener);
+      ASSERT_EQ(static_cast<int>(drawn.size()), cases);
+      EXPECT_EQ(drawn[0], (std::vector<std::int64_t>{2049, 2049})) << "seed " << seed;
+      const std::vector<std::int64_t> forced = gen::forced_colliding_positions();
+      int colliding_cases = 0;
+      for (const auto& d : drawn)
+        colliding_cases += std::all_of(d.begin(), d.end(), [&](std::int64_t p) {
+          return std::find(forced.begin(), forced.end(), p) != forced.end();
+        });
+      EXPECT_GE(colliding_cases, std::max(1, cases / 8)) << "seed " << seed << ", " << cases << " cases";
+    }
+  }
+}
+
+// A kernel holding positions in bf16 is caught by every run, whatever the seed, even of one case.
+TEST_F(PropsMutants, Bf16PositionsCaughtByEveryRun) {
+  const EncodingSpec spec = load_preset("llama-3.1-8b");
+  for (int i = 0; i < 10; ++i) {
+    SuiteOptions o;
+    o.cases = 1;
+    o.seed = kSeed + static_cast<std::uint64_t>(i) * 7919u;
+    o.only = {"cosine_sum"};
+    auto bad = make_mutant_target("bf16-positions");
+    ASSERT_TRUE(bad);
+    const SuiteReport rep = run_suite(*bad, &spec, o);
+    ASSERT_EQ(rep.outcomes.size(), 1u);
+    EXPECT_FALSE(rep.outcomes[0].passed) << "seed " << o.seed << ": bf16 positions not caught";
+    auto good = make_hf_fp32_target(DType::f32);
+    EXPECT_TRUE(run_suite(*good, &spec, o).passed()) << "seed " << o.seed << ": hf-fp32 failed";
+  }
 }
 
 // Many seeds over generated specs (every scaling, both layouts, partial, multimodal, sinusoidal):

@@ -37,6 +37,7 @@ struct DriftOptions {
   // per-element bound for the storage dtype: both could be in the class).
   accuracy::AccuracyClass compare_class = accuracy::AccuracyClass::fp32_angle;
   golden::PluginClientOptions plugin;    // how plugin: candidates run (isolated, timeout)
+  std::uint64_t max_memory = 0;          // refuse runs estimated to need more (bytes); 0: the machine's memory
   // Told one line per finished step ("hf: sweep 0.41 s"); may be empty.
   std::function<void(const std::string&)> progress;
 };
@@ -88,6 +89,15 @@ struct DriftResult {
 // golden::TensorError for a plugin that does not load or fails; std::invalid_argument for a bad
 // sampling plan.
 DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> candidates, const DriftOptions& options);
+
+// What a run of `candidates` candidates holds at its peak, in bytes (an upper estimate): the exact rows
+// and every candidate's per-sample metrics over the plan's samples, one chunk of inputs and outputs,
+// the uniqueness pass's hash per position. run_drift and run_compare refuse (SpecError, one line naming
+// the options and the estimate: golden/memory_budget.hpp) a run over options.max_memory before they
+// allocate; options must be valid (make_sampling_plan accepts them).
+std::uint64_t estimate_memory_bytes(const EncodingSpec& spec, const DriftOptions& options, std::size_t candidates);
+// Throws that SpecError when the estimate exceeds options.max_memory (0: the machine's memory).
+void require_memory(const EncodingSpec& spec, const DriftOptions& options, std::size_t candidates);
 
 // ---- --compare A,B ----------------------------------------------------------------------------------
 
