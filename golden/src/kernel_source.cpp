@@ -42,11 +42,15 @@ KernelSource open_kernel_source(std::string_view name, const KernelSourceOptions
       throw TensorError("--kernel " + std::string(name) + ": " + e.what());
     }
     const bool emulated = kut::cuda_emulation_requested();
+    // The kernel is named "cuda:RECIPE (WHERE)": the device's name and compute capability, or "host emulation".
+    const std::string& n = s.kernel->info().name;
+    const std::size_t open = n.find(" (");
+    const std::string device = open == std::string::npos ? n : n.substr(open + 2, n.size() - open - 3);
     s.title = fmt::format("kernel '{}': {}", s.kernel->info().name, s.kernel->info().description);
     s.source = {{"kind", "cuda"},
                 {"name", "builtin-cuda:" + std::string(k::to_string(*r))},
                 {"recipe", std::string(k::to_string(*r))},
-                {"device", emulated ? std::string("host emulation") : s.kernel->info().name},
+                {"device", device},
                 {"emulated", emulated}};
     return s;
   }
