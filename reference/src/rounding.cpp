@@ -1,5 +1,7 @@
 #include "ropecheck/reference/rounding.hpp"
 
+#include "ropecheck/reference/mpfr_value.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <cmath>
@@ -12,18 +14,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// One mpfr_t with a given precision, cleared on scope exit.
-class MpfrTemp {
- public:
-  explicit MpfrTemp(mpfr_prec_t prec) { mpfr_init2(v_, prec); }
-  ~MpfrTemp() { mpfr_clear(v_); }
-  MpfrTemp(const MpfrTemp&) = delete;
-  MpfrTemp& operator=(const MpfrTemp&) = delete;
-  mpfr_ptr get() { return v_; }
-
- private:
-  mpfr_t v_;
-};
 
 // MPFR 4 allows 1-bit precision, which the smallest-subnormal binade needs.
 static_assert(MPFR_PREC_MIN <= 1, "needs MPFR >= 4 (1-bit precision)");
@@ -54,7 +44,7 @@ double round_to_double(mpfr_srcptr x, DType t) {
 
   double mag = 0.0;
   if (keep >= 1) {
-    MpfrTemp y(static_cast<mpfr_prec_t>(keep));
+    MpfrValue y(static_cast<mpfr_prec_t>(keep));
     mpfr_abs(y.get(), x, MPFR_RNDN);  // the one rounding (ties to even)
     // Rounding may carry into the next binade; past max_exp that is overflow (this is where
     // max_finite + ulp/2, a tie, goes to the even neighbour 2^(max_exp+1) = inf).

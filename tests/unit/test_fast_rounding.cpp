@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ropecheck/reference/fast_rounding.hpp"
+#include "ropecheck/reference/mpfr_value.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
 #include "ropecheck/reference/scalar.hpp"
@@ -48,17 +49,7 @@ double uniform01(std::uint64_t& s) { return static_cast<double>(splitmix64(s) >>
 
 std::uint64_t bits(double d) { return std::bit_cast<std::uint64_t>(d); }
 
-class Mp {
- public:
-  explicit Mp(mpfr_prec_t prec) { mpfr_init2(v_, prec); }
-  ~Mp() { mpfr_clear(v_); }
-  Mp(const Mp&) = delete;
-  Mp& operator=(const Mp&) = delete;
-  mpfr_ptr get() { return v_; }
-
- private:
-  mpfr_t v_;
-};
+using Mp = MpfrValue;
 
 // Exact hi + lo + k * err for k in {-1, 0, 1} (2300 bits cover any three doubles exactly).
 void exact_sum(mpfr_ptr out, double hi, double lo, double err, int k) {
@@ -105,6 +96,22 @@ double random_value_of(DType t, std::uint64_t& s, int emin, int emax) {
       std::ldexp(static_cast<double>(frac | (e >= f.min_normal_exp ? std::uint64_t{1} << (f.precision - 1) : 0)), qe);
   if (e < f.min_normal_exp) v = std::ldexp(static_cast<double>(frac), qe);  // subnormal
   return (splitmix64(s) & 1) ? -v : v;
+}
+
+// MpfrValue (mpfr_value.hpp): the precision it was made with, and a value set through get() reads
+// back through the const get().
+TEST(fast_rounding_mpfr_value, KeepsPrecisionAndValue) {
+  MpfrValue v(77);
+  EXPECT_EQ(mpfr_get_prec(v.get()), 77);
+  mpfr_set_ui(v.get(), 3, MPFR_RNDN);
+  mpfr_div_ui(v.get(), v.get(), 7, MPFR_RNDN);
+  const MpfrValue& c = v;
+  MpfrValue w(200);
+  mpfr_set_ui(w.get(), 3, MPFR_RNDN);
+  mpfr_div_ui(w.get(), w.get(), 7, MPFR_RNDN);
+  EXPECT_NE(mpfr_cmp(c.get(), w.get()), 0);  // 3/7 at 77 bits is not 3/7 at 200 bits
+  mpfr_prec_round(w.get(), 77, MPFR_RNDN);
+  EXPECT_EQ(mpfr_cmp(c.get(), w.get()), 0);
 }
 
 TEST(fast_rounding_round_dd, RandomValuesAllFormats) {

@@ -333,5 +333,21 @@ std::vector<double> unit_pairs_input(const RopeSpec& r) {
   return x;
 }
 
-// ROPECASE_IMPL
+std::optional<RopeCase> RopeCase::open(Ctx& ctx) {
+  auto spec = rope_spec_for(ctx);
+  if (!spec) return ctx.skip(), std::nullopt;
+  return RopeCase(ctx, std::move(*spec));
+}
+const RopeExact& RopeCase::exact() {
+  if (!exact_) exact_ = rope_exact(spec_.rope);
+  return *exact_;
+}
+const Bounds& RopeCase::bounds() {
+  if (!bounds_) bounds_ = bounds_of(ctx_->target);
+  return *bounds_;
+}
+std::string RopeCase::where() const {
+  return describe_spec(spec_) + "; head_dim " + std::to_string(spec_.rope.head_dim);
+}
+
 }  // namespace ropecheck::props::detail

@@ -114,7 +114,46 @@ std::pair<double, std::string> pair_norm_margin(const Target& target, const Rope
 // x = 1 on the first channel of each pair, 0 elsewhere.
 std::vector<double> unit_pairs_input(const RopeSpec& r);
 
-// ROPECASE
+// The prologue every RoPE property repeats: the spec it runs on (rope_spec_for, or one it derived),
+// its calls to the target, the exact frequencies and the target's class bounds (computed on first
+// use), and the opening of its counterexample. A call the target declines returns nullopt: the
+// property then skips the case (skip()).
+class RopeCase {
+ public:
+  // The fixed spec or a generated one; nullopt, with the case counted as skipped, when the fixed
+  // spec is not a RoPE spec.
+  static std::optional<RopeCase> open(Ctx& ctx);
+  // A spec the property derived from the one it runs on (a YaRN variant, ...).
+  RopeCase(Ctx& ctx, EncodingSpec spec) : ctx_(&ctx), spec_(std::move(spec)) {}
+
+  const EncodingSpec& spec() const { return spec_; }
+  const RopeSpec& rope() const { return spec_.rope; }
+  std::int64_t max_pos() const { return detail::max_pos(*ctx_); }
+  Ctx& ctx() const { return *ctx_; }
+
+  // The target's output for x (tokens x heads x head_dim) at pos (call_rope).
+  std::optional<std::vector<double>> apply(const std::vector<Position>& pos, int heads, const std::vector<double>& x,
+                                           Input which = Input::any) {
+    return call_rope(*ctx_, spec_, pos, heads, x, which);
+  }
+  const RopeExact& exact();
+  const Bounds& bounds();  // the target's class and output dtype
+  // E_c of x at pos under the target's class (rope_bounds).
+  std::vector<double> element_bounds(const Position& pos, std::span<const double> x) {
+    return rope_bounds(bounds(), spec_.rope, exact(), pos, x);
+  }
+  // "SPEC (rope ...); head_dim D": how every counterexample of the case starts.
+  std::string where() const;
+  // A sub-check's margin on this spec (Ctx::check).
+  void check(double margin, const std::string& desc, std::int64_t position) { ctx_->check(margin, desc, position, spec_); }
+  void skip() { ctx_->skip(); }
+
+ private:
+  Ctx* ctx_;
+  EncodingSpec spec_;
+  std::optional<RopeExact> exact_;
+  std::optional<Bounds> bounds_;
+};
 
 // The properties (rotation.cpp, sinusoidal.cpp, spectrum.cpp, variants.cpp, heads_and_storage.cpp).
 void prop_relative_shift(Ctx& ctx);

@@ -26,11 +26,11 @@ namespace ropecheck::props::detail {
 // Tolerance: both are within E_c of the same exact value (the class bound at that token's position):
 // 2 E_c per channel.
 void prop_head_independence(Ctx& ctx) {
-  const auto spec = rope_spec_for(ctx);
-  if (!spec) return ctx.skip();
-  const RopeSpec& r = spec->rope;
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const RopeSpec& r = cs->rope();
   const auto D = static_cast<std::size_t>(r.head_dim);
-  const std::int64_t mx = max_pos(ctx);
+  const std::int64_t mx = cs->max_pos();
   const std::vector<Position> pos = {Position::uniform(*gen::position(mx)), Position::uniform(*gen::position(mx))};
   const int h1 = *rc::gen::inRange(2, 5), h2 = *rc::gen::inRange(1, 5);
   const int i1 = *rc::gen::inRange(0, h1), i2 = *rc::gen::inRange(0, h2);
@@ -45,15 +45,13 @@ void prop_head_independence(Ctx& ctx) {
     return xs;
   };
   const auto xa = embed(h1, i1), xb = embed(h2, i2);
-  const auto ya = call_rope_raw(ctx, *spec, "q", pos, h1, xa), yb = call_rope_raw(ctx, *spec, "k", pos, h2, xb);
+  const auto ya = call_rope_raw(ctx, cs->spec(), "q", pos, h1, xa), yb = call_rope_raw(ctx, cs->spec(), "k", pos, h2, xb);
   if (!ya || !yb) return ctx.skip();
-  const RopeExact e = rope_exact(r);
-  const Bounds b = bounds_of(ctx.target);
   double worst = 0;
   std::string what;
   std::int64_t wpos = pos[0].t;
   for (std::size_t t = 0; t < 2; ++t) {
-    const auto E = rope_bounds(b, r, e, pos[t], row(x, t, D));
+    const auto E = cs->element_bounds(pos[t], row(x, t, D));
     const std::size_t oa = (t * static_cast<std::size_t>(h1) + static_cast<std::size_t>(i1)) * D;
     const std::size_t ob = (t * static_cast<std::size_t>(h2) + static_cast<std::size_t>(i2)) * D;
     for (std::size_t c = 0; c < D; ++c) {
@@ -65,8 +63,8 @@ void prop_head_independence(Ctx& ctx) {
                num((*yb)[ob + c]) + " as k head " + std::to_string(i2) + " of " + std::to_string(h2);
     }
   }
-  ctx.check(worst, describe_spec(*spec) + "; head_dim " + std::to_string(r.head_dim) + "; x " + vec_brief(x) + ": " + what,
-            wpos, *spec);
+  cs->check(worst, cs->where() + "; x " + vec_brief(x) + ": " + what,
+            wpos);
 }
 
 // ---------------------------------------------------------------- attention factor
@@ -129,14 +127,14 @@ void prop_store_rounding(Ctx& ctx) {
   const AccuracyClass cls = ctx.target.info().accuracy;
   const DType dt = ctx.target.info().dtype;
   if (cls == AccuracyClass::exact) return ctx.skip();
-  const auto spec = rope_spec_for(ctx);
-  if (!spec) return ctx.skip();
-  const RopeSpec& r = spec->rope;
-  const std::int64_t m = *gen::position(max_pos(ctx));
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const RopeSpec& r = cs->rope();
+  const std::int64_t m = *gen::position(cs->max_pos());
   const auto x = *rc::gen::noShrink(gen::bf16_vector(r.head_dim));  // not shrunk: the failing channel is named
-  const auto y = call_rope(ctx, *spec, {Position::uniform(m)}, 1, x);
+  const auto y = cs->apply({Position::uniform(m)}, 1, x);
   if (!y) return ctx.skip();
-  const RopeExact e = rope_exact(r);
+  const RopeExact& e = cs->exact();
   const auto Epre = rope_bounds(bounds_of(cls, DType::f64), r, e, Position::uniform(m), x);
   std::vector<double> exact, nearest;
   {
@@ -160,9 +158,9 @@ void prop_store_rounding(Ctx& ctx) {
                          " (spacing " + num(ulp(ae, dt)) + ")";
   }
   if (counted == 0) return ctx.skip();
-  ctx.check(worst, describe_spec(*spec) + "; head_dim " + std::to_string(r.head_dim) + "; x " + vec_brief(x) + "; m " +
+  cs->check(worst, cs->where() + "; x " + vec_brief(x) + "; m " +
                        std::to_string(m) + "; output " + std::string(to_string(dt)) + ": " + what,
-            m, *spec);
+            m);
 }
 
 }  // namespace ropecheck::props::detail

@@ -28,10 +28,10 @@ namespace ropecheck::props::detail {
 // block, plus the pass-through dot) within dot_tolerance(y, E^y, z, E^z); the shifted pair likewise;
 // the two target logits against each other within the sum of both tolerances.
 void prop_relative_shift(Ctx& ctx) {
-  const auto spec = rope_spec_for(ctx);
-  if (!spec) return ctx.skip();
-  const RopeSpec& r = spec->rope;
-  const std::int64_t mx = max_pos(ctx);
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const RopeSpec& r = cs->rope();
+  const std::int64_t mx = cs->max_pos();
   const std::int64_t m = *gen::position(mx), n = *gen::position(mx);
   const std::int64_t s = *rc::gen::inRange<std::int64_t>(0, mx - std::max(m, n) + 1);
   const auto q = *gen::bf16_vector(r.head_dim);
@@ -39,11 +39,10 @@ void prop_relative_shift(Ctx& ctx) {
   std::vector<double> q2(q), k2(k);
   q2.insert(q2.end(), q.begin(), q.end());
   k2.insert(k2.end(), k.begin(), k.end());
-  const auto y = call_rope(ctx, *spec, {Position::uniform(m), Position::uniform(m + s)}, 1, q2, Input::q);
-  const auto z = call_rope(ctx, *spec, {Position::uniform(n), Position::uniform(n + s)}, 1, k2, Input::k);
+  const auto y = cs->apply({Position::uniform(m), Position::uniform(m + s)}, 1, q2, Input::q);
+  const auto z = cs->apply({Position::uniform(n), Position::uniform(n + s)}, 1, k2, Input::k);
   if (!y || !z) return ctx.skip();
-  const RopeExact e = rope_exact(r);
-  const Bounds b = bounds_of(ctx.target);
+  const RopeExact& e = cs->exact();
   const auto D = static_cast<std::size_t>(r.head_dim);
   double exact = 0;
   {
@@ -59,20 +58,20 @@ void prop_relative_shift(Ctx& ctx) {
   double tol[2], val[2];
   for (std::size_t i = 0; i < 2; ++i) {
     const std::int64_t sh = i == 0 ? 0 : s;
-    const auto Ey = rope_bounds(b, r, e, Position::uniform(m + sh), q);
-    const auto Ez = rope_bounds(b, r, e, Position::uniform(n + sh), k);
+    const auto Ey = cs->element_bounds(Position::uniform(m + sh), q);
+    const auto Ez = cs->element_bounds(Position::uniform(n + sh), k);
     val[i] = dot(row(*y, i, D), row(*z, i, D));
     tol[i] = dot_tolerance(row(*y, i, D), Ey, row(*z, i, D), Ez, exact);
   }
-  const std::string where = describe_spec(*spec) + "; head_dim " + std::to_string(r.head_dim) + "; q " + vec_brief(q) +
+  const std::string where = cs->where() + "; q " + vec_brief(q) +
                             ", k " + vec_brief(k) + "; m " + std::to_string(m) + ", n " + std::to_string(n) + ", shift " +
                             std::to_string(s);
-  ctx.check(ratio(std::fabs(val[0] - exact), tol[0]),
-            where + ": <f(q,m),f(k,n)> = " + num(val[0]) + ", exact q^T R(n-m) k = " + num(exact), std::max(m, n), *spec);
-  ctx.check(ratio(std::fabs(val[1] - exact), tol[1]),
-            where + ": <f(q,m+s),f(k,n+s)> = " + num(val[1]) + ", exact " + num(exact), std::max(m, n) + s, *spec);
-  ctx.check(ratio(std::fabs(val[0] - val[1]), tol[0] + tol[1]),
-            where + ": logit " + num(val[0]) + " changes to " + num(val[1]) + " under the shift", std::max(m, n) + s, *spec);
+  cs->check(ratio(std::fabs(val[0] - exact), tol[0]),
+            where + ": <f(q,m),f(k,n)> = " + num(val[0]) + ", exact q^T R(n-m) k = " + num(exact), std::max(m, n));
+  cs->check(ratio(std::fabs(val[1] - exact), tol[1]),
+            where + ": <f(q,m+s),f(k,n+s)> = " + num(val[1]) + ", exact " + num(exact), std::max(m, n) + s);
+  cs->check(ratio(std::fabs(val[0] - val[1]), tol[0] + tol[1]),
+            where + ": logit " + num(val[0]) + " changes to " + num(val[1]) + " under the shift", std::max(m, n) + s);
 }
 
 // ---------------------------------------------------------------- attention-logit view
@@ -80,11 +79,11 @@ void prop_relative_shift(Ctx& ctx) {
 // not change when every position is shifted by s (what AnchorAttention measures in bf16).
 // Tolerance: entry by entry, dot_tolerance of the unshifted plus that of the shifted entry.
 void prop_attention_shift(Ctx& ctx) {
-  const auto spec = rope_spec_for(ctx);
-  if (!spec) return ctx.skip();
-  const RopeSpec& r = spec->rope;
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const RopeSpec& r = cs->rope();
   constexpr int T = 8;
-  const std::int64_t mx = max_pos(ctx);
+  const std::int64_t mx = cs->max_pos();
   const std::int64_t p0 = std::min(*gen::position(mx), mx - T);
   const std::int64_t s = std::min(*gen::position(mx), mx - T - p0);
   const auto D = static_cast<std::size_t>(r.head_dim);
@@ -95,17 +94,15 @@ void prop_attention_shift(Ctx& ctx) {
     pos.push_back(Position::uniform(p0 + i));
     pos_s.push_back(Position::uniform(p0 + s + i));
   }
-  const auto y = call_rope(ctx, *spec, pos, 1, Q, Input::q), z = call_rope(ctx, *spec, pos, 1, K, Input::k);
-  const auto ys = call_rope(ctx, *spec, pos_s, 1, Q, Input::q), zs = call_rope(ctx, *spec, pos_s, 1, K, Input::k);
+  const auto y = cs->apply(pos, 1, Q, Input::q), z = cs->apply(pos, 1, K, Input::k);
+  const auto ys = cs->apply(pos_s, 1, Q, Input::q), zs = cs->apply(pos_s, 1, K, Input::k);
   if (!y || !z || !ys || !zs) return ctx.skip();
-  const RopeExact e = rope_exact(r);
-  const Bounds b = bounds_of(ctx.target);
   std::vector<std::vector<double>> Ey, Ez, Eys, Ezs;
   for (std::size_t i = 0; i < T; ++i) {
-    Ey.push_back(rope_bounds(b, r, e, pos[i], row(Q, i, D)));
-    Ez.push_back(rope_bounds(b, r, e, pos[i], row(K, i, D)));
-    Eys.push_back(rope_bounds(b, r, e, pos_s[i], row(Q, i, D)));
-    Ezs.push_back(rope_bounds(b, r, e, pos_s[i], row(K, i, D)));
+    Ey.push_back(cs->element_bounds(pos[i], row(Q, i, D)));
+    Ez.push_back(cs->element_bounds(pos[i], row(K, i, D)));
+    Eys.push_back(cs->element_bounds(pos_s[i], row(Q, i, D)));
+    Ezs.push_back(cs->element_bounds(pos_s[i], row(K, i, D)));
   }
   double worst = 0, wd = 0;
   std::size_t wi = 0, wj = 0;
@@ -117,11 +114,11 @@ void prop_attention_shift(Ctx& ctx) {
       const double mg = ratio(std::fabs(S - Ss), tol);
       if (!(mg <= worst)) worst = mg, wi = i, wj = j, wd = S - Ss;
     }
-  ctx.check(worst,
-            describe_spec(*spec) + "; head_dim " + std::to_string(r.head_dim) + "; 8 tokens at " + std::to_string(p0) +
+  cs->check(worst,
+            cs->where() + "; 8 tokens at " + std::to_string(p0) +
                 "..; shift " + std::to_string(s) + ": score[" + std::to_string(wi) + "][" + std::to_string(wj) +
                 "] changes by " + num(wd),
-            p0 + s, *spec);
+            p0 + s);
 }
 
 // ---------------------------------------------------------------- norms
@@ -132,17 +129,17 @@ void prop_attention_shift(Ctx& ctx) {
 // <= 4 u64 M. (pair_norm_margin, below; the same check as attention_factor.) Unlike the per-element
 // bound it does not grow with the position: a norm 10% off is caught at 2^20 and beyond.
 void prop_norm(Ctx& ctx) {
-  const auto spec = rope_spec_for(ctx);
-  if (!spec) return ctx.skip();
-  const RopeSpec& r = spec->rope;
-  const std::int64_t m = *gen::position(max_pos(ctx));
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const RopeSpec& r = cs->rope();
+  const std::int64_t m = *gen::position(cs->max_pos());
   const auto x = *gen::bf16_vector(r.head_dim);
-  const auto y = call_rope(ctx, *spec, {Position::uniform(m)}, 1, x);
+  const auto y = cs->apply({Position::uniform(m)}, 1, x);
   if (!y) return ctx.skip();
   const auto [worst, what] = pair_norm_margin(ctx.target, r, x, *y);
-  ctx.check(worst, describe_spec(*spec) + "; head_dim " + std::to_string(r.head_dim) + "; x " + vec_brief(x) + "; m " +
+  cs->check(worst, cs->where() + "; x " + vec_brief(x) + "; m " +
                        std::to_string(m) + ": " + what,
-            m, *spec);
+            m);
 }
 
 // ---------------------------------------------------------------- composition and inverse
@@ -153,25 +150,24 @@ void prop_norm(Ctx& ctx) {
 // (r the rounding, known exactly), so g - att h = e_g + att R(b)(e_y + r) - att e_h and per pair
 //   ||.|| <= (E^g_a + E^g_b) + att (E^y_a + E^y_b + |r_a| + |r_b|) + att (E^h_a + E^h_b) + 2 u64 att |h|.
 void composition_case(Ctx& ctx, bool inverse) {
-  const auto spec = rope_spec_for(ctx);
-  if (!spec) return ctx.skip();
-  const RopeSpec& r = spec->rope;
-  const std::int64_t mx = max_pos(ctx);
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const RopeSpec& r = cs->rope();
+  const std::int64_t mx = cs->max_pos();
   const std::int64_t a = *gen::position(mx);
   const std::int64_t bpos = inverse ? -a : *rc::gen::inRange<std::int64_t>(0, mx - a + 1);
   const auto x = *gen::bf16_vector(r.head_dim);
-  const auto y = call_rope(ctx, *spec, {Position::uniform(a)}, 1, x);
+  const auto y = cs->apply({Position::uniform(a)}, 1, x);
   if (!y) return ctx.skip();
   std::vector<double> v(y->size()), rr(y->size());
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = to_input(ctx.target, (*y)[i]), rr[i] = v[i] - (*y)[i];
-  const auto g = call_rope(ctx, *spec, {Position::uniform(bpos)}, 1, v);
-  const auto h = call_rope(ctx, *spec, {Position::uniform(a + bpos)}, 1, x);
+  const auto g = cs->apply({Position::uniform(bpos)}, 1, v);
+  const auto h = cs->apply({Position::uniform(a + bpos)}, 1, x);
   if (!g || !h) return ctx.skip();
-  const RopeExact e = rope_exact(r);
-  const Bounds b = bounds_of(ctx.target);
-  const auto Ey = rope_bounds(b, r, e, Position::uniform(a), x);
-  const auto Eg = rope_bounds(b, r, e, Position::uniform(bpos), v);
-  const auto Eh = rope_bounds(b, r, e, Position::uniform(a + bpos), x);
+  const RopeExact& e = cs->exact();
+  const auto Ey = cs->element_bounds(Position::uniform(a), x);
+  const auto Eg = cs->element_bounds(Position::uniform(bpos), v);
+  const auto Eh = cs->element_bounds(Position::uniform(a + bpos), x);
   double worst = 0;
   std::string what;
   for (int j = 0; j < e.P; ++j) {
@@ -188,13 +184,13 @@ void composition_case(Ctx& ctx, bool inverse) {
     const double mg = ratio(std::fabs((*g)[cc] - (*h)[cc]), Eg[cc] + std::fabs(rr[cc]) + Ey[cc] + Eh[cc]);
     if (!(mg <= worst)) worst = mg, what = "pass-through channel " + std::to_string(c);
   }
-  ctx.check(worst,
-            describe_spec(*spec) + "; head_dim " + std::to_string(r.head_dim) + "; x " + vec_brief(x) + "; " +
+  cs->check(worst,
+            cs->where() + "; x " + vec_brief(x) + "; " +
                 (inverse ? "f(f(x," + std::to_string(a) + ")," + std::to_string(bpos) + ") vs att^2 x"
                          : "f(f(x," + std::to_string(a) + ")," + std::to_string(bpos) + ") vs att f(x," +
                                std::to_string(a + bpos) + ")") +
                 ": " + what,
-            a + std::max<std::int64_t>(bpos, 0), *spec);
+            a + std::max<std::int64_t>(bpos, 0));
 }
 void prop_composition(Ctx& ctx) { composition_case(ctx, false); }
 void prop_inverse(Ctx& ctx) {
@@ -210,31 +206,30 @@ void prop_inverse(Ctx& ctx) {
 // det(R + E) = det(I + R^T E) with ||R^T E||_2 <= ||E||_F: |det C - 1| <= (1 + ||Ê||_F)^D - 1 + 16 D u64;
 // |f(x)_k - (C x)_k| <= E^x_k + sum_i |x_i| E^C_ki s_k + 2 (D + 2) u64 sum_i |C_ki x_i| s_k (s_k = att or 1).
 void prop_matrix_orthogonal(Ctx& ctx) {
-  const auto spec = rope_spec_for(ctx);
-  if (!spec) return ctx.skip();
-  const RopeSpec& r = spec->rope;
-  const std::int64_t m = *gen::position(max_pos(ctx));
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const RopeSpec& r = cs->rope();
+  const std::int64_t m = *gen::position(cs->max_pos());
   const int D = r.head_dim;
   const auto Du = static_cast<std::size_t>(D);
   std::vector<double> I(Du * Du, 0.0);
   for (std::size_t i = 0; i < Du; ++i) I[i * Du + i] = 1.0;
   const auto x = *gen::bf16_vector(D);
-  const auto cols = call_rope(ctx, *spec, {Position::uniform(m)}, D, I);
-  const auto y = call_rope(ctx, *spec, {Position::uniform(m)}, 1, x);
+  const auto cols = cs->apply({Position::uniform(m)}, D, I);
+  const auto y = cs->apply({Position::uniform(m)}, 1, x);
   if (!cols || !y) return ctx.skip();
-  const RopeExact e = rope_exact(r);
-  const Bounds b = bounds_of(ctx.target);
+  const RopeExact& e = cs->exact();
   Eigen::MatrixXd C(D, D), EC(D, D);
   std::vector<double> scale(Du);
   for (std::size_t k = 0; k < Du; ++k) scale[k] = static_cast<int>(k) < e.block ? e.att : 1.0;
   for (std::size_t i = 0; i < Du; ++i) {
-    const auto Ei = rope_bounds(b, r, e, Position::uniform(m), row(I, i, Du));
+    const auto Ei = cs->element_bounds(Position::uniform(m), row(I, i, Du));
     for (std::size_t k = 0; k < Du; ++k) {
       C(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(i)) = (*cols)[i * Du + k] / scale[k];
       EC(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(i)) = Ei[k] / scale[k];
     }
   }
-  const std::string where = describe_spec(*spec) + "; head_dim " + std::to_string(D) + "; m " + std::to_string(m);
+  const std::string where = cs->where() + "; m " + std::to_string(m);
   // C^T C = I
   const Eigen::MatrixXd G = C.transpose() * C;
   const Eigen::MatrixXd Gabs = C.cwiseAbs().transpose() * C.cwiseAbs();
@@ -248,14 +243,14 @@ void prop_matrix_orthogonal(Ctx& ctx) {
       const double mg = ratio(std::fabs(G(i, j) - (i == j ? 1.0 : 0.0)), tol);
       if (!(mg <= worst)) worst = mg, what = "(C^T C)[" + std::to_string(i) + "][" + std::to_string(j) + "] = " + num(G(i, j));
     }
-  ctx.check(worst, where + ": " + what, m, *spec);
+  cs->check(worst, where + ": " + what, m);
   // det C = 1
   const double ef = EC.norm();
   const double det = C.partialPivLu().determinant();
   const double det_tol = std::expm1(D * std::log1p(ef)) + 16.0 * D * kU64;
-  ctx.check(ratio(std::fabs(det - 1), det_tol), where + ": det C(m) = " + num(det), m, *spec);
+  cs->check(ratio(std::fabs(det - 1), det_tol), where + ": det C(m) = " + num(det), m);
   // f(x) = C x
-  const auto Ex = rope_bounds(b, r, e, Position::uniform(m), x);
+  const auto Ex = cs->element_bounds(Position::uniform(m), x);
   worst = 0;
   for (std::size_t k = 0; k < Du; ++k) {
     double cx = 0, abs_sum = 0, et = 0;
@@ -269,7 +264,7 @@ void prop_matrix_orthogonal(Ctx& ctx) {
     const double mg = ratio(std::fabs((*y)[k] - scale[k] * cx), tol);
     if (!(mg <= worst)) worst = mg, what = "channel " + std::to_string(k) + ": f(x) = " + num((*y)[k]) + ", C x = " + num(scale[k] * cx);
   }
-  ctx.check(worst, where + "; x " + vec_brief(x) + ": " + what, m, *spec);
+  cs->check(worst, where + "; x " + vec_brief(x) + ": " + what, m);
 }
 
 }  // namespace ropecheck::props::detail

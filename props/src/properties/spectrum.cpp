@@ -109,15 +109,15 @@ void prop_uniqueness(Ctx& ctx) {
 // Tolerance: |e^{i r w_k} estimate - exact| <= d_k = (E_a,k + E_b,k) / att (+ 2 u64), so
 // | |Ŝ_j| - |S_j| | <= sum_{k<j} d_k and |R̂ - R| <= (1/P) sum_j sum_{k<j} d_k + 2 (P + 4)^2 u64.
 void prop_roformer_decay(Ctx& ctx) {
-  const auto spec = rope_spec_for(ctx);
-  if (!spec) return ctx.skip();
-  const RopeSpec& r = spec->rope;
-  const std::int64_t dist = *gen::position(max_pos(ctx));
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const RopeSpec& r = cs->rope();
+  const std::int64_t dist = *gen::position(cs->max_pos());
   const auto x = unit_pairs_input(r);
-  const auto y = call_rope(ctx, *spec, {Position::uniform(dist)}, 1, x);
+  const auto y = cs->apply({Position::uniform(dist)}, 1, x);
   if (!y) return ctx.skip();
-  const RopeExact e = rope_exact(r);
-  const auto E = rope_bounds(bounds_of(ctx.target), r, e, Position::uniform(dist), x);
+  const RopeExact& e = cs->exact();
+  const auto E = cs->element_bounds(Position::uniform(dist), x);
   std::vector<double> ce(static_cast<std::size_t>(e.P)), se(ce.size());
   {
     ScopedPrecision prec(working_precision_bits(53, rope_max_abs_angle(r, std::nullopt, dist)));
@@ -141,11 +141,11 @@ void prop_roformer_decay(Ctx& ctx) {
   R /= P;
   Rx /= P;
   const double tol = tol_sum / P + 2 * (P + 4) * (P + 4) * kU64;
-  const std::string where = describe_spec(*spec) + "; pairs " + std::to_string(e.P) + "; distance " + std::to_string(dist);
+  const std::string where = describe_spec(cs->spec()) + "; pairs " + std::to_string(e.P) + "; distance " + std::to_string(dist);
   // (No separate R <= R(0) check: the exact curve never exceeds R(0) = (P+1)/2, since |S_j| <= j, so
   // R <= R(0) + tol follows from the check below by the triangle inequality and could never fail on its
   // own: audit-2 L1.)
-  ctx.check(ratio(std::fabs(R - Rx), tol), where + ": relative upper bound " + num(R) + ", exact " + num(Rx), dist, *spec);
+  cs->check(ratio(std::fabs(R - Rx), tol), where + ": relative upper bound " + num(R) + ", exact " + num(Rx), dist);
 }
 
 // ---------------------------------------------------------------- base bounds context length
@@ -153,15 +153,15 @@ void prop_roformer_decay(Ctx& ctx) {
 // y_a = att cos) equals the exact sum; the first m with B(m) < 0 is reported per spec.
 // Tolerance: sum_j E_a,j / att + 2 (P + 2) u64 P.
 void prop_cosine_sum(Ctx& ctx) {
-  const auto spec = rope_spec_for(ctx);
-  if (!spec) return ctx.skip();
-  const RopeSpec& r = spec->rope;
-  const std::int64_t m = *gen::position(max_pos(ctx));
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const RopeSpec& r = cs->rope();
+  const std::int64_t m = *gen::position(cs->max_pos());
   const auto x = unit_pairs_input(r);
-  const auto y = call_rope(ctx, *spec, {Position::uniform(m)}, 1, x);
+  const auto y = cs->apply({Position::uniform(m)}, 1, x);
   if (!y) return ctx.skip();
-  const RopeExact e = rope_exact(r);
-  const auto E = rope_bounds(bounds_of(ctx.target), r, e, Position::uniform(m), x);
+  const RopeExact& e = cs->exact();
+  const auto E = cs->element_bounds(Position::uniform(m), x);
   double B = 0, tol = 0, Bx = 0;
   for (int j = 0; j < e.P; ++j) {
     const auto a = static_cast<std::size_t>(pair_channels(r, j).first);
@@ -177,10 +177,10 @@ void prop_cosine_sum(Ctx& ctx) {
     Bx = to_f64(sum);
   }
   tol += 2.0 * (e.P + 2) * kU64 * e.P;
-  ctx.check(ratio(std::fabs(B - Bx), tol),
-            describe_spec(*spec) + "; pairs " + std::to_string(e.P) + "; m " + std::to_string(m) + ": sum cos = " + num(B) +
+  cs->check(ratio(std::fabs(B - Bx), tol),
+            describe_spec(cs->spec()) + "; pairs " + std::to_string(e.P) + "; m " + std::to_string(m) + ": sum cos = " + num(B) +
                 ", exact " + num(Bx),
-            m, *spec);
+            m);
 }
 
 // ---------------------------------------------------------------- deterministic reports

@@ -20,7 +20,6 @@ namespace {
 
 using fast_rounding_detail::AngleIn;
 using fast_rounding_detail::kInf;
-using fast_rounding_detail::Mp;
 using fast_rounding_detail::rotate_head;
 using fast_rounding_detail::RotIn;
 using fast_rounding_detail::sincos_batch;
@@ -31,7 +30,7 @@ using fast_rounding_detail::ZivQuantity;
 // An exact double rounded to t (pass-through channels).
 double round_exact(double x, DType t) {
   if (const std::optional<double> r = round_dd(x, 0.0, 0.0, t)) return *r;
-  Mp m(64);
+  MpfrValue m(64);
   mpfr_set_d(m.get(), x, MPFR_RNDN);
   return round_to_double(m.get(), t);
 }
@@ -42,14 +41,14 @@ constexpr long kStoredGuardBits = kStoredBits - 64;  // stored values: relative 
 // value adds 2^-kStoredGuardBits. 2^-150 is used.
 constexpr double kInvRelErr = 0x1p-150;
 
-std::unique_ptr<Mp> stored_copy(const Real& v) {
-  auto m = std::make_unique<Mp>(kStoredBits);
+std::unique_ptr<MpfrValue> stored_copy(const Real& v) {
+  auto m = std::make_unique<MpfrValue>(kStoredBits);
   mpfr_set(m->get(), v.backend().data(), MPFR_RNDN);
   return m;
 }
 
 std::array<double, 3> triple_of(mpfr_srcptr v) {
-  Mp tmp(kStoredBits + 64);
+  MpfrValue tmp(kStoredBits + 64);
   std::array<double, 3> out{};
   mpfr_set(tmp.get(), v, MPFR_RNDN);
   for (double& part : out) {
@@ -92,9 +91,9 @@ struct RopeRoundingEngine::Impl {
   std::vector<int> stream;      // per pair
   std::vector<RotIn> channels;  // per pair
   std::vector<std::array<double, 3>> inv;
-  std::vector<std::unique_ptr<Mp>> inv_mp;
+  std::vector<std::unique_ptr<MpfrValue>> inv_mp;
   std::vector<int> passthrough;
-  std::unique_ptr<Mp> att_mp;
+  std::unique_ptr<MpfrValue> att_mp;
   DD att;
   bool att_one = false, att_exact = false;
   double att_rel_err = 0.0;
@@ -265,8 +264,8 @@ struct SinusoidalRoundingEngine::Impl {
   int n = 0;  // frequencies
   std::vector<SinusoidalColumn> columns;
   std::vector<std::array<double, 3>> w;
-  std::vector<std::unique_ptr<Mp>> w_mp;
-  std::unique_ptr<Mp> one;
+  std::vector<std::unique_ptr<MpfrValue>> w_mp;
+  std::unique_ptr<MpfrValue> one;
   EngineOptions options;
 };
 
@@ -289,7 +288,7 @@ SinusoidalRoundingEngine::SinusoidalRoundingEngine(const SinusoidalSpec& s, std:
   }
   for (const auto& v : m.w_mp) m.w.push_back(triple_of(v->get()));
   for (int c = 0; c < s.d_model; ++c) m.columns.push_back(sinusoidal_column(s, c));
-  m.one = std::make_unique<Mp>(2);
+  m.one = std::make_unique<MpfrValue>(2);
   mpfr_set_ui(m.one->get(), 1, MPFR_RNDN);
 }
 

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "ropecheck/reference/double_double.hpp"
+#include "ropecheck/reference/mpfr_value.hpp"
 
 // The hot kernels use FMA (2Prod). Built for baseline x86-64 (no -mfma), std::fma would be a
 // library call; target_clones compiles the kernels twice, with and without FMA instructions,
@@ -50,19 +51,6 @@ struct RotIn {
 void rotate_head(const double* x, const RotIn* ch, const SinCosDD* sc, const unsigned char* ok, int n, DD att,
                  bool att_one, bool att_exact, double att_rel_err, DD* y, double* e);
 
-// An mpfr_t with explicit precision, cleared on scope exit.
-class Mp {
- public:
-  explicit Mp(mpfr_prec_t prec) { mpfr_init2(v_, prec); }
-  ~Mp() { mpfr_clear(v_); }
-  Mp(const Mp&) = delete;
-  Mp& operator=(const Mp&) = delete;
-  mpfr_ptr get() { return v_; }
-  mpfr_srcptr get() const { return v_; }
-
- private:
-  mpfr_t v_;
-};
 
 // The MPFR fallback (ziv.cpp).
 struct ZivInputs {

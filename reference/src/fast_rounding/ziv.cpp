@@ -64,11 +64,11 @@ int ziv_round(const ZivInputs& in, ZivQuantity q, double u, double v, std::span<
   if (in.p != 0.0 && !inv_zero) theta_exp = exp_of_double(in.p) + static_cast<long>(mpfr_get_exp(in.inv));
   constexpr mpfr_prec_t kMaxW = RopeRoundingEngine::kZivMaxBits;
   mpfr_prec_t w = std::min<mpfr_prec_t>(160 + std::max(0L, theta_exp), kMaxW);
-  Mp P(64);
+  MpfrValue P(64);
   mpfr_set_d(P.get(), in.p, MPFR_RNDN);  // exact: an integer below 2^64
 
   for (;; w = std::min<mpfr_prec_t>(2 * w, kMaxW)) {
-    Mp th(w), s(w), c(w);
+    MpfrValue th(w), s(w), c(w);
     const int t_th = mpfr_mul(th.get(), P.get(), in.inv, MPFR_RNDN);
     Err2 e_th = err_round(th.get(), t_th, w);
     if (!inv_zero && !mpfr_zero_p(th.get()))  // stored inverse frequency: |theta| 2^-guard <= 2^(EXP+1-guard)
@@ -77,7 +77,7 @@ int ziv_round(const ZivInputs& in, ZivQuantity q, double u, double v, std::span<
     const Err2 e_s = err_add(e_th, err_round(s.get(), t_sc & 3, w));
     const Err2 e_c = err_add(e_th, err_round(c.get(), t_sc >> 2, w));
 
-    Mp y(w);
+    MpfrValue y(w);
     Err2 e_y;
     if (q == ZivQuantity::cos) {
       mpfr_set(y.get(), c.get(), MPFR_RNDN);
@@ -86,7 +86,7 @@ int ziv_round(const ZivInputs& in, ZivQuantity q, double u, double v, std::span<
       mpfr_set(y.get(), s.get(), MPFR_RNDN);
       e_y = e_s;
     } else {
-      Mp m1(w), m2(w), xs(w);
+      MpfrValue m1(w), m2(w), xs(w);
       const int t1 = mpfr_mul_d(m1.get(), c.get(), u, MPFR_RNDN);
       const int t2 = mpfr_mul_d(m2.get(), s.get(), v, MPFR_RNDN);
       Err2 e1 = err_round(m1.get(), t1, w), e2 = err_round(m2.get(), t2, w);
@@ -118,7 +118,7 @@ int ziv_round(const ZivInputs& in, ZivQuantity q, double u, double v, std::span<
         }
       return resolved_total;
     }
-    Mp eps(8), lo(w + 8), hi(w + 8);
+    MpfrValue eps(8), lo(w + 8), hi(w + 8);
     mpfr_set_ui_2exp(eps.get(), 1, static_cast<mpfr_exp_t>(e_y.e), MPFR_RNDN);
     mpfr_sub(lo.get(), y.get(), eps.get(), MPFR_RNDD);
     mpfr_add(hi.get(), y.get(), eps.get(), MPFR_RNDU);
