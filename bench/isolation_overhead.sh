@@ -8,8 +8,9 @@
 #   bash bench/isolation_overhead.sh ROPECHECK PLUGIN.so GOLDEN_DIR [REPEATS]
 #
 # GOLDEN_DIR: e.g. `ropecheck golden --preset llama-3.1-8b --positions 0:131072 --heads 8 --dtypes f32
-# --out GOLDEN_DIR` (4.3 GB); PLUGIN.so: examples/plugin_hf_fp32. Times `check --golden GOLDEN_DIR
-# --kernel PLUGIN.so` and `props --kernel PLUGIN.so --preset llama-3.1-8b --cases 200`.
+# --out GOLDEN_DIR` (4.3 GB), or - to time props only; PLUGIN.so: examples/plugin_hf_fp32. Times
+# `check --golden GOLDEN_DIR --kernel PLUGIN.so` and `props --kernel PLUGIN.so --preset llama-3.1-8b
+# --cases 200 --dtype f32`.
 set -u
 [ $# -ge 3 ] || { echo "usage: $0 ROPECHECK PLUGIN.so GOLDEN_DIR [REPEATS]" >&2; exit 2; }
 BIN=$1 PLUGIN=$2 GOLDEN=$3 REPEATS=${4:-3}
@@ -38,5 +39,7 @@ measure() {  # measure NAME ARGS...: alternates isolated / in-process runs; medi
   echo "  wall: ${iw[*]} / ${pw[*]}; CPU: ${ic[*]} / ${pc[*]}"
 }
 
-measure "check (golden set, plugin)" check --golden "$GOLDEN" --kernel "$PLUGIN"
-measure "props --cases 200 (llama-3.1-8b)" props --kernel "$PLUGIN" --preset llama-3.1-8b --cases 200
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ "$GOLDEN" = - ] || measure "check (golden set, plugin)" check --golden "$GOLDEN" --kernel "$PLUGIN"
+measure "props --cases 200 --dtype f32 (llama-3.1-8b)" props --kernel "$PLUGIN" --preset llama-3.1-8b --cases 200 --dtype f32
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
