@@ -19,7 +19,9 @@ seconds() {  # seconds COMMAND...: "WALL CPU" of one run, CPU = user + system of
   local f
   f=$(mktemp)
   /usr/bin/time -f "%e %U %S" -o "$f" "$@" >/dev/null 2>&1
-  awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' "$f"
+  # (time writes "Command exited with non-zero status N" first when the run exits non-zero: props exits 3
+  # where some property is not tested.)
+  tail -n 1 "$f" | awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }'
   rm -f "$f"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
