@@ -116,12 +116,14 @@ class PluginTarget final : public props::Target {
 
  private:
   // The spec's frequencies (MPFR, rounded once to binary64): the costliest part of a call, and a
-  // property case asks for the same spec many times. Keyed by the spec's JSON.
+  // property case asks for the same spec many times, under every output dtype (one target each).
+  // Keyed by the spec's JSON; shared by the targets of a thread.
   struct Frequencies {
     std::vector<double> inv, ext;
     double att = 1;
   };
-  const Frequencies& frequencies(const RopeSpec& r, const std::string& json) {
+  static const Frequencies& frequencies(const RopeSpec& r, const std::string& json) {
+    thread_local std::unordered_map<std::string, Frequencies> frequencies_;
     if (const auto it = frequencies_.find(json); it != frequencies_.end()) return it->second;
     if (frequencies_.size() > 512) frequencies_.clear();
     Frequencies out;
@@ -146,7 +148,6 @@ class PluginTarget final : public props::Target {
   props::TargetInfo info_;
   std::int64_t reported_ = 0, calls_reported_ = 0;
   std::string first_;
-  std::unordered_map<std::string, Frequencies> frequencies_;
 };
 
 }  // namespace
