@@ -8,8 +8,9 @@
 #   bash bench/isolation_overhead.sh ROPECHECK PLUGIN.so GOLDEN_DIR [REPEATS]
 #
 # GOLDEN_DIR: e.g. `ropecheck golden --preset llama-3.1-8b --positions 0:131072 --heads 8 --dtypes f32
-# --out GOLDEN_DIR` (4.3 GB); PLUGIN.so: examples/plugin_hf_fp32. Times `check --golden GOLDEN_DIR
-# --kernel PLUGIN.so` and `props --kernel PLUGIN.so --preset llama-3.1-8b --cases 200`.
+# --out GOLDEN_DIR` (4.3 GB), or - to time props only; PLUGIN.so: examples/plugin_hf_fp32. Times
+# `check --golden GOLDEN_DIR --kernel PLUGIN.so` and `props --kernel PLUGIN.so --preset llama-3.1-8b
+# --cases 200 --dtype f32`.
 set -u
 [ $# -ge 3 ] || { echo "usage: $0 ROPECHECK PLUGIN.so GOLDEN_DIR [REPEATS]" >&2; exit 2; }
 BIN=$1 PLUGIN=$2 GOLDEN=$3 REPEATS=${4:-3}
@@ -18,7 +19,9 @@ seconds() {  # seconds COMMAND...: "WALL CPU" of one run, CPU = user + system of
   local f
   f=$(mktemp)
   /usr/bin/time -f "%e %U %S" -o "$f" "$@" >/dev/null 2>&1
-  awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' "$f"
+  # (time writes "Command exited with non-zero status N" first when the run exits non-zero: props exits 3
+  # where some property is not tested.)
+  tail -n 1 "$f" | awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }'
   rm -f "$f"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -38,5 +41,7 @@ measure() {  # measure NAME ARGS...: alternates isolated / in-process runs; medi
   echo "  wall: ${iw[*]} / ${pw[*]}; CPU: ${ic[*]} / ${pc[*]}"
 }
 
-measure "check (golden set, plugin)" check --golden "$GOLDEN" --kernel "$PLUGIN"
-measure "props --cases 200 (llama-3.1-8b)" props --kernel "$PLUGIN" --preset llama-3.1-8b --cases 200
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ "$GOLDEN" = - ] || measure "check (golden set, plugin)" check --golden "$GOLDEN" --kernel "$PLUGIN"
+measure "props --cases 200 --dtype f32 (llama-3.1-8b)" props --kernel "$PLUGIN" --preset llama-3.1-8b --cases 200 --dtype f32
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
-#include <type_traits>
 
 #include <fmt/core.h>
 
@@ -252,18 +251,6 @@ struct KernelPlugin::State {
     return "";
   }
 
-  bool send(const void* buf, std::size_t n) {
-    const auto* c = static_cast<const char*>(buf);
-    while (n > 0) {
-      const ssize_t r = ::send(sock, c, n, MSG_NOSIGNAL);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
-      c += r;
-      n -= static_cast<std::size_t>(r);
-    }
-    return true;
-  }
-
   // Starts the host and reads its hello. Returns "" when the library loaded; throws TensorError
   // when the host says why it could not load it (unusable input); else what happened to the host.
   std::string start_host() {
@@ -366,7 +353,7 @@ struct KernelPlugin::State {
       }
       pp::Reply reply;
       bool timed_out = false;
-      std::string why = send(&q, sizeof q) ? receive(&reply, sizeof reply, timed_out) : stop_host(false);
+      std::string why = pp::send_all(sock, &q, sizeof q) ? receive(&reply, sizeof reply, timed_out) : stop_host(false);
       if (!why.empty()) return fail(why + " inside " + entry + smashed(layout), what, timed_out);
       rc = reply.rc;
     }
@@ -425,51 +412,10 @@ struct KernelPlugin::State {
   }
 
   int call_in_process(pp::Request q, const Layout& layout) {
-    std::uint8_t* base = arena.base;
-    auto at = [&](auto* p) {
-      const auto o = reinterpret_cast<std::uintptr_t>(p);
-      using T = std::remove_pointer_t<decltype(p)>;
-      return o == 0 ? static_cast<T*>(nullptr) : reinterpret_cast<T*>(base + o);
-    };
+    auto* base = reinterpret_cast<char*>(arena.base);
     const std::size_t page = page_size();
     for (const Layout::Writable& w : layout.writable) ::mprotect(base + w.guard_page, page, PROT_NONE);
-    int rc = -1;
-    switch (q.entry) {
-      case pp::Entry::rope_apply: {
-        ropecheck_rope_problem& p = q.p.rope;
-        p.spec_json = at(p.spec_json);
-        p.rope.inv_freq = at(p.rope.inv_freq);
-        p.rope.longrope_ext = at(p.rope.longrope_ext);
-        p.input_name = at(p.input_name);
-        p.positions = at(p.positions);
-        p.x = at(p.x);
-        p.out = at(static_cast<char*>(p.out));
-        p.message = at(p.message);
-        rc = in_process.rope_apply(&p);
-        break;
-      }
-      case pp::Entry::rope_cos_sin: {
-        ropecheck_table_problem& p = q.p.table;
-        p.spec_json = at(p.spec_json);
-        p.rope.inv_freq = at(p.rope.inv_freq);
-        p.rope.longrope_ext = at(p.rope.longrope_ext);
-        p.positions = at(p.positions);
-        p.cos = at(static_cast<char*>(p.cos));
-        p.sin = at(static_cast<char*>(p.sin));
-        p.message = at(p.message);
-        rc = in_process.rope_cos_sin(&p);
-        break;
-      }
-      case pp::Entry::sinusoidal: {
-        ropecheck_sinusoidal_problem& p = q.p.sinusoidal;
-        p.spec_json = at(p.spec_json);
-        p.positions = at(p.positions);
-        p.out = at(static_cast<char*>(p.out));
-        p.message = at(p.message);
-        rc = in_process.sinusoidal(&p);
-        break;
-      }
-    }
+    const int rc = pp::call_entry(in_process, q, base);
     for (const Layout::Writable& w : layout.writable) ::mprotect(base + w.guard_page, page, PROT_READ | PROT_WRITE);
     return rc;
   }
@@ -508,29 +454,53 @@ std::span<const std::uint8_t> KernelPlugin::output(int i) const {
   return {s_->arena.base + o.first, o.second};
 }
 
+namespace {
+
+// What every problem starts with: the ABI version, the output dtype, the spec's JSON (`json` must
+// outlive the call: the layout copies inputs into the arena when the call is made).
+template <class Problem>
+void place_header(Layout& l, Problem& p, std::int32_t out_dtype, const std::string& json) {
+  p.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
+  p.out_dtype = out_dtype;
+  p.spec_json = offset_ptr<const char>(l.input(json.c_str(), json.size() + 1));
+}
+
+// A RoPE problem's parameters (frequencies and LongRoPE factors placed in the arena) and positions.
+template <class Problem>
+void place_rope(Layout& l, Problem& p, const RopeInputs& in) {
+  p.rope = in.rope;
+  p.rope.inv_freq = offset_ptr<const double>(l.input(in.inv_freq.data(), in.inv_freq.size_bytes()));
+  p.rope.longrope_ext = offset_ptr<const double>(l.input(in.longrope_ext.data(), in.longrope_ext.size_bytes()));
+  p.tokens = in.tokens;
+  p.position_streams = in.position_streams;
+  p.positions = offset_ptr<const std::int64_t>(l.input(in.positions.data(), in.positions.size_bytes()));
+}
+
+// The message buffer, the last writable one; returns its offset.
+template <class Problem>
+std::size_t place_message(Layout& l, Problem& p) {
+  const std::size_t msg = l.output("message", kMessageCapacity);
+  p.message = offset_ptr<char>(msg);
+  p.message_capacity = kMessageCapacity;
+  return msg;
+}
+
+}  // namespace
+
 KernelCall KernelPlugin::rope_apply(const RopeInputs& in, const char* input_name, std::int32_t heads, std::span<const float> x,
                                     std::int32_t out_dtype, std::size_t out_bytes, std::string_view what) {
   Layout l;
   pp::Request q;
   q.entry = pp::Entry::rope_apply;
   ropecheck_rope_problem& p = q.p.rope;
-  p.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
-  p.out_dtype = out_dtype;
-  const std::string json(in.spec_json);
-  p.spec_json = offset_ptr<const char>(l.input(json.c_str(), json.size() + 1));
-  p.rope = in.rope;
-  p.rope.inv_freq = offset_ptr<const double>(l.input(in.inv_freq.data(), in.inv_freq.size_bytes()));
-  p.rope.longrope_ext = offset_ptr<const double>(l.input(in.longrope_ext.data(), in.longrope_ext.size_bytes()));
+  const std::string json(in.spec_json);  // outlives the call: the layout copies it into the arena then
+  place_header(l, p, out_dtype, json);
+  place_rope(l, p, in);
   p.input_name = offset_ptr<const char>(l.input(input_name, std::strlen(input_name) + 1));
-  p.tokens = in.tokens;
   p.heads = heads;
-  p.position_streams = in.position_streams;
-  p.positions = offset_ptr<const std::int64_t>(l.input(in.positions.data(), in.positions.size_bytes()));
   p.x = offset_ptr<const float>(l.input(x.data(), x.size_bytes()));
   p.out = offset_ptr<void>(l.output("out", out_bytes));
-  const std::size_t msg = l.output("message", kMessageCapacity);
-  p.message = offset_ptr<char>(msg);
-  p.message_capacity = kMessageCapacity;
+  const std::size_t msg = place_message(l, p);
   return s_->call(q, l, msg, what);
 }
 
@@ -539,21 +509,12 @@ KernelCall KernelPlugin::rope_cos_sin(const RopeInputs& in, std::int32_t out_dty
   pp::Request q;
   q.entry = pp::Entry::rope_cos_sin;
   ropecheck_table_problem& p = q.p.table;
-  p.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
-  p.out_dtype = out_dtype;
-  const std::string json(in.spec_json);
-  p.spec_json = offset_ptr<const char>(l.input(json.c_str(), json.size() + 1));
-  p.rope = in.rope;
-  p.rope.inv_freq = offset_ptr<const double>(l.input(in.inv_freq.data(), in.inv_freq.size_bytes()));
-  p.rope.longrope_ext = offset_ptr<const double>(l.input(in.longrope_ext.data(), in.longrope_ext.size_bytes()));
-  p.tokens = in.tokens;
-  p.position_streams = in.position_streams;
-  p.positions = offset_ptr<const std::int64_t>(l.input(in.positions.data(), in.positions.size_bytes()));
+  const std::string json(in.spec_json);  // outlives the call: the layout copies it into the arena then
+  place_header(l, p, out_dtype, json);
+  place_rope(l, p, in);
   p.cos = offset_ptr<void>(l.output("cos", table_bytes));
   p.sin = offset_ptr<void>(l.output("sin", table_bytes));
-  const std::size_t msg = l.output("message", kMessageCapacity);
-  p.message = offset_ptr<char>(msg);
-  p.message_capacity = kMessageCapacity;
+  const std::size_t msg = place_message(l, p);
   return s_->call(q, l, msg, what);
 }
 
@@ -564,17 +525,13 @@ KernelCall KernelPlugin::sinusoidal(std::string_view spec_json, const ropecheck_
   pp::Request q;
   q.entry = pp::Entry::sinusoidal;
   ropecheck_sinusoidal_problem& p = q.p.sinusoidal;
-  p.abi_version = ROPECHECK_KERNEL_ABI_VERSION;
-  p.out_dtype = out_dtype;
-  const std::string json(spec_json);
-  p.spec_json = offset_ptr<const char>(l.input(json.c_str(), json.size() + 1));
+  const std::string json(spec_json);  // outlives the call: the layout copies it into the arena then
+  place_header(l, p, out_dtype, json);
   p.sinusoidal = params;
   p.tokens = static_cast<std::int64_t>(positions.size());
   p.positions = offset_ptr<const std::int64_t>(l.input(positions.data(), positions.size_bytes()));
   p.out = offset_ptr<void>(l.output("out", out_bytes));
-  const std::size_t msg = l.output("message", kMessageCapacity);
-  p.message = offset_ptr<char>(msg);
-  p.message_capacity = kMessageCapacity;
+  const std::size_t msg = place_message(l, p);
   return s_->call(q, l, msg, what);
 }
 

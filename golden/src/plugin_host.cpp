@@ -38,33 +38,10 @@ bool read_all(void* p, std::size_t n) {
   return true;
 }
 
-bool write_all(const void* p, std::size_t n) {
-  const auto* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t r = ::send(kSocket, c, n, MSG_NOSIGNAL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    c += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
 void copy(char* dst, std::size_t cap, const std::string& s) {
   const std::size_t n = s.size() < cap - 1 ? s.size() : cap - 1;
   std::memcpy(dst, s.data(), n);
   dst[n] = '\0';
-}
-
-template <class T>
-T* at(char* base, T* offset) {
-  const auto o = reinterpret_cast<std::uintptr_t>(offset);
-  return o == 0 ? nullptr : reinterpret_cast<T*>(base + o);
-}
-
-void rebase(char* base, ropecheck_rope_params& r) {
-  r.longrope_ext = at(base, r.longrope_ext);
-  r.inv_freq = at(base, r.inv_freq);
 }
 
 }  // namespace
@@ -89,7 +66,7 @@ int main(int argc, char** argv) {
   copy(hello.name, sizeof hello.name, s.name);
   copy(hello.problem, sizeof hello.problem, problem);
   copy(hello.dl, sizeof hello.dl, dl);
-  if (!write_all(&hello, sizeof hello) || !hello.ok) return 0;
+  if (!pp::send_all(kSocket, &hello, sizeof hello) || !hello.ok) return 0;
 
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   char* base = nullptr;
@@ -118,41 +95,8 @@ int main(int argc, char** argv) {
       if (g && !listed(guarded, g)) ::mprotect(base + g, page, PROT_NONE);
     std::copy(std::begin(q.guard_pages), std::end(q.guard_pages), std::begin(guarded));
     pp::Reply reply;
-    switch (q.entry) {
-      case pp::Entry::rope_apply: {
-        ropecheck_rope_problem& p = q.p.rope;
-        p.spec_json = at(base, p.spec_json);
-        rebase(base, p.rope);
-        p.input_name = at(base, p.input_name);
-        p.positions = at(base, p.positions);
-        p.x = at(base, p.x);
-        p.out = at(base, static_cast<char*>(p.out));
-        p.message = at(base, p.message);
-        reply.rc = s.rope_apply ? s.rope_apply(&p) : -1;
-        break;
-      }
-      case pp::Entry::rope_cos_sin: {
-        ropecheck_table_problem& p = q.p.table;
-        p.spec_json = at(base, p.spec_json);
-        rebase(base, p.rope);
-        p.positions = at(base, p.positions);
-        p.cos = at(base, static_cast<char*>(p.cos));
-        p.sin = at(base, static_cast<char*>(p.sin));
-        p.message = at(base, p.message);
-        reply.rc = s.rope_cos_sin ? s.rope_cos_sin(&p) : -1;
-        break;
-      }
-      case pp::Entry::sinusoidal: {
-        ropecheck_sinusoidal_problem& p = q.p.sinusoidal;
-        p.spec_json = at(base, p.spec_json);
-        p.positions = at(base, p.positions);
-        p.out = at(base, static_cast<char*>(p.out));
-        p.message = at(base, p.message);
-        reply.rc = s.sinusoidal ? s.sinusoidal(&p) : -1;
-        break;
-      }
-    }
-    if (!write_all(&reply, sizeof reply)) return 0;
+    reply.rc = pp::call_entry(s, q, base);
+    if (!pp::send_all(kSocket, &reply, sizeof reply)) return 0;
   }
   return 0;
 }

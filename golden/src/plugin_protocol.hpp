@@ -8,12 +8,15 @@
 //                           pointer replaced by its byte offset in the arena (0 = NULL)
 //   host -> client  Reply   the entry point's return code
 // The arena is a memfd shared by both; the host maps it, turns the offsets into pointers, protects
-// the guard pages the request lists (PROT_NONE) for the duration of the call, and answers. EOF on
-// the socket ends the host.
+// the guard pages the request lists (PROT_NONE; they stay protected until a later request's layout
+// needs those pages, so repeated layouts cost no mprotect), calls, and answers. EOF on the socket
+// ends the host.
 #pragma once
 
 #include <dlfcn.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -117,5 +120,69 @@ struct Reply {
   std::int32_t rc = 0;
   std::uint32_t reserved = 0;
 };
+
+// An arena offset as a pointer into the arena mapped at `base` (offset 0 stays NULL).
+template <class T>
+T* at(char* base, T* offset) {
+  const auto o = reinterpret_cast<std::uintptr_t>(offset);
+  return o == 0 ? nullptr : reinterpret_cast<T*>(base + o);
+}
+
+// The pointers every problem has: spec JSON, positions, message.
+template <class Problem>
+void rebase(char* base, Problem& p) {
+  p.spec_json = at(base, p.spec_json);
+  p.positions = at(base, p.positions);
+  p.message = at(base, p.message);
+}
+
+inline void rebase(char* base, ropecheck_rope_params& r) {
+  r.longrope_ext = at(base, r.longrope_ext);
+  r.inv_freq = at(base, r.inv_freq);
+}
+
+// Calls the request's entry point, its offsets turned into pointers into the arena mapped at `base`
+// (the kernel host, and the client with --in-process); -1 when the library lacks that entry point.
+inline int call_entry(const Symbols& s, Request& q, char* base) {
+  switch (q.entry) {
+    case Entry::rope_apply: {
+      ropecheck_rope_problem& p = q.p.rope;
+      rebase(base, p);
+      rebase(base, p.rope);
+      p.input_name = at(base, p.input_name);
+      p.x = at(base, p.x);
+      p.out = at(base, static_cast<char*>(p.out));
+      return s.rope_apply ? s.rope_apply(&p) : -1;
+    }
+    case Entry::rope_cos_sin: {
+      ropecheck_table_problem& p = q.p.table;
+      rebase(base, p);
+      rebase(base, p.rope);
+      p.cos = at(base, static_cast<char*>(p.cos));
+      p.sin = at(base, static_cast<char*>(p.sin));
+      return s.rope_cos_sin ? s.rope_cos_sin(&p) : -1;
+    }
+    case Entry::sinusoidal: {
+      ropecheck_sinusoidal_problem& p = q.p.sinusoidal;
+      rebase(base, p);
+      p.out = at(base, static_cast<char*>(p.out));
+      return s.sinusoidal ? s.sinusoidal(&p) : -1;
+    }
+  }
+  return -1;
+}
+
+// Writes all n bytes to the socket (EINTR retried, no SIGPIPE); false when the peer is gone.
+inline bool send_all(int fd, const void* p, std::size_t n) {
+  const auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::send(fd, c, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
 
 }  // namespace ropecheck::golden::plugin_protocol

@@ -315,7 +315,7 @@ TEST(PropsSuite, NormTenPercentOffCaughtAtTwoToThe20) {
   EXPECT_TRUE(run_suite(*good, &spec, o).passed());
 }
 
-// --- many seeds: ROPECHECK_PROPS_SEEDS=N (the figures in props/PROPERTIES.md)
+// --- many seeds: ROPECHECK_PROPS_SEEDS=N (the figures in props/PROPERTIES.md), ROPECHECK_PROPS_TARGETS=a,b
 
 TEST(PropsSuite, ManySeedsZeroFailures) {
   const char* env = std::getenv("ROPECHECK_PROPS_SEEDS");
@@ -327,7 +327,9 @@ TEST(PropsSuite, ManySeedsZeroFailures) {
       {"reference", [] { return make_reference_target(); }},
       {"fp64", [] { return fp64_target(); }},
       {"fp32", [] { return fp32_target(); }}};
+  const char* only = std::getenv("ROPECHECK_PROPS_TARGETS");  // e.g. "fp64,fp32": those targets only
   for (const auto& [name, make] : targets) {
+    if (only && ("," + std::string(only) + ",").find("," + name + ",") == std::string::npos) continue;
     auto target = make();
     long cases = 0, skipped = 0, failures = 0;
     double worst = 0;
