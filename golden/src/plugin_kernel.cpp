@@ -25,6 +25,8 @@ struct PluginKernel::Resolved {
 
 namespace {
 
+constexpr std::size_t kMaxResolved = 256;  // bounded: a long props run generates many specs
+
 std::int32_t streams_of(const EncodingSpec& spec) {
   return spec.family == Family::rope && spec.rope.mrope != MropeMode::none ? 3 : 1;
 }
@@ -49,7 +51,8 @@ PluginKernel::~PluginKernel() = default;
 PluginKernel::Resolved& PluginKernel::resolve(const EncodingSpec& spec, std::optional<std::int64_t> seq_len) {
   std::string json = spec_to_json(spec).dump();
   std::string key = json + "|" + (seq_len ? std::to_string(*seq_len) : std::string("-"));
-  if (last_ && last_->key == key) return *last_;
+  if (const auto it = resolved_.find(key); it != resolved_.end()) return *it->second;
+  if (resolved_.size() >= kMaxResolved) resolved_.clear();
   auto r = std::make_unique<Resolved>();
   r->key = std::move(key);
   r->spec_json = std::move(json);
@@ -68,8 +71,9 @@ PluginKernel::Resolved& PluginKernel::resolve(const EncodingSpec& spec, std::opt
     r->rope = abi_rope_params(rs, seq_len.value_or(0));
     r->rope.attention_factor = att;
   }
-  last_ = std::move(r);
-  return *last_;
+  Resolved& out = *r;
+  resolved_.emplace(out.key, std::move(r));
+  return out;
 }
 
 RopeInputs PluginKernel::rope_inputs(const kut::RopeProblem& problem) {

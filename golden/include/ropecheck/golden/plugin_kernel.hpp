@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <unordered_map>
 
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/spec.hpp"
@@ -43,7 +45,9 @@ class PluginKernel final : public kut::KernelUnderTest {
 
   KernelPlugin plugin_;
   kut::Info info_;
-  std::unique_ptr<Resolved> last_;  // the last spec's ABI inputs (drift calls one spec many times)
+  // ABI inputs by spec JSON + sequence length: the MPFR frequencies are the costliest part of a call,
+  // and props asks for a handful of specs (a case's spec and the specs derived from it) many times.
+  std::unordered_map<std::string, std::unique_ptr<Resolved>> resolved_;
 };
 
 // Loads the plugin (load errors: TensorError, one line naming the library) as a kernel under test.
