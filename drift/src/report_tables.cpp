@@ -49,7 +49,7 @@ std::string bins_csv(const DriftResult& r) {
                          num(m.table), num(m.table, true), num(m.rot_ulp), num(m.rot_ulp, true), num(m.rot_rel),
                          num(m.rot_rel, true));
       for (std::size_t s = 0; s < r.options.shifts.size(); ++s)
-        out += "," + num(m.shift[s]) + "," + num(m.shift[s], true);
+        out += fmt::format(",{},{}", num(m.shift[s]), num(m.shift[s], true));
       out += fmt::format(",{},{}\n", m.nonfinite, c.uniqueness ? std::to_string(c.uniqueness->distinct_below[i]) : "");
     }
   return out;
@@ -64,7 +64,7 @@ std::string positions_csv(const DriftResult& r) {
       const Metrics& m = c.positions[i];
       out += fmt::format("{},{},{},{},{},{},{},{},{}", field(c.name), r.plan.positions[i], r.plan.bin_of[i], num(m.angle),
                          num(m.angle, true), num(m.trig), num(m.table), num(m.rot_ulp), num(m.rot_rel));
-      for (std::size_t s = 0; s < r.options.shifts.size(); ++s) out += "," + num(m.shift[s]);
+      for (std::size_t s = 0; s < r.options.shifts.size(); ++s) out += fmt::format(",{}", num(m.shift[s]));
       out += fmt::format(",{}\n", m.nonfinite);
     }
   return out;
@@ -116,7 +116,7 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
     const Metrics& m = c.total;
     s += fmt::format("| {}{} | {} | {} | {} | {} | {} |", c.name, c.known_bad ? " (known bad)" : "", md(m.angle),
                      md(m.trig), md(m.table), md(m.rot_ulp), md(m.rot_rel));
-    for (const Stat& st : m.shift) s += " " + md(st) + " |";
+    for (const Stat& st : m.shift) s += fmt::format(" {} |", md(st));
     if (c.uniqueness)
       s += fmt::format(" {} | {} of {} | {} |\n", m.nonfinite, c.uniqueness->distinct, c.uniqueness->positions,
                        c.uniqueness->first_collision
@@ -137,8 +137,8 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
   for (const CandidateResult& c : r.candidates) {
     s += "| " + c.name + " |";
     for (const Breakdown& b : c.breakdown)
-      s += " " + md_pos(b.position) +
-           (b.saturated_from ? " (saturated from " + std::to_string(*b.saturated_from) + ")" : std::string()) + " |";
+      s += fmt::format(" {}{} |", md_pos(b.position),
+                       b.saturated_from ? fmt::format(" (saturated from {})", *b.saturated_from) : std::string());
     s += "\n";
   }
 
@@ -149,7 +149,7 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
   s += "\n";
   for (std::size_t b = 0; b < r.plan.bins.size(); ++b) {
     s += "| " + bin_label(r.plan.bins[b]) + " |";
-    for (const CandidateResult& c : r.candidates) s += " " + md(c.bins[b].angle) + " |";
+    for (const CandidateResult& c : r.candidates) s += fmt::format(" {} |", md(c.bins[b].angle));
     s += "\n";
   }
   s += "\n## Rotated error per bin (max, ulp of " + std::string(to_string(r.options.storage)) + ")\n\n| positions |";
@@ -159,7 +159,7 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
   s += "\n";
   for (std::size_t b = 0; b < r.plan.bins.size(); ++b) {
     s += "| " + bin_label(r.plan.bins[b]) + " |";
-    for (const CandidateResult& c : r.candidates) s += " " + md(c.bins[b].rot_ulp) + " |";
+    for (const CandidateResult& c : r.candidates) s += fmt::format(" {} |", md(c.bins[b].rot_ulp));
     s += "\n";
   }
   return s;

@@ -6,24 +6,29 @@ __cosf, which compile to the PTX instructions sin.approx.f32 / cos.approx.f32), 
 compiled with --use_fast_math.
 
 Checks:
-  1. In the PTX of the kernels (the ropecheck_cuda_ptx target: the library's device sources with the
-     library's nvcc options), every function that contains sin.approx / cos.approx is a kernel
+  1. In the PTX the library ships (every PTX module embedded in the .nv_fatbin section of the
+     library's object files, one per virtual architecture; the library is built with --no-compress so
+     that it is plain text), every function that contains sin.approx / cos.approx is a kernel
      instantiated for the fast-sincos recipe. Kernels are templates over a recipe tag type, so the
      mangled name carries it: ...cuda_detail6recipe11fast_sincosE...
   2. Not vacuous: every fast-sincos kernel does contain both instructions, and the other recipes'
      kernels are present (one per recipe tag at least).
   3. No sign of fast-math compilation anywhere in the PTX: no .ftz (flush to zero) modifier, no
      div.approx / div.full (-prec-div=false), no sqrt.approx (-prec-sqrt=false).
-  4. With --compile-commands: every nvcc command that compiles kernels/cuda/*.cu (the library's and
-     the PTX target's) is free of --use_fast_math, -ftz=true, -prec-div=false, -prec-sqrt=false.
+  4. With --compile-commands: every nvcc command that compiles kernels/cuda/*.cu (the library's) is free of --use_fast_math, -ftz=true, -prec-div=false, -prec-sqrt=false.
+Checks 1-3 hold for each PTX module that has functions; objects without device code (a host-only
+translation unit, a PTX module with no function) are listed and skipped, but at least one module must
+have functions.
 
-Usage: check_ptx_fast_math.py [--compile-commands compile_commands.json] FILE.ptx...
+Usage: check_ptx_fast_math.py [--compile-commands compile_commands.json] FILE...
+  FILE is a PTX file or an ELF object file whose .nv_fatbin section holds uncompressed PTX.
 Exit 0 when every check holds, 1 with one line per violation otherwise, 2 on unusable input.
 """
 import argparse
 import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -79,17 +84,64 @@ def functions(ptx_text):
     return result
 
 
-def check_ptx(path, problems):
+def elf_section(data, wanted):
+    """The bytes of section `wanted` of a little-endian ELF64 file, or None when it has none."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise ValueError("not a little-endian ELF64 file")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names_at = headers[shstrndx][4]
+    for name, _type, _flags, _addr, offset, size in headers:
+        end = data.index(b"\0", names_at + name)
+        if data[names_at + name:end].decode() == wanted:
+            return data[offset:offset + size]
+    return None
+
+
+PTX_START = re.compile(rb"\.version \d+\.\d+\s*\n\s*\.target ")  # a PTX module's first directives
+
+
+def embedded_ptx(path):
+    """[(label, PTX text)] for every PTX module in an object file's fatbin (each is NUL-terminated)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    fatbin = elf_section(data, ".nv_fatbin")
+    if fatbin is None:
+        return []
+    modules = []
+    for m in PTX_START.finditer(fatbin):
+        end = fatbin.find(b"\0", m.start())
+        text = fatbin[m.start():end if end >= 0 else len(fatbin)].decode("utf-8")
+        target = re.search(r"^\.target\s+(\w+)", text, re.M)
+        modules.append((f"{path} [PTX .target {target.group(1) if target else '?'}]", text))
+    if not modules:
+        print(f"check_ptx_fast_math: {path} has a fatbin but no plain-text PTX in it (compressed? the library "
+              "must be built with --no-compress)", file=sys.stderr)
+        sys.exit(2)
+    return modules
+
+
+def ptx_modules(path):
+    """[(label, PTX text)] of a PTX file or of the fatbin of an object file."""
     try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if head == b"\x7fELF":
+            return embedded_ptx(path)
         with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
+            return [(path, f.read())]
+    except (OSError, ValueError, UnicodeDecodeError, struct.error) as e:
         print(f"check_ptx_fast_math: cannot read {path}: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+def check_ptx(path, text, problems):
+    """Checks 1-3 on one PTX module; False when it has no function (nothing to check)."""
     funcs = functions(text)
     if not funcs:
-        print(f"check_ptx_fast_math: no PTX functions in {path}", file=sys.stderr)
-        sys.exit(2)
+        print(f"{path}: no device functions, skipped")
+        return False
     names = demangle([name for _, name, _ in funcs])
     tags_seen, fast_kernels = set(), 0
     for kind, name, body in funcs:
@@ -115,6 +167,7 @@ def check_ptx(path, problems):
     if fast_kernels == 0:
         problems.append(f"{path}: no fast-sincos kernel found (the check would be vacuous)")
     print(f"{path}: {len(funcs)} functions, {len(tags_seen)} recipe tags, {fast_kernels} fast-sincos kernels")
+    return True
 
 
 def check_compile_commands(path, problems):
@@ -170,7 +223,8 @@ def self_test():
         name = f.name
     problems = []
     try:
-        check_ptx(name, problems)
+        for label, text in ptx_modules(name):
+            check_ptx(label, text, problems)
     finally:
         os.unlink(name)
     expected = ["(recipe hf) uses sin.approx", "has no sin.approx", "(.ftz: fast-math compilation)",
@@ -186,13 +240,18 @@ def self_test():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compile-commands", help="compile_commands.json of the build")
-    ap.add_argument("ptx", nargs="+", help="PTX files of the kernels")
+    ap.add_argument("ptx", nargs="+", help="PTX files, or object files with PTX in their fatbin")
     args = ap.parse_args()
     if not self_test():
         return 1
     problems = []
+    checked = 0
     for p in args.ptx:
-        check_ptx(p, problems)
+        for label, text in ptx_modules(p):
+            checked += check_ptx(label, text, problems)
+    if checked == 0:
+        print("check_ptx_fast_math: no PTX module with device functions in the files given", file=sys.stderr)
+        return 2
     if args.compile_commands:
         check_compile_commands(args.compile_commands, problems)
     for p in problems:

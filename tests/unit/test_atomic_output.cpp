@@ -110,7 +110,7 @@ TEST(OutputFolderTest, TrailingSlashWritesTheFolderItself) {
 
 TEST(OutputFolderTest, DotAndRootAreRefused) {
   for (const char* p : {".", "..", "/", "a/.", "a/.."})
-    EXPECT_NE(message_of([&] { OutputFolder f(p, {.overwrite = true}); }).find("names no folder of its own"),
+    EXPECT_NE(message_of([&] { OutputFolder f(p, {.overwrite = true, .command = {}}); }).find("names no folder of its own"),
               std::string::npos)
         << p;
 }
@@ -144,7 +144,7 @@ TEST(OutputFolderTest, OverwriteExchangesInOneStep) {
   fs::create_directories(s.dir / "set");
   std::ofstream(s.dir / "set" / "old.txt") << "old";
   {
-    OutputFolder f(s.dir / "set", {.overwrite = true});
+    OutputFolder f(s.dir / "set", {.overwrite = true, .command = {}});
     f.write("new.txt", "new");
     f.commit();
   }
@@ -154,7 +154,7 @@ TEST(OutputFolderTest, OverwriteExchangesInOneStep) {
   // A file in the way is replaced too (as before).
   std::ofstream(s.dir / "afile") << "x";
   {
-    OutputFolder f(s.dir / "afile", {.overwrite = true});
+    OutputFolder f(s.dir / "afile", {.overwrite = true, .command = {}});
     f.write("n", "n");
     f.commit();
   }
@@ -165,7 +165,7 @@ TEST(OutputFolderTest, MissingParentRefusedOrCreated) {
   Scratch s;
   EXPECT_NE(message_of([&] { OutputFolder f(s.dir / "no" / "set", {}); }).find("parent folder"), std::string::npos);
   {
-    OutputFolder f(s.dir / "a" / "b" / "set", {.create_parents = true});
+    OutputFolder f(s.dir / "a" / "b" / "set", {.create_parents = true, .command = {}});
     f.commit();
   }
   EXPECT_TRUE(fs::is_directory(s.dir / "a" / "b" / "set"));

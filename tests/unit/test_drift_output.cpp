@@ -131,7 +131,9 @@ TEST(DriftCompare, SaturatedBoundsAreNotTested) {
   EXPECT_LT(*r.first_saturated, 1300000);
   EXPECT_NE(r.reason.find("use a stricter class (f32-reduced, fp64-angle) here"), std::string::npos) << r.reason;
   for (std::size_t b = 0; b < r.bins.size(); ++b)
-    if (r.plan.bins[b].hi <= *r.first_saturated) EXPECT_EQ(r.bins[b].saturated, 0) << r.plan.bins[b].lo;
+    if (r.plan.bins[b].hi <= *r.first_saturated) {
+      EXPECT_EQ(r.bins[b].saturated, 0) << r.plan.bins[b].lo;
+    }
   // f32-reduced still discriminates there: hf (an f32 angle) and accurate cannot both be f32-reduced.
   o.compare_class = ropecheck::accuracy::AccuracyClass::f32_reduced;
   const rd::CompareResult strict = rd::run_compare(spec, "hf", "accurate", o);
@@ -154,7 +156,9 @@ TEST(DriftCompare, SweepBreakdownSaysWhereTheBoundSaturates) {
       EXPECT_GT(*b.saturated_from, 1000000);
       EXPECT_LT(*b.saturated_from, 1300000);
     }
-    if (b.cls == ropecheck::accuracy::AccuracyClass::f32_reduced) EXPECT_FALSE(b.saturated_from);
+    if (b.cls == ropecheck::accuracy::AccuracyClass::f32_reduced) {
+      EXPECT_FALSE(b.saturated_from);
+    }
   }
   EXPECT_NE(rd::summary_markdown(r, "cmd").find("(saturated from "), std::string::npos);
 }

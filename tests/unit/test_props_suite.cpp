@@ -167,7 +167,9 @@ TEST(PropsSuite, RunSuiteOnPresetPassesAndReports) {
   // This target takes no negative positions, so inverse is the one property not tested.
   EXPECT_EQ(rep.verdict(), Verdict::not_tested) << rep.summary();
   for (const auto& out : rep.outcomes)
-    if (out.applicable) EXPECT_EQ(out.verdict, out.property == "inverse" ? Verdict::not_tested : Verdict::pass) << out.property;
+    if (out.applicable) {
+      EXPECT_EQ(out.verdict, out.property == "inverse" ? Verdict::not_tested : Verdict::pass) << out.property;
+    }
   EXPECT_EQ(rep.outcomes.size(), list_properties().size());
   const nlohmann::json j = rep.to_json();
   EXPECT_EQ(j.at("target"), "test-fp32");
@@ -180,15 +182,15 @@ TEST(PropsSuite, RunSuiteOnPresetPassesAndReports) {
   EXPECT_TRUE(tested.to_json().at("passed").get<bool>());
   EXPECT_NE(rep.summary().find("relative_shift"), std::string::npos);
   // A RoPE spec: the sinusoidal properties are skipped, not failed.
-  for (const auto& o : rep.outcomes) {
-    if (o.property == "sinusoidal_dot") {
-      EXPECT_EQ(o.skipped, o.cases);
+  for (const auto& outcome : rep.outcomes) {
+    if (outcome.property == "sinusoidal_dot") {
+      EXPECT_EQ(outcome.skipped, outcome.cases);
     }
   }
   // The cosine-sum report names the first negative m.
   bool reported = false;
-  for (const auto& o : rep.outcomes)
-    for (const auto& n : o.notes) reported |= n.find("first turns negative") != std::string::npos || n.find("stays >= 0") != std::string::npos;
+  for (const auto& outcome : rep.outcomes)
+    for (const auto& n : outcome.notes) reported |= n.find("first turns negative") != std::string::npos || n.find("stays >= 0") != std::string::npos;
   EXPECT_TRUE(reported);
 }
 

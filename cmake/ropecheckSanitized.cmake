@@ -1,0 +1,137 @@
+# AddressSanitizer + UndefinedBehaviorSanitizer copies of the project's libraries, for unit tests that
+# run under the sanitizers in CI (tests/CMakeLists.txt, label `unit`, tests named `asan.*`).
+#
+# ropecheck_asan_copy(TARGET) defines TARGET_asan from TARGET's own properties (sources, include
+# directories, definitions, options, per-source options such as the AVX-512 file's, links), with the
+# project's libraries it links replaced by their _asan copies, so that nothing of ours is linked twice
+# and every translation unit of ours in a sanitized test is instrumented. Reading the targets keeps the
+# copies true when a library gains or splits a file. External libraries (MPFR, libzip, OpenSSL, fmt,
+# GoogleTest) stay uninstrumented; ASan still checks every access our code makes.
+
+add_library(ropecheck_asan_flags INTERFACE)
+# -O1: the sanitizers' usual level (quick to compile, reports keep their frames); no recovery, so any
+# undefined behaviour fails the test.
+target_compile_options(ropecheck_asan_flags INTERFACE
+  -O1 -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all)
+target_link_options(ropecheck_asan_flags INTERFACE -fsanitize=address,undefined)
+
+# The name of TARGET's sanitized copy (creating it), or "" for an external library.
+function(ropecheck_asan_name out item)
+  set(${out} "" PARENT_SCOPE)
+  if(NOT TARGET ${item})
+    return()
+  endif()
+  get_target_property(real ${item} ALIASED_TARGET)
+  if(NOT real)
+    set(real ${item})
+  endif()
+  get_target_property(imported ${real} IMPORTED)
+  if(imported OR NOT real MATCHES "^ropecheck_")
+    return()
+  endif()
+  ropecheck_asan_copy(${real})
+  set(${out} ${real}_asan PARENT_SCOPE)
+endfunction()
+
+# The link items of a copy: ours replaced by their copies, $<LINK_ONLY:x> unwrapped the same way.
+function(ropecheck_asan_links out)
+  set(result)
+  foreach(item IN LISTS ARGN)
+    set(wrapped OFF)
+    if(item MATCHES "^\\$<LINK_ONLY:(.+)>$")
+      set(item ${CMAKE_MATCH_1})
+      set(wrapped ON)
+    endif()
+    ropecheck_asan_name(copy ${item})
+    if(copy)
+      set(item ${copy})
+    endif()
+    if(wrapped)
+      set(item "$<LINK_ONLY:${item}>")
+    endif()
+    list(APPEND result ${item})
+  endforeach()
+  set(${out} ${result} PARENT_SCOPE)
+endfunction()
+
+function(ropecheck_asan_copy target)
+  if(TARGET ${target}_asan)
+    return()
+  endif()
+  get_target_property(type ${target} TYPE)
+  set(copy ${target}_asan)
+  get_target_property(iface_links ${target} INTERFACE_LINK_LIBRARIES)
+  if(NOT iface_links)
+    set(iface_links)
+  endif()
+  if(type STREQUAL "INTERFACE_LIBRARY")
+    add_library(${copy} INTERFACE)
+    target_include_directories(${copy} INTERFACE $<TARGET_PROPERTY:${target},INTERFACE_INCLUDE_DIRECTORIES>)
+    target_compile_definitions(${copy} INTERFACE $<TARGET_PROPERTY:${target},INTERFACE_COMPILE_DEFINITIONS>)
+    target_compile_options(${copy} INTERFACE $<TARGET_PROPERTY:${target},INTERFACE_COMPILE_OPTIONS>)
+    ropecheck_asan_links(links ${iface_links})
+    target_link_libraries(${copy} INTERFACE ${links})
+    return()
+  endif()
+  get_target_property(sources ${target} SOURCES)
+  get_target_property(dir ${target} SOURCE_DIR)
+  set(cpp)
+  set(generated OFF)
+  foreach(src IN LISTS sources)
+    if(NOT src MATCHES "\\.(cpp|cc|cxx)$")
+      continue()
+    endif()
+    if(NOT IS_ABSOLUTE ${src})
+      set(src ${dir}/${src})
+    elseif(NOT src MATCHES "^${PROJECT_SOURCE_DIR}/")
+      set(generated ON)
+    endif()
+    get_source_file_property(options ${src} TARGET_DIRECTORY ${target} COMPILE_OPTIONS)
+    if(options)
+      # A file with its own options is an ISA file (AVX-512): instrumented at -O1, GCC 12 warns falsely
+      # inside the intrinsics ("used uninitialized" in _mm512_undefined_*). Its warnings stay warnings
+      # here; the release build keeps it free of them (ROPECHECK_WERROR).
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${options};-Wno-error")
+    endif()
+    list(APPEND cpp ${src})
+  endforeach()
+  add_library(${copy} STATIC ${cpp})
+  if(generated)
+    add_dependencies(${copy} ${target})  # generated sources (embedded presets) come from the original's rules
+  endif()
+  target_include_directories(${copy}
+    PRIVATE $<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>
+    INTERFACE $<TARGET_PROPERTY:${target},INTERFACE_INCLUDE_DIRECTORIES>)
+  target_compile_definitions(${copy}
+    PRIVATE $<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>
+    INTERFACE $<TARGET_PROPERTY:${target},INTERFACE_COMPILE_DEFINITIONS>)
+  target_compile_options(${copy} PRIVATE $<TARGET_PROPERTY:${target},COMPILE_OPTIONS>)
+  target_compile_features(${copy} PUBLIC cxx_std_20)
+  get_target_property(links ${target} LINK_LIBRARIES)
+  if(NOT links)
+    set(links)
+  endif()
+  ropecheck_asan_links(links ${links})
+  # Everything linked publicly: a static library's private links reach the final link anyway.
+  target_link_libraries(${copy} PUBLIC ropecheck_asan_flags ${links})
+endfunction()
+
+# ropecheck_asan_gtest(NAME LABEL LIBS... SOURCES src...): a GoogleTest executable of the given test
+# sources linked with the sanitized copies of LIBS, registered as the ctest test NAME.
+function(ropecheck_asan_gtest name label)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "LIBS;SOURCES")
+  set(libs)
+  foreach(lib IN LISTS arg_LIBS)
+    ropecheck_asan_name(copy ${lib})
+    list(APPEND libs ${copy})
+  endforeach()
+  add_executable(${name} ${arg_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/support/sanitizer_defaults.cpp)
+  target_link_libraries(${name} PRIVATE ${libs} ropecheck_asan_flags ropecheck_test_main GTest::gtest)
+  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support)
+  # One ctest test running every case in one process: an instrumented process takes about a second to
+  # start and exit (leak check), which per case (gtest_discover_tests) doubled the CPU time. A failure
+  # names its case; `test_asan_unit --gtest_filter=CASE` reruns it. The sanitizers' options and the one
+  # leak suppression are built in (support/sanitizer_defaults.cpp).
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS ${label} TIMEOUT 300)
+endfunction()
