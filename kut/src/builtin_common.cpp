@@ -17,6 +17,11 @@ ThreeStreams three_streams(std::span<const Position> positions, bool multimodal)
   return s;
 }
 
+RopeSetup rope_setup(const RopeProblem& problem, kernels::Recipe recipe) {
+  const RopeSpec& r = problem.spec->rope;
+  return {kernels::make_rope_plan(r, recipe, problem.seq_len), three_streams(problem.positions, r.mrope != MropeMode::none)};
+}
+
 std::string check_rope_apply(const RopeApplyCall& c) {
   const EncodingSpec* spec = c.problem.spec;
   if (!spec || spec->family != Family::rope) return "not a RoPE spec";

@@ -26,6 +26,14 @@ struct ThreeStreams {
 };
 ThreeStreams three_streams(std::span<const Position> positions, bool multimodal);
 
+// What every RoPE call of a built-in source starts from: the recipe's plan for the call's spec and
+// sequence length, and the positions as the kernels take them. Throws SpecError (run_guarded).
+struct RopeSetup {
+  kernels::RopePlan plan;
+  ThreeStreams pos;
+};
+RopeSetup rope_setup(const RopeProblem& problem, kernels::Recipe recipe);
+
 inline CallResult unsupported(std::string why) { return {CallResult::Status::unsupported, std::move(why)}; }
 
 // Runs f, answering unsupported with the message of a SpecError (a spec the kernels cannot run) or an

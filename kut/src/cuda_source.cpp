@@ -63,10 +63,8 @@ class CudaKernel final : public KernelUnderTest {
   CallResult rope_apply(const RopeApplyCall& c) override {
     if (std::string why = detail::check_rope_apply(c); !why.empty()) return detail::unsupported(why);
     return detail::run_guarded([&] {
-      const RopeSpec& r = c.problem.spec->rope;
-      const k::RopePlan plan = k::make_rope_plan(r, rows_.recipe, c.problem.seq_len);
-      const detail::ThreeStreams pos = detail::three_streams(c.problem.positions, r.mrope != MropeMode::none);
-      const std::int64_t T = pos.tokens, H = c.heads, D = r.head_dim;
+      const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
+      const std::int64_t T = pos.tokens, H = c.heads, D = plan.head_dim;
       if (emulate_) {
         emu::emulate_rope_apply(plan, pos.view(),
                                 k::TensorView::contiguous(const_cast<std::byte*>(c.x.bytes.data()), c.x.dtype, T, H, D),
@@ -86,9 +84,7 @@ class CudaKernel final : public KernelUnderTest {
   CallResult rope_cos_sin(const RopeTableCall& c) override {
     if (std::string why = detail::check_rope_table(c); !why.empty()) return detail::unsupported(why);
     return detail::run_guarded([&] {
-      const RopeSpec& r = c.problem.spec->rope;
-      const k::RopePlan plan = k::make_rope_plan(r, rows_.recipe, c.problem.seq_len);
-      const detail::ThreeStreams pos = detail::three_streams(c.problem.positions, r.mrope != MropeMode::none);
+      const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
       if (emulate_) {
         emu::emulate_rope_cos_sin_table(plan, pos.view(), c.cos.bytes.data(), c.sin.bytes.data(), c.cos.dtype);
         return;
