@@ -85,8 +85,7 @@ std::vector<std::string> write_drift(const DriftResult& r, const OutputDir& dir,
   files.push_back("drift.gp");
   if (!gnuplot.empty()) {
     run_gnuplot(gnuplot, dir.tmp(), "drift.gp");
-    for (const char* png : {"drift-angle.png", "drift-cos-sin.png", "drift-rotated.png", "drift-shift.png"})
-      files.push_back(png);
+    for (const std::string& png : drift_plot_files(r)) files.push_back(png);
   }
   return files;
 }

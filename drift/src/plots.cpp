@@ -65,43 +65,80 @@ std::string field(const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+// The four drift plots. plot_data.csv columns (1-based): 1 candidate, 2 position, 3 angle, 4 cos_sin, 5 rot_ulp,
+// 6 rot_rel, 7 shift; one data block per candidate, in r.candidates order.
+struct DriftPlot {
+  const char* file;
+  std::string title;
+  const char* ylabel;
+  int column;
+  bool rows_only;  // recipes only (angles and f32 rows)
+  double (*value)(const Metrics&);
+};
+
+std::vector<DriftPlot> drift_plots(const DriftResult& r) {
+  return {
+      {"drift-angle.png", "angle error", "|angle - exact| (rad), max over pairs", 3, true,
+       [](const Metrics& m) { return m.angle.max; }},
+      {"drift-cos-sin.png", "cos / sin error (f32 values)", "|cos - exact|, |sin - exact|, max over pairs", 4, true,
+       [](const Metrics& m) { return m.trig.max; }},
+      {"drift-rotated.png", "rotated-vector error", "|rotated - exact| / M, M = att (|x_a| + |x_b|), max", 6, false,
+       [](const Metrics& m) { return m.rot_rel.max; }},
+      {"drift-shift.png", fmt::format("relative-shift violation, s = {}", r.options.shifts.back()),
+       "|logit(m,n) - logit(m+s,n+s)| / (att^2 |q| |k|), max over heads", 7, false,
+       [](const Metrics& m) { return m.shift.empty() ? 0.0 : m.shift.back().max; }},
+  };
+}
+
+bool plots_candidate(const DriftPlot& p, const CandidateResult& c) { return !p.rows_only || c.has_rows; }
+
+// gnuplot refuses a plot whose every point is undefined, and log axes leave out 0 and position 0: a plot is
+// drawn only when some candidate it shows has a positive value at a position > 0.
+bool drawable(const DriftPlot& p, const DriftResult& r) {
+  for (const CandidateResult& c : r.candidates) {
+    if (!plots_candidate(p, c)) continue;
+    for (std::size_t i = 0; i < c.positions.size() && i < r.plan.positions.size(); ++i)
+      if (r.plan.positions[i] > 0 && p.value(c.positions[i]) > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> drift_plot_files(const DriftResult& r) {
+  std::vector<std::string> files;
+  for (const DriftPlot& p : drift_plots(r))
+    if (drawable(p, r)) files.emplace_back(p.file);
+  return files;
+}
+
 std::string drift_gnuplot_script(const DriftResult& r) {
-  // plot_data.csv columns (1-based): 1 candidate, 2 position, 3 angle, 4 cos_sin, 5 rot_ulp, 6 rot_rel, 7 shift;
-  // one data block per candidate, in r.candidates order.
-  struct Plot {
-    const char* file;
-    const char* title;
-    const char* ylabel;
-    int column;
-    bool rows_only;  // recipes only (angles and f32 rows)
-  };
   const std::string dt(to_string(r.options.storage));
-  const std::string shift_title = fmt::format("relative-shift violation, s = {}", r.options.shifts.back());
-  const Plot plots[] = {
-      {"drift-angle.png", "angle error", "|angle - exact| (rad), max over pairs", 3, true},
-      {"drift-cos-sin.png", "cos / sin error (f32 values)", "|cos - exact|, |sin - exact|, max over pairs", 4, true},
-      {"drift-rotated.png", "rotated-vector error", "|rotated - exact| / M, M = att (|x_a| + |x_b|), max", 6, false},
-      {"drift-shift.png", shift_title.c_str(), "|logit(m,n) - logit(m+s,n+s)| / (att^2 |q| |k|), max over heads", 7,
-       false},
-  };
   const std::string name = r.spec.name.empty() ? "spec" : r.spec.name;
   std::string s = preamble("plot_data.csv", r.plan.options.max_pos);
   s += fmt::format("# Each curve: at every sampled position p, the largest error over the sampled positions in\n"
                    "# [p / 2^(1/{}), p] (an upper envelope; positions.csv has the raw per-position values).\n",
                    kEnvelopePerOctave);
-  for (const Plot& p : plots) {
+  for (const DriftPlot& p : drift_plots(r)) {
+    if (!drawable(p, r)) {
+      s += fmt::format("\n# {} is not drawn: no candidate has a {} above 0 at a position above 0{}\n", p.file, p.title,
+                       p.rows_only ? " (plugins and CUDA kernels report rotated values only; exact results are 0)"
+                                   : " (exact results are 0, which log axes cannot show)");
+      continue;
+    }
     s += fmt::format("\nset output \"{}\"\nset title {}\nset ylabel {}\nplot \\\n", p.file,
                      quoted(fmt::format("{}, {} storage: {} (upper envelope)", name, dt, p.title)),
                      quoted(p.ylabel));
     bool any = false;
     for (std::size_t i = 0; i < r.candidates.size(); ++i) {
       const CandidateResult& c = r.candidates[i];
-      if (p.rows_only && !c.has_rows) continue;
+      if (!plots_candidate(p, c)) continue;
       s += fmt::format("{}  \"plot_data.csv\" index {} using (pos($2)):(pos(${})) with lines lc rgb \"{}\" dt {} title {}",
                        any ? ", \\\n" : "", i, p.column, kColours[i % 12], c.known_bad ? 2 : 1, quoted(c.name));
       any = true;
     }
-    if (!any) s += "  NaN notitle";
     s += "\n";
   }
   return s;

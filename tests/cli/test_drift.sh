@@ -94,6 +94,12 @@ grep -q "first differ at position 257" "$tmp/stdout" || { cat "$tmp/stdout"; fai
 "$rc_bin" drift --preset llama-3.1-8b --compare "hf,plugin:$hf_plugin" --dtype f32 --max-pos 2048 --out "$tmp/cmp2" \
   >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr"; fail "--compare with a plugin exited nonzero"; }
 grep -q "^PASS: A and B agree" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare hf,plugin: no PASS line"; }
+# A sweep of plugins only: no angle / cos-sin data; those plots are left out (gnuplot used to fail the run).
+"$rc_bin" drift --preset llama-3.1-8b --recipes "plugin:$hf_plugin" --max-pos 2048 --out "$tmp/plugin_only" --quiet \
+  >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr"; fail "drift with only a plugin exited nonzero"; }
+for f in drift-rotated.png drift-shift.png; do [ -s "$tmp/plugin_only/$f" ] || fail "plugin-only drift: missing $f"; done
+[ ! -e "$tmp/plugin_only/drift-angle.png" ] || fail "plugin-only drift: drift-angle.png drawn without angle data"
+grep -q "drift-angle.png is not drawn" "$tmp/plugin_only/drift.gp" || fail "plugin-only drift: drift.gp does not say why"
 # Past ~1.16e6 the fp32-angle bound of the highest frequencies is saturated: not tested (exit 3), per bin.
 "$rc_bin" drift --preset llama-3.1-8b --compare hf,meta --dtype f32 --max-pos 2000000 --no-uniqueness --no-plots \
   --out "$tmp/cmp3" >"$tmp/stdout" 2>"$tmp/stderr"

@@ -307,6 +307,34 @@ TEST(DriftOutput, FilesColumnsAndKeys) {
   EXPECT_NE(gp.find("plot_data.csv"), std::string::npos);
 }
 
+// A plot with nothing to show on log axes (all values 0 or absent) made gnuplot fail the whole run ("all
+// points y value undefined"), e.g. angles when every candidate is a plugin: such plots are left out.
+TEST(DriftOutput, PlotsWithNothingToDrawAreLeftOut) {
+  const std::vector<std::string> names = {"hf"};
+  rd::DriftResult r = rd::run_drift(load_preset("llama-3.1-8b"), names, small_options(256));
+  const std::vector<std::string> all = {"drift-angle.png", "drift-cos-sin.png", "drift-rotated.png", "drift-shift.png"};
+  EXPECT_EQ(rd::drift_plot_files(r), all);
+  r.candidates[0].has_rows = false;  // what a plugin or CUDA candidate gives: rotated values only
+  EXPECT_EQ(rd::drift_plot_files(r), std::vector<std::string>({"drift-rotated.png", "drift-shift.png"}));
+  std::string gp = rd::drift_gnuplot_script(r);
+  EXPECT_NE(gp.find("# drift-angle.png is not drawn"), std::string::npos) << gp;
+  EXPECT_EQ(gp.find("set output \"drift-angle.png\""), std::string::npos) << gp;
+  EXPECT_EQ(gp.find("NaN notitle"), std::string::npos) << gp;
+  for (rd::Metrics& m : r.candidates[0].positions) m.rot_rel = {};  // an exact candidate: every error 0
+  EXPECT_EQ(rd::drift_plot_files(r), std::vector<std::string>({"drift-shift.png"}));
+  gp = rd::drift_gnuplot_script(r);
+  EXPECT_NE(gp.find("# drift-rotated.png is not drawn"), std::string::npos) << gp;
+
+  const std::string g = rd::find_gnuplot();
+  if (g.empty()) GTEST_SKIP() << "gnuplot is not installed (scripts/install-deps installs gnuplot-nox); the script was checked";
+  Scratch s;
+  std::ofstream(s.dir / "plot_data.csv") << rd::drift_plot_data_csv(r);
+  std::ofstream(s.dir / "drift.gp") << gp;
+  rd::run_gnuplot(g, s.dir, "drift.gp");
+  EXPECT_TRUE(fs::exists(s.dir / "drift-shift.png"));
+  EXPECT_FALSE(fs::exists(s.dir / "drift-angle.png"));
+}
+
 TEST(DriftOutput, CompareFiles) {
   const rd::CompareResult r = rd::run_compare(load_preset("llama-3.1-8b"), "hf", "ggml", small_options(512));
   EXPECT_EQ(first_line(rd::compare_bins_csv(r)),

@@ -72,6 +72,9 @@ std::string drift_plot_data_csv(const DriftResult& r);
 std::string compare_plot_data_csv(const CompareResult& r);
 // The gnuplot scripts (they read the plot data from their own folder).
 std::string drift_gnuplot_script(const DriftResult& r);
+// The PNGs drift.gp draws: a plot with nothing to show on log axes (no candidate with a positive value at
+// a position > 0, e.g. angles when every candidate is a plugin) is left out, with a comment in the script.
+std::vector<std::string> drift_plot_files(const DriftResult& r);
 std::string compare_gnuplot_script(const CompareResult& r);
 
 // Runs `gnuplot SCRIPT` inside dir; SpecError with gnuplot's first error line when it fails.
