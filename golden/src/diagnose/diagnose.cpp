@@ -93,6 +93,8 @@ bool ranks_before(const HypothesisResult& a, const HypothesisResult& b) {
   const double pa = a.passing_evaluated ? static_cast<double>(a.passing_explained) / static_cast<double>(a.passing_evaluated) : 1;
   const double pb = b.passing_evaluated ? static_cast<double>(b.passing_explained) / static_cast<double>(b.passing_evaluated) : 1;
   if (pa != pb) return pa > pb;
+  // Both explain everything: the stricter class is the more specific explanation.
+  if (a.matches && b.matches && a.judged_class != b.judged_class) return class_rank(a.judged_class) < class_rank(b.judged_class);
   return a.max_ratio < b.max_ratio;
 }
 
@@ -156,6 +158,7 @@ Diagnosis diagnose(const GoldenSet& g, const std::vector<Tensor>& candidate, con
       return of(a) < of(b);
     });
     if (partial.size() > 6) partial.resize(6);
+    std::sort(partial.begin(), partial.end());  // catalogue order: a pair is named the same whatever the ranking
     for (std::size_t a = 0; a < partial.size(); ++a)
       for (std::size_t b = a + 1; b < partial.size(); ++b) {
         const std::optional<Mistake> m = Mistake::compose(partial[a]->mistake, partial[b]->mistake);
