@@ -178,8 +178,12 @@ Diagnosis diagnose(const GoldenSet& g, const std::vector<Tensor>& candidate, con
     d.conclusion = fmt::format("matches the truth computed with {}: max error {} of the {} bound over 100% of the failing elements ({})",
                                r.title, g4(r.max_ratio), accuracy::to_string(r.judged_class), over);
     std::vector<std::string> also;
-    for (std::size_t k = 1; k < d.ranked.size(); ++k)
-      if (d.ranked[k].matches) also.push_back(d.ranked[k].id);
+    for (std::size_t k = 1; k < d.ranked.size(); ++k) {
+      const HypothesisResult& o2 = d.ranked[k];
+      // A looser class than the match's holds whenever the match does: not another explanation.
+      const bool implied = o2.id.rfind("class-", 0) == 0 && class_rank(o2.judged_class) > class_rank(r.judged_class);
+      if (o2.matches && !implied) also.push_back(o2.id);
+    }
     if (!also.empty()) d.conclusion += "; also consistent with: " + check_detail::join(also);
   } else if (!d.pairs.empty()) {
     const HypothesisResult& r = d.pairs.front();
