@@ -266,20 +266,9 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
   const std::int64_t chunk_tokens = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / per_token);
   const std::int64_t chunks = (T + chunk_tokens - 1) / chunk_tokens;
   std::vector<Acc> accs(static_cast<std::size_t>(chunks));
-  int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<int>(std::min<std::int64_t>(threads, chunks));
-  std::atomic<std::int64_t> next{0};
-  auto worker = [&] {
-    for (std::int64_t k; (k = next.fetch_add(1)) < chunks;)
-      run_chunk(accs[static_cast<std::size_t>(k)], k * chunk_tokens, std::min(T, (k + 1) * chunk_tokens));
-  };
-  if (threads <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
-    for (std::thread& th : pool) th.join();
-  }
+  for_each_chunk(chunks, opt.threads, [&](std::int64_t k) {
+    run_chunk(accs[static_cast<std::size_t>(k)], k * chunk_tokens, std::min(T, (k + 1) * chunk_tokens));
+  });
 
   Acc tot;
   std::vector<Ranked> worst;

@@ -9,8 +9,6 @@
 // class and diagnosed; the mistake must be rank 1 and match. The kernel does not share code with the
 // diagnosis: it works in float from the spec, the diagnosis in MPFR from the catalogue. The known-bad
 // recipes of ropecheck's own CPU kernel (kut) are diagnosed too.
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "float_recipes.hpp"
+#include "temp_root.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/diagnose.hpp"
 #include "ropecheck/golden/golden_set.hpp"
@@ -36,20 +35,9 @@ namespace {
 namespace fs = std::filesystem;
 using accuracy::AccuracyClass;
 
-struct TempRoot {
-  fs::path path;
-  TempRoot() : path(fs::temp_directory_path() / ("ropecheck_diagnose_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempRoot() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 const fs::path& temp_root() {
-  static const TempRoot root;
-  return root.path;
+  static const testing_support::TempRoot root("ropecheck_diagnose_");
+  return root.path();
 }
 
 // Positions on both sides of bf16's 256 and f16's 2048 and 65504, up to 131071; mrope sets add image

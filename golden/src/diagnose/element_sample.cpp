@@ -2,9 +2,7 @@
 // judging class; of those, and of the passing ones, it keeps the ones with the smallest keys of a
 // seeded hash of their index (a fixed-seed sample that does not depend on the thread count).
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <thread>
 
 #include "../check_geometry.hpp"
 #include "../check_internal.hpp"
@@ -73,37 +71,25 @@ ElementSample sample_elements(const GoldenSet& g, const std::string& golden_name
     std::int64_t failing_total = 0;
   };
   std::vector<Part> parts(static_cast<std::size_t>(chunks));
-  std::atomic<std::int64_t> next{0};
-  auto worker = [&] {
-    for (std::int64_t k; (k = next.fetch_add(1)) < chunks;) {
-      Part& part = parts[static_cast<std::size_t>(k)];
-      for (std::int64_t i = k * kChunk, end = std::min(n, (k + 1) * kChunk); i < end; ++i) {
-        const double cv = cand_r(i), y = truth_r(i);
-        const Geometry::Element e = geo.element(i);
-        bool fails;
-        if (std::isfinite(cv) && std::isfinite(y))
-          fails = std::fabs(cv - y) > bounds[static_cast<std::size_t>(e.quantity)].allowed(e.angle, e.magnitude);
-        else
-          fails = !((std::isnan(cv) && std::isnan(y)) || (std::isinf(cv) && cv == y));
-        const Keyed key{mix(static_cast<std::uint64_t>(i) ^ mix(o.seed)), i};
-        if (fails) {
-          ++part.failing_total;
-          keep(part.failing, kf, key);
-        } else {
-          keep(part.passing, kp, key);
-        }
+  check_detail::for_each_chunk(chunks, o.threads, [&](std::int64_t k) {
+    Part& part = parts[static_cast<std::size_t>(k)];
+    for (std::int64_t i = k * kChunk, end = std::min(n, (k + 1) * kChunk); i < end; ++i) {
+      const double cv = cand_r(i), y = truth_r(i);
+      const Geometry::Element e = geo.element(i);
+      bool fails;
+      if (std::isfinite(cv) && std::isfinite(y))
+        fails = std::fabs(cv - y) > bounds[static_cast<std::size_t>(e.quantity)].allowed(e.angle, e.magnitude);
+      else
+        fails = !((std::isnan(cv) && std::isnan(y)) || (std::isinf(cv) && cv == y));
+      const Keyed key{mix(static_cast<std::uint64_t>(i) ^ mix(o.seed)), i};
+      if (fails) {
+        ++part.failing_total;
+        keep(part.failing, kf, key);
+      } else {
+        keep(part.passing, kp, key);
       }
     }
-  };
-  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<int>(std::min<std::int64_t>(threads, chunks));
-  if (threads <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
-    for (std::thread& t : pool) t.join();
-  }
+  });
   ElementSample s;
   std::vector<Keyed> failing, passing;
   for (Part& p : parts) {
