@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `ropecheck check`'s differential diagnosis as a user meets it (golden/DIAGNOSIS.md): a failing kernel is
 # named in the text and JSON reports, a passing one gets no diagnosis (a "nothing to diagnose" line with
-# --diagnose), --no-diagnose skips it, shape slips are exit 2 with the remedy, --layout bhsd fixes one.
+# --diagnose), --no-diagnose skips it, shape slips are exit 2 with the remedy, --layout bhsd fixes one; a
+# failing `props` counterexample is replayed as a check of the same kernel and diagnosed the same way.
 #
 #   bash tests/cli/test_diagnose.sh ROPECHECK BROKEN_PLUGIN.so PYTHON
 #
@@ -97,6 +98,22 @@ e=""
 [ "$RC" = 2 ] || e+="exit $RC (want 2); "
 grep -q 'cos with equal halves: a cat(freqs, freqs) table; ropecheck expects \[tokens, pairs\]: pass cos\[..., :64\]$' "$ERR" || e+="no remedy; "
 check "cos as cat(freqs, freqs): exit 2 naming the table convention" "$e"
+
+# props: the failing counterexample replayed as a check of the same kernel and diagnosed.
+run props --target kernel:bf16-positions --preset llama-3.1-8b --cases 20 --only cosine_sum --report p1.json
+e=""
+[ "$RC" = 1 ] || e+="exit $RC (want 1); "
+grep -q '^  counterexample replayed as a check of its spec at positions log:[0-9]*:2 (same kernel, class fp32-angle): fail$' "$OUT" || e+="no replay line; "
+grep -q '^  diagnosis: matches the truth computed with positions rounded to bf16: ' "$OUT" || e+="no diagnosis line; "
+[ "$(json p1.json 'd["properties"][0]["diagnosis"]["match"]' p1.json)" = "bf16-positions" ] || e+="JSON diagnosis.match; "
+check "props: a failing kernel's counterexample is diagnosed (text and JSON)" "$e"
+
+run props --target kernel:bf16-positions --preset llama-3.1-8b --cases 20 --only cosine_sum --no-diagnose --report p2.json
+e=""
+[ "$RC" = 1 ] || e+="exit $RC (want 1); "
+grep -q 'diagnosis' "$OUT" && e+="diagnosis printed; "
+[ "$(json p2.json '"diagnosis" in d["properties"][0]' p2.json)" = "False" ] || e+="JSON has diagnosis; "
+check "props --no-diagnose: no diagnosis, same exit" "$e"
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]

@@ -198,9 +198,11 @@ TEST(Diagnose, CorrectKernelsGetNoDiagnosis) {
   }
 }
 
-// The class hypotheses: a correct fp32 kernel under a stricter class, tables cast to f16 / bf16.
+// The class hypotheses on four presets: a correct fp32 kernel under a stricter class, tables cast to f16 / bf16.
 TEST(Diagnose, ClassExplanations) {
-  const GoldenSet& g = golden_of("llama-3.1-8b");
+  for (const std::string preset : {"llama-3.1-8b", "gpt-j-6b", "gpt-oss-20b", "qwen2-vl-7b"}) {
+  SCOPED_TRACE(preset);
+  const GoldenSet& g = golden_of(preset);
   {
     const std::vector<Tensor> cand = slipped_kernel(g, {});
     CheckOptions o;
@@ -219,6 +221,7 @@ TEST(Diagnose, ClassExplanations) {
     const Diagnosis d = diagnose(g, cand, rep, small_sample());
     ASSERT_NE(d.best_match(), nullptr) << d.summary();
     EXPECT_EQ(d.best_match()->id, id) << d.summary();
+  }
   }
 }
 
