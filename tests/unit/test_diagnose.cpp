@@ -9,6 +9,7 @@
 // class and diagnosed; the mistake must be rank 1 and match. The kernel does not share code with the
 // diagnosis: it works in float from the spec, the diagnosis in MPFR from the catalogue. The known-bad
 // recipes of ropecheck's own CPU kernel (kut) are diagnosed too.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -166,6 +167,10 @@ TEST(Diagnose, EveryMistakeIsRankOneOnEveryPresetItAppliesTo) {
       EXPECT_TRUE(d.ranked.front().matches) << d.summary();
       EXPECT_LE(d.ranked.front().max_ratio, 1.0);
       EXPECT_EQ(d.conclusion.rfind("matches the truth computed with " + h.title, 0), 0u) << d.conclusion;
+      if (h.id.rfind("attention-factor", 0) == 0) {  // the factor is named: "... folded in (the attention factor is 1.347)"
+        EXPECT_NE(d.conclusion.find("(the attention factor is " + fmt::format("{:.4g}", g.attention_factor()) + ")"),
+                  std::string::npos) << d.conclusion;
+      }
       ASSERT_NE(d.best_match(), nullptr);
       EXPECT_EQ(d.best_match()->id, h.id);
       ++presets_per_mistake[h.id];

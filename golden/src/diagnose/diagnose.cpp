@@ -175,8 +175,9 @@ Diagnosis diagnose(const GoldenSet& g, const std::vector<Tensor>& candidate, con
                                        d.failing_elements, d.passing_evaluated);
   if (single) {
     const HypothesisResult& r = d.ranked.front();
-    d.conclusion = fmt::format("matches the truth computed with {}: max error {} of the {} bound over 100% of the failing elements ({})",
-                               r.title, g4(r.max_ratio), accuracy::to_string(r.judged_class), over);
+    const std::string factor = r.id.rfind("attention-factor", 0) == 0 ? " (the attention factor is " + g4(g.attention_factor()) + ")" : "";
+    d.conclusion = fmt::format("matches the truth computed with {}{}: max error {} of the {} bound over 100% of the failing elements ({})",
+                               r.title, factor, g4(r.max_ratio), accuracy::to_string(r.judged_class), over);
     std::vector<std::string> also;
     for (std::size_t k = 1; k < d.ranked.size(); ++k) {
       const HypothesisResult& o2 = d.ranked[k];
