@@ -30,6 +30,7 @@
 #include "ropecheck/golden/kernel_run.hpp"
 #include "ropecheck/golden/kernel_source.hpp"
 #include "ropecheck/golden/checker.hpp"
+#include "ropecheck/golden/diagnose.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/npy.hpp"
 #include "ropecheck/golden/safetensors.hpp"
@@ -55,6 +56,8 @@ struct CheckCliOptions {
   double max_growth = 2;
   int worst = 10;
   int threads = 0;
+  bool diagnose = false, no_diagnose = false;
+  std::string layout = "thd";
   golden::PluginClientOptions plugin;
   CLI::Option* class_opt = nullptr;
   CLI::Option* max_ulp_opt = nullptr;
@@ -176,6 +179,14 @@ Command add_check_command(CLI::App& app) {
   cmd->add_option("--worst", o->worst, "worst elements listed per tensor")->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores; results do not depend on it)")
       ->check(CLI::Range(0, 1024));
+  auto* diag = cmd->add_flag("--diagnose", o->diagnose,
+                             "rank the catalogue of known RoPE mistakes even when the check passes (a failing check is "
+                             "always diagnosed; golden/DIAGNOSIS.md)");
+  cmd->add_flag("--no-diagnose", o->no_diagnose, "skip the diagnosis of a failing check")->excludes(diag);
+  cmd->add_option("--layout", o->layout,
+                  "how the candidate's q_rot / k_rot are laid out: thd ([tokens, heads, head_dim], default), bshd or "
+                  "bhsd ([1, seq, heads, head_dim] / [1, heads, seq, head_dim], rewritten before the check)")
+      ->capture_default_str();
   add_kernel_isolation_options(*cmd, o->plugin);
 
   return {cmd, [o] {
@@ -199,6 +210,8 @@ Command add_check_command(CLI::App& app) {
             if (!o->report.empty()) golden::check_file_destination(o->report, "--report");
             if (!(o->max_growth >= 1 && std::isfinite(o->max_growth)))
               throw TensorError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o->max_growth));
+            const std::optional<golden::CandidateLayout> layout = golden::parse_candidate_layout(o->layout);
+            if (!layout) throw TensorError("--layout: unknown layout '" + o->layout + "' (known: thd, bshd, bhsd)");
             std::optional<golden::CheckBaseline> baseline;
             if (!o->baseline.empty()) baseline = golden::read_check_baseline(o->baseline);
 
@@ -230,7 +243,14 @@ Command add_check_command(CLI::App& app) {
               candidate = read_candidate(o->candidate, g);
               source = {{"kind", "file"}, {"path", o->candidate}};
             }
+            golden::apply_candidate_layout(candidate, *layout);
             const golden::CheckReport rep = golden::check_candidate(g, candidate, opt);
+            std::optional<golden::Diagnosis> diagnosis;  // a failing check, or asked for; not a crashed kernel's NaNs
+            if (!kernel_failed && !o->no_diagnose && (o->diagnose || rep.verdict == Verdict::fail)) {
+              golden::DiagnoseOptions dopt;
+              dopt.threads = o->threads;
+              diagnosis = golden::diagnose(g, candidate, rep, dopt, o->diagnose);
+            }
             std::optional<golden::BaselineComparison> cmp;  // before any output: a mismatch is exit 2
             if (baseline) cmp = golden::compare_with_baseline(rep, *baseline, {o->max_growth, 1.0});
 
@@ -238,6 +258,7 @@ Command add_check_command(CLI::App& app) {
               nlohmann::json j = rep.to_json();
               j["candidate_source"] = source;
               if (cmp) j["baseline"] = cmp->to_json();
+              if (diagnosis) j["diagnosis"] = diagnosis->to_json();
               if (kernel_failed) {
                 j["pass"] = false;
                 j["verdict"] = "fail";
@@ -248,6 +269,7 @@ Command add_check_command(CLI::App& app) {
             for (const std::string& line : header) fmt::print("{}\n", line);
             if (!header.empty()) fmt::print("\n");
             fmt::print("{}", rep.summary());
+            if (diagnosis) fmt::print("{}", diagnosis->summary());
             if (cmp) fmt::print("{}", cmp->summary());
             std::fflush(stdout);
             if (kernel_failed) {  // a crashed / hung / misbehaving kernel fails the check whatever else held

@@ -4,6 +4,7 @@
 // past --max-growth), 3 (nothing failed but some property was not tested: every case declined, or
 // saturated bounds; core/verdict.hpp) or 2 (unusable input, a baseline of another setup included).
 #include <cmath>
+#include <map>
 #include <cstdlib>
 #include <optional>
 #include <fstream>
@@ -17,6 +18,8 @@
 
 #include "commands.hpp"
 #include "numeric_options.hpp"
+#include "props_diagnosis.hpp"
+#include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/plugin_target.hpp"
 #include "ropecheck/golden/tensor.hpp"
@@ -35,7 +38,7 @@ struct PropsCliOptions {
   int cases = 100;
   std::uint64_t seed = 20261121;
   std::int64_t max_pos = 0;
-  bool list_targets = false, list_properties = false, self_test = false;
+  bool list_targets = false, list_properties = false, self_test = false, no_diagnose = false;
   SpecSource source;
   golden::PluginClientOptions plugin;
 };
@@ -177,16 +180,47 @@ int run_props(const PropsCliOptions& o) {
     for (const auto& n : out.notes)
       if (n.rfind("failing spec", 0) != 0) fmt::print("  {}: {}\n", out.property, n);
   }
-  for (const auto& out : rep.outcomes) {
+  // Counterexamples replayed as a golden-set check and diagnosed (props_diagnosis.hpp): each distinct
+  // (spec, position, dtype) once, at most three per run.
+  const std::optional<std::string> diag_kernel = o.no_diagnose ? std::nullopt : check_kernel_of(o.target, o.kernel);
+  std::map<std::size_t, nlohmann::json> diagnoses;  // outcome index -> its "diagnosis"
+  std::map<std::string, std::string> diagnosed;       // (spec, position, dtype) -> conclusion printed
+  for (std::size_t i = 0; i < rep.outcomes.size(); ++i) {
+    const auto& out = rep.outcomes[i];
     if (out.verdict != ropecheck::Verdict::fail) continue;
     fmt::print("\nFAIL {} (output {}): {}\n  counterexample: {}\n", out.property, out.dtype, out.statement, out.counterexample);
     if (out.failing_position) fmt::print("  failing position: {}\n", *out.failing_position);
+    std::string spec_json;
     for (const auto& n : out.notes)
-      if (n.rfind("failing spec", 0) == 0) fmt::print("  {}\n", n);
+      if (n.rfind("failing spec", 0) == 0) {
+        fmt::print("  {}\n", n);
+        spec_json = n.substr(std::string("failing spec: ").size());
+      }
     fmt::print("  reproduce: {}\n", reproduce_command(out.reproduce, o));
+    if (!diag_kernel || !out.failing_position || (spec_json.empty() && !spec)) continue;
+    const std::string key = spec_json + "@" + std::to_string(*out.failing_position) + "@" + out.dtype;
+    if (const auto it = diagnosed.find(key); it != diagnosed.end()) {
+      fmt::print("  diagnosis: as above ({})\n", it->second);
+      continue;
+    }
+    if (diagnosed.size() >= 3) continue;
+    const EncodingSpec failing = spec_json.empty() ? *spec : spec_from_json(nlohmann::json::parse(spec_json));
+    const std::optional<CounterexampleDiagnosis> d =
+        diagnose_counterexample(*diag_kernel, failing, *out.failing_position, *parse_dtype(out.dtype),
+                                target->info().accuracy, o.plugin);
+    if (!d) continue;
+    fmt::print("  counterexample replayed as a check of its spec at positions {} (same kernel, class {}): {}\n  {}",
+               d->positions, accuracy::to_string(target->info().accuracy), to_string(d->check.verdict),
+               d->diagnosis.summary().substr(1));
+    diagnosed[key] = d->diagnosis.conclusion;
+    nlohmann::json dj = d->diagnosis.to_json();
+    dj["positions"] = d->positions;
+    dj["check_verdict"] = std::string(to_string(d->check.verdict));
+    diagnoses[i] = std::move(dj);
   }
   if (!o.report.empty()) {  // atomic: a full disk or a kill never leaves a partial report
     nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o); });
+    for (auto& [i, dj] : diagnoses) j["properties"][i]["diagnosis"] = std::move(dj);
     if (cmp) j["baseline"] = cmp->to_json();
     golden::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
                                   "--report");
@@ -232,6 +266,9 @@ Command add_props_command(CLI::App& app) {
       ->capture_default_str()
       ->needs("--baseline");
   add_kernel_isolation_options(*sub, o->plugin);
+  sub->add_flag("--no-diagnose", o->no_diagnose,
+                "skip the diagnosis of failing counterexamples (replayed as a golden-set check of the same kernel; "
+                "golden/DIAGNOSIS.md)");
   sub->add_option("--only", o->only, "comma-separated property names (see --list-properties)");
   sub->add_flag("--list-targets", o->list_targets, "list the targets and exit");
   sub->add_flag("--list-properties", o->list_properties, "list the properties and exit");

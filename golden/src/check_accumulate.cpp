@@ -10,6 +10,7 @@
 #include <limits>
 #include <thread>
 
+#include "check_geometry.hpp"
 #include "check_internal.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
@@ -24,113 +25,6 @@ using accuracy::PairAngle;
 using accuracy::Quantity;
 
 namespace {
-
-// Element decoding without per-call allocation; f16 through a table.
-const std::array<double, 65536>& f16_table() {
-  static const std::array<double, 65536> t = [] {
-    std::array<double, 65536> a{};
-    for (std::uint32_t b = 0; b < 65536; ++b) a[b] = bits_to_double(b, DType::f16);
-    return a;
-  }();
-  return t;
-}
-
-struct Reader {
-  const std::uint8_t* data;
-  TensorDType dtype;
-  const std::array<double, 65536>* f16;
-
-  explicit Reader(const Tensor& t) : data(t.data.data()), dtype(t.dtype), f16(&f16_table()) {}
-  double operator()(std::int64_t i) const {
-    const std::size_t k = static_cast<std::size_t>(i);
-    switch (dtype) {
-      case TensorDType::f64: {
-        double v;
-        std::memcpy(&v, data + 8 * k, 8);
-        return v;
-      }
-      case TensorDType::f32: {
-        float v;
-        std::memcpy(&v, data + 4 * k, 4);
-        return static_cast<double>(v);
-      }
-      case TensorDType::f16: {
-        std::uint16_t b;
-        std::memcpy(&b, data + 2 * k, 2);
-        return (*f16)[b];
-      }
-      case TensorDType::bf16: {
-        std::uint16_t b;
-        std::memcpy(&b, data + 2 * k, 2);
-        return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16));
-      }
-      default: return std::nan("");
-    }
-  }
-};
-
-// What the error model needs to know about the elements of one output tensor.
-struct Geometry {
-  enum class Kind { pair_table, pe, rotated } kind = Kind::pair_table;
-  const std::vector<Position>* positions = nullptr;
-  std::vector<double> freq, log_freq;  // per pair (RoPE) or frequency index (sinusoidal)
-  std::vector<int> stream;             // per pair: the position stream driving it
-  std::vector<int> pair_of, partner;   // per channel (rotated): -1 = pass-through
-  std::vector<int> column_freq;        // per pe column: frequency index, -1 for a zero column
-  const Tensor* in = nullptr;          // q or k (rotated)
-  std::int64_t P = 0, D = 0, H = 1;
-  double att = 1;
-  std::int64_t offset = 0;
-
-  Geometry(const GoldenSet& g, const std::string& base) : positions(&g.positions()) {
-    if (g.is_rope()) {
-      const RopeSpec& r = g.spec().rope;
-      freq = rope_frequencies<double>(r, g.seq_len()).inv_freq;
-      P = rope_pairs(r);
-      D = r.head_dim;
-      H = g.heads();
-      att = g.attention_factor();
-      for (int j = 0; j < P; ++j) stream.push_back(r.mrope == MropeMode::none ? 0 : mrope_stream(r, j));
-      pair_of.assign(static_cast<std::size_t>(D), -1);
-      partner.assign(static_cast<std::size_t>(D), -1);
-      const int block = rope_block_channels(r);
-      for (int j = 0; j < P; ++j) {
-        const auto [a, b] = pair_channels(r, j);
-        if (a >= block || b >= block) continue;
-        pair_of[static_cast<std::size_t>(a)] = pair_of[static_cast<std::size_t>(b)] = j;
-        partner[static_cast<std::size_t>(a)] = b;
-        partner[static_cast<std::size_t>(b)] = a;
-      }
-      if (base == "q_rot" || base == "k_rot") {
-        kind = Kind::rotated;
-        in = &g.tensor(base == "q_rot" ? "q" : "k");  // f32, checked when the set was loaded
-      }
-    } else {
-      kind = Kind::pe;
-      const SinusoidalSpec& s = g.spec().sinusoidal;
-      freq = sinusoidal_frequencies<double>(s);
-      D = s.d_model;
-      offset = s.position_offset;
-      for (int c = 0; c < D; ++c) {
-        const SinusoidalColumn col = sinusoidal_column(s, c);
-        column_freq.push_back(col.kind == SinusoidalKind::zero ? -1 : col.frequency);
-      }
-    }
-    for (double w : freq) log_freq.push_back(w == 0 ? 0.0 : std::fabs(std::log(std::fabs(w))));
-  }
-
-  std::int64_t per_token() const { return kind == Kind::pair_table ? P : (kind == Kind::pe ? D : H * D); }
-  std::int64_t stream_position(std::int64_t token, int pair) const {
-    const Position& p = (*positions)[static_cast<std::size_t>(token)];
-    const int s = stream[static_cast<std::size_t>(pair)];
-    return s == 0 ? p.t : (s == 1 ? p.h : p.w);
-  }
-  double input(std::int64_t i) const {
-    float v;
-    std::memcpy(&v, in->data.data() + 4 * static_cast<std::size_t>(i), 4);
-    return static_cast<double>(v);
-  }
-};
 
 int bin_of(std::int64_t position) {
   const std::uint64_t a = position < 0 ? static_cast<std::uint64_t>(-(position + 1)) + 1 : static_cast<std::uint64_t>(position);
@@ -372,20 +266,9 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
   const std::int64_t chunk_tokens = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / per_token);
   const std::int64_t chunks = (T + chunk_tokens - 1) / chunk_tokens;
   std::vector<Acc> accs(static_cast<std::size_t>(chunks));
-  int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<int>(std::min<std::int64_t>(threads, chunks));
-  std::atomic<std::int64_t> next{0};
-  auto worker = [&] {
-    for (std::int64_t k; (k = next.fetch_add(1)) < chunks;)
-      run_chunk(accs[static_cast<std::size_t>(k)], k * chunk_tokens, std::min(T, (k + 1) * chunk_tokens));
-  };
-  if (threads <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
-    for (std::thread& th : pool) th.join();
-  }
+  for_each_chunk(chunks, opt.threads, [&](std::int64_t k) {
+    run_chunk(accs[static_cast<std::size_t>(k)], k * chunk_tokens, std::min(T, (k + 1) * chunk_tokens));
+  });
 
   Acc tot;
   std::vector<Ranked> worst;

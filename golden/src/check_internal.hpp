@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +48,25 @@ inline std::string g4(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   return fmt::format("{:.4g}", v);
+}
+
+// Runs chunk(k) for k in [0, chunks) on `threads` workers (0: hardware concurrency); chunks are taken in
+// order, so per-chunk results merged in order do not depend on the thread count.
+template <class Chunk>
+void for_each_chunk(std::int64_t chunks, int threads, Chunk&& chunk) {
+  int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  n = static_cast<int>(std::min<std::int64_t>(n, chunks));
+  std::atomic<std::int64_t> next{0};
+  auto worker = [&] {
+    for (std::int64_t k; (k = next.fetch_add(1)) < chunks;) chunk(k);
+  };
+  if (n <= 1) {
+    worker();
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int i = 0; i < n; ++i) pool.emplace_back(worker);
+  for (std::thread& th : pool) th.join();
 }
 
 // Checks one candidate tensor against the golden output golden_name (check_accumulate.cpp).

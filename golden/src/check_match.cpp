@@ -7,6 +7,7 @@
 
 #include "check_internal.hpp"
 #include "ropecheck/golden/baseline.hpp"
+#include "ropecheck/golden/diagnose.hpp"
 #include "tensor_io_detail.hpp"
 
 namespace ropecheck::golden {
@@ -111,10 +112,12 @@ CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& 
     if (t.dtype != m.dtype)
       throw TensorError(g + ": candidate tensor " + detail::quote_name(t.name) + " is " + std::string(to_string(t.dtype)) +
                         " but the golden tensor is " + std::string(to_string(m.dtype)));
-    if (t.shape != m.shape)
+    if (t.shape != m.shape) {
+      const std::string slip = shape_slip(base_of(g), t, m.shape);
       throw TensorError(g + ": candidate tensor " + detail::quote_name(t.name) + " has shape " +
                         detail::shape_for_message(t.shape) + " but the golden tensor has shape " +
-                        detail::shape_for_message(m.shape));
+                        detail::shape_for_message(m.shape) + (slip.empty() ? "" : ": " + slip));
+    }
     validate(t);
   }
 

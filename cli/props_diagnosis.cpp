@@ -1,0 +1,74 @@
+// props counterexamples replayed as a golden-set check and diagnosed (props_diagnosis.hpp).
+#include "props_diagnosis.hpp"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/core.h>
+
+#include "ropecheck/golden/golden_set.hpp"
+#include "ropecheck/golden/golden_writer.hpp"
+#include "ropecheck/golden/kernel_run.hpp"
+#include "ropecheck/golden/kernel_source.hpp"
+
+namespace ropecheck::cli {
+
+std::optional<std::string> check_kernel_of(const std::string& target, const std::string& kernel_path) {
+  if (!kernel_path.empty()) return kernel_path;
+  auto recipe = [](std::string r) {
+    if (r.ends_with("-bf16out")) r.resize(r.size() - 8);
+    return r;
+  };
+  if (target.starts_with("kernel:")) return "builtin:" + recipe(target.substr(7));
+  if (target.starts_with("cuda:")) return "builtin-cuda:" + recipe(target.substr(5));
+  return std::nullopt;
+}
+
+namespace {
+
+// A temporary folder removed on scope exit.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "ropecheck_props_diagnosis.XXXXXX").string();
+    if (::mkdtemp(t.data()) == nullptr) throw golden::TensorError("cannot create a temporary folder for the diagnosis in " + t);
+    path = t;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+std::optional<CounterexampleDiagnosis> diagnose_counterexample(const std::string& kernel, const EncodingSpec& spec,
+                                                               std::int64_t position, DType dtype,
+                                                               accuracy::AccuracyClass accuracy_class,
+                                                               const golden::PluginClientOptions& plugin) {
+  if (spec.family != Family::rope || position < 0) return std::nullopt;
+  const ScratchDir dir;
+  golden::GoldenOptions go;
+  go.spec = spec;
+  go.positions = golden::parse_positions(position == 0 ? "0" : fmt::format("log:{}:2", position));
+  go.dtypes = dtype == DType::f64 ? std::vector<DType>{} : std::vector<DType>{dtype};
+  go.heads = 2;
+  go.out = dir.path / "set";
+  golden::write_golden_set(go);
+  const golden::GoldenSet g = golden::load_golden_set(go.out);
+  golden::KernelSourceOptions ko;
+  ko.plugin = plugin;
+  golden::KernelSource ks = golden::open_kernel_source(kernel, ko);
+  const golden::KernelRun run = golden::run_kernel(*ks.kernel, g);
+  golden::CheckOptions co;
+  co.criterion = golden::Criterion::of_class(accuracy_class);
+  const std::string dt(to_string(dtype));
+  for (const char* base : {"cos", "sin", "q_rot", "k_rot"}) co.only.push_back(std::string(base) + "." + dt);
+  CounterexampleDiagnosis out{go.positions.argument, golden::check_candidate(g, run.tensors, co), {}};
+  out.diagnosis = golden::diagnose(g, run.tensors, out.check);
+  return out;
+}
+
+}  // namespace ropecheck::cli
