@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <thread>
 
+#include "golden_content.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/input_generator.hpp"
 #include "ropecheck/golden/memory_budget.hpp"
@@ -128,12 +130,109 @@ std::vector<std::uint8_t> serialize(const std::vector<Tensor>& group, FileFormat
 
 }  // namespace
 
+nlohmann::json detail::write_golden_content(const OutputFolder& folder, const GoldenContent& c, FileFormat format) {
+  const bool rope = c.spec.family == Family::rope;
+  const std::string ext = format == FileFormat::safetensors ? ".safetensors" : ".npz";
+  const std::map<std::string, std::string> metadata = {{"producer", "ropecheck " ROPECHECK_VERSION},
+                                                       {"spec", c.spec.name}};
+  nlohmann::json files = nlohmann::json::array(), tensors = nlohmann::json::array();
+  auto emit = [&](const std::string& file, const std::vector<Tensor>& group) {
+    const std::vector<std::uint8_t> bytes = serialize(group, format, metadata);
+    folder.write(file, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    files.push_back({{"file", file}, {"bytes", bytes.size()}, {"sha256", sha256_hex(bytes)}});
+  };
+  auto describe = [&](const Tensor& t, const std::string& file, const std::string& role, const std::string& meaning,
+                      bool folded) {
+    nlohmann::json j = {{"name", t.name},          {"file", file},       {"dtype", std::string(to_string(t.dtype))},
+                        {"shape", t.shape},        {"role", role},       {"meaning", meaning},
+                        {"attention_factor_folded", folded}};
+    if (format == FileFormat::npz && t.dtype == TensorDType::bf16) j["npy_storage"] = "uint16 bit patterns";
+    tensors.push_back(j);
+  };
+
+  const std::string in_file = "inputs" + ext;
+  emit(in_file, c.inputs);
+  std::int64_t tokens = 0;
+  for (const Tensor& t : c.inputs) {
+    if (t.name == "positions") {
+      tokens = t.shape.back();
+      describe(t, in_file, "input",
+               t.shape.size() == 2 ? "position of each token, streams (t, h, w) x tokens" : "position of each token",
+               false);
+    } else {
+      describe(t, in_file, "input",
+               "input " + t.name + " [tokens, heads, head_dim] from " + kGeneratorName + " v" +
+                   std::to_string(kGeneratorVersion) + ", exactly representable in bf16",
+               false);
+    }
+  }
+  for (std::size_t d = 0; d < c.dtypes.size(); ++d) {
+    const DType dt = c.dtypes[d];
+    const std::string file = "outputs_" + std::string(to_string(dt)) + ext;
+    const std::vector<Tensor>& group = c.outputs[d];
+    emit(file, group);
+    for (const Tensor& t : group) {
+      const std::string base = t.name.substr(0, t.name.find('.'));
+      const std::string rounding = ", correctly rounded once to " + std::string(to_string(dt));
+      if (base == "cos" || base == "sin")
+        describe(t, file, "output", base + " of the angle of each pair (frequency order), no attention factor" + rounding,
+                 false);
+      else if (base == "pe")
+        describe(t, file, "output", "sinusoidal encoding row of each token's position" + rounding, false);
+      else
+        describe(t, file, "output",
+                 base.substr(0, 1) + " rotated by RoPE, attention factor folded into the rotated channels, "
+                                     "pass-through channels copied" + rounding,
+                 true);
+    }
+  }
+
+  std::vector<std::string> dtype_names;
+  for (DType d : c.dtypes) dtype_names.emplace_back(to_string(d));
+  nlohmann::json manifest = {
+      {"format", c.shard.is_null() ? "ropecheck-golden" : "ropecheck-golden-shard"},
+      {"format_version", 1},
+      {"ropecheck_version", ROPECHECK_VERSION},
+      {"spec", spec_to_json(c.spec)},
+      {"seq_len", rope ? nlohmann::json(c.seq_len) : nlohmann::json(nullptr)},
+      {"attention_factor", rope ? nlohmann::json(c.attention_factor) : nlohmann::json(nullptr)},
+      {"positions",
+       {{"argument", c.positions_argument},
+        {"tokens", tokens},
+        {"streams", rope && c.spec.rope.mrope != MropeMode::none ? 3 : 1},
+        {"min", c.min_pos},
+        {"max", c.max_pos}}},
+      {"generator",
+       {{"name", kGeneratorName}, {"version", kGeneratorVersion}, {"seed", c.seed}, {"heads", rope ? c.heads : 0}}},
+      {"reference",
+       {{"backend", "MPFR via Boost.Multiprecision"},
+        {"mpfr_version", mpfr_get_version()},
+        {"rounding", "round-to-nearest-even, once, from the exact value"},
+        {"method",
+         "double-double evaluation with a proven error bound; values whose rounding is in doubt are recomputed "
+         "with MPFR at increasing precision (Ziv)"},
+        {"fast_path_values", c.fast_values},
+        {"mpfr_fallback_values", c.fallback_values}}},
+      {"dtypes", dtype_names},
+      {"files", files},
+      {"tensors", tensors}};
+  if (!c.shard.is_null()) manifest["shard"] = c.shard;
+  folder.write("manifest.json", manifest.dump(2) + "\n");
+  return manifest;
+}
+
 GoldenSummary write_golden_set(const GoldenOptions& opt) {
   const EncodingSpec& spec = opt.spec;
   const bool rope = spec.family == Family::rope;
-  const auto& positions = opt.positions.positions;
-  const auto tokens = static_cast<std::int64_t>(positions.size());
-  if (tokens == 0) throw SpecError("--positions: no positions");
+  const std::vector<Position>& all_positions = opt.positions.positions;
+  const auto set_tokens = static_cast<std::int64_t>(all_positions.size());
+  if (set_tokens == 0) throw SpecError("--positions: no positions");
+  // A shard computes tokens [first, last) of the set; everything that depends on the whole set (the
+  // largest position, the default seq_len and with it the frequencies) is taken from all of them.
+  const Shard shard = opt.shard.value_or(Shard{});
+  const auto [first, last] = shard_range(set_tokens, shard, "tokens");
+  const std::span<const Position> positions(all_positions.data() + first, static_cast<std::size_t>(last - first));
+  const std::int64_t tokens = last - first;
   if (opt.heads < 1 || opt.heads > 4096) throw SpecError("--heads must be in [1, 4096], got " + std::to_string(opt.heads));
   if (opt.positions.has_triples && (!rope || spec.rope.mrope == MropeMode::none))
     throw SpecError("--positions: T/H/W triples need a multimodal RoPE spec (rope.mrope)");
@@ -142,12 +241,17 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   for (DType d : opt.dtypes)
     if (std::find(dtypes.begin(), dtypes.end(), d) == dtypes.end()) dtypes.push_back(d);
 
-  std::int64_t max_pos = 0, min_pos = positions.front().t;
-  for (const Position& p : positions)
+  std::int64_t max_pos = 0, part_min = positions.front().t, part_max = 0;
+  for (std::int64_t i = 0; i < set_tokens; ++i) {
+    const Position& p = all_positions[static_cast<std::size_t>(i)];
     for (std::int64_t v : {p.t, p.h, p.w}) {
       max_pos = std::max(max_pos, v);
-      min_pos = std::min(min_pos, v);
+      if (i >= first && i < last) {
+        part_max = std::max(part_max, v);
+        part_min = std::min(part_min, v);
+      }
     }
+  }
   if (max_pos > kMaxPosition)  // a grid's rows and columns are added to its start position
     throw SpecError("--positions: position " + std::to_string(max_pos) + " is beyond 2^53 = 9007199254740992");
   // Hugging Face's run-time update resolves dynamic / LongRoPE with max(position_ids) + 1.
@@ -202,8 +306,11 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   if (rope) {
     const RopeSpec& r = spec.rope;
     const int D = r.head_dim, P = rope_pairs(r), H = opt.heads;
-    const std::vector<float> q = generate_inputs(opt.seed, InputStream::q, static_cast<std::uint64_t>(tokens * H * D));
-    const std::vector<float> k = generate_inputs(opt.seed, InputStream::k, static_cast<std::uint64_t>(tokens * H * D));
+    const auto hd64 = static_cast<std::uint64_t>(H * D);
+    const std::vector<float> q =
+        generate_inputs(opt.seed, InputStream::q, static_cast<std::uint64_t>(tokens) * hd64, static_cast<std::uint64_t>(first) * hd64);
+    const std::vector<float> k =
+        generate_inputs(opt.seed, InputStream::k, static_cast<std::uint64_t>(tokens) * hd64, static_cast<std::uint64_t>(first) * hd64);
     const RopeRoundingEngine engine(r, seq_len, max_pos);
     attention_factor = resolve_spec(spec, seq_len, 40).attention_factor;
     for (DType d : dtypes) {
@@ -301,101 +408,30 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   summary.fast_values = fast.load();
   summary.fallback_values = fallback.load();
 
-  // Files and manifest go to the temporary folder made before the computation.
-  const std::string ext = opt.format == FileFormat::safetensors ? ".safetensors" : ".npz";
-
-  const std::map<std::string, std::string> metadata = {{"producer", "ropecheck " ROPECHECK_VERSION},
-                                                       {"spec", spec.name}};
-  nlohmann::json files = nlohmann::json::array(), tensors = nlohmann::json::array();
-  auto emit = [&](const std::string& file, const std::vector<Tensor>& group) {
-    const std::vector<std::uint8_t> bytes = serialize(group, opt.format, metadata);
-    folder.write(file, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-    files.push_back({{"file", file}, {"bytes", bytes.size()}, {"sha256", sha256_hex(bytes)}});
-  };
-  auto describe = [&](const Tensor& t, const std::string& file, const std::string& role, const std::string& meaning,
-                      bool folded) {
-    nlohmann::json j = {{"name", t.name},          {"file", file},       {"dtype", std::string(to_string(t.dtype))},
-                        {"shape", t.shape},        {"role", role},       {"meaning", meaning},
-                        {"attention_factor_folded", folded}};
-    if (opt.format == FileFormat::npz && t.dtype == TensorDType::bf16) j["npy_storage"] = "uint16 bit patterns";
-    tensors.push_back(j);
-  };
-
-  const std::string in_file = "inputs" + ext;
-  emit(in_file, inputs);
-  for (const Tensor& t : inputs) {
-    if (t.name == "positions")
-      describe(t, in_file, "input",
-               t.shape.size() == 2 ? "position of each token, streams (t, h, w) x tokens" : "position of each token",
-               false);
-    else
-      describe(t, in_file, "input",
-               "input " + t.name + " [tokens, heads, head_dim] from " + kGeneratorName + " v" +
-                   std::to_string(kGeneratorVersion) + ", exactly representable in bf16",
-               false);
-  }
+  detail::GoldenContent content;
+  content.spec = spec;
+  content.positions_argument = opt.positions.argument;
+  content.min_pos = part_min;
+  content.max_pos = part_max;
+  content.seq_len = seq_len;
+  content.attention_factor = attention_factor;
+  content.seed = opt.seed;
+  content.heads = rope ? opt.heads : 0;
+  content.dtypes = dtypes;
+  content.inputs = std::move(inputs);
   for (DtypeOutputs& o : outs) {
-    const std::string file = "outputs_" + std::string(to_string(o.dtype)) + ext;
-    std::vector<Tensor> group;
-    if (rope) {
-      group = {std::move(o.cos), std::move(o.sin), std::move(o.q_rot), std::move(o.k_rot)};
-    } else {
-      group = {std::move(o.pe)};
-    }
-    emit(file, group);
-    for (const Tensor& t : group) {
-      const std::string base = t.name.substr(0, t.name.find('.'));
-      const std::string rounding = ", correctly rounded once to " + std::string(to_string(o.dtype));
-      if (base == "cos" || base == "sin")
-        describe(t, file, "output", base + " of the angle of each pair (frequency order), no attention factor" + rounding,
-                 false);
-      else if (base == "pe")
-        describe(t, file, "output", "sinusoidal encoding row of each token's position" + rounding, false);
-      else
-        describe(t, file, "output",
-                 base.substr(0, 1) + " rotated by RoPE, attention factor folded into the rotated channels, "
-                                     "pass-through channels copied" + rounding,
-                 true);
-    }
+    if (rope)
+      content.outputs.push_back({std::move(o.cos), std::move(o.sin), std::move(o.q_rot), std::move(o.k_rot)});
+    else
+      content.outputs.push_back({std::move(o.pe)});
   }
-
-  std::vector<std::string> dtype_names;
-  for (DType d : dtypes) dtype_names.emplace_back(to_string(d));
-  nlohmann::json manifest = {
-      {"format", "ropecheck-golden"},
-      {"format_version", 1},
-      {"ropecheck_version", ROPECHECK_VERSION},
-      {"spec", spec_to_json(spec)},
-      {"seq_len", rope ? nlohmann::json(seq_len) : nlohmann::json(nullptr)},
-      {"attention_factor", rope ? nlohmann::json(attention_factor) : nlohmann::json(nullptr)},
-      {"positions",
-       {{"argument", opt.positions.argument},
-        {"tokens", tokens},
-        {"streams", rope && spec.rope.mrope != MropeMode::none ? 3 : 1},
-        {"min", min_pos},
-        {"max", max_pos}}},
-      {"generator",
-       {{"name", kGeneratorName}, {"version", kGeneratorVersion}, {"seed", opt.seed}, {"heads", rope ? opt.heads : 0}}},
-      {"reference",
-       {{"backend", "MPFR via Boost.Multiprecision"},
-        {"mpfr_version", mpfr_get_version()},
-        {"rounding", "round-to-nearest-even, once, from the exact value"},
-        {"method",
-         "double-double evaluation with a proven error bound; values whose rounding is in doubt are recomputed "
-         "with MPFR at increasing precision (Ziv)"},
-        {"fast_path_values", summary.fast_values},
-        {"mpfr_fallback_values", summary.fallback_values}}},
-      {"dtypes", dtype_names},
-      {"files", files},
-      {"tensors", tensors}};
-  {
-    const std::string text = manifest.dump(2) + "\n";
-    folder.write("manifest.json", text);
-  }
+  content.fast_values = summary.fast_values;
+  content.fallback_values = summary.fallback_values;
+  if (opt.shard)  // also 1/1: a one-shard matrix still goes through `merge`
+    content.shard = {{"index", shard.index}, {"count", shard.count}, {"first_token", first}, {"set_tokens", set_tokens}};
+  summary.manifest = detail::write_golden_content(folder, content, opt.format);
   folder.commit();  // one rename: refuses to replace without --overwrite, one exchange with it
-
   summary.write_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
-  summary.manifest = std::move(manifest);
   return summary;
 }
 
