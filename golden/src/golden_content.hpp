@@ -1,10 +1,10 @@
-// What a golden set (or one shard of it) holds before it is written: the tensors and the facts its
-// manifest records. One writer for it (write_golden_content) serves `golden` and `merge`, so a merged
-// set is the bytes a single run writes.
+// The files of a golden set (or one shard of it) while they are written, and its manifest. One
+// implementation serves `golden` and `merge`, so a merged set is the bytes a single run writes.
+// Tensors are written piece by piece (tensor_file_writer.hpp): neither holds a whole set in memory.
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,26 +14,40 @@
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "tensor_file_writer.hpp"
 
 namespace ropecheck::golden::detail {
 
-struct GoldenContent {
-  EncodingSpec spec;
+// What the manifest records besides the files and tensors.
+struct GoldenMeta {
   std::string positions_argument;
   std::int64_t min_pos = 0, max_pos = 0;  // over the tokens held
   std::int64_t seq_len = 0;               // RoPE: what the frequencies were resolved with
   std::string attention_factor;           // RoPE: as the manifest writes it
   std::uint64_t seed = 0;
-  int heads = 0;                          // 0 for sinusoidal sets
-  std::vector<DType> dtypes;              // f64 first
-  std::vector<Tensor> inputs;             // positions (+ q, k)
-  std::vector<std::vector<Tensor>> outputs;  // per dtype: cos, sin, q_rot, k_rot, or pe
   std::int64_t fast_values = 0, fallback_values = 0;
-  nlohmann::json shard;                   // null for a whole set; else {"index", "count", "first_token", "set_tokens"}
+  nlohmann::json shard;  // null for a whole set; else {"index", "count", "first_token", "set_tokens"}
 };
 
-// Writes the files and manifest.json into folder.tmp() (not committed); returns the manifest.
-nlohmann::json write_golden_content(const OutputFolder& folder, const GoldenContent& c, FileFormat format);
+class GoldenFiles {
+ public:
+  // Creates the files in folder.tmp(): group 0 is the inputs file (positions, then q, k for RoPE),
+  // group 1 + d the outputs of dtypes[d] (cos, sin, q_rot, k_rot; or pe), all with `tokens` tokens.
+  GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, std::int64_t tokens, int heads,
+              std::vector<DType> dtypes, FileFormat format);
+  const TensorFileWriter& group(std::size_t g) const { return *writers_.at(g); }
+  std::size_t groups() const { return writers_.size(); }
+  // Completes every file, then writes manifest.json (not committed); returns the manifest.
+  nlohmann::json finish(const GoldenMeta& meta);
+
+ private:
+  const OutputFolder& folder_;
+  EncodingSpec spec_;
+  int heads_;
+  std::vector<DType> dtypes_;
+  FileFormat format_;
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<TensorFileWriter>> writers_;
+};
 
 }  // namespace ropecheck::golden::detail

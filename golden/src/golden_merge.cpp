@@ -40,30 +40,6 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
   return "?";
 }
 
-// Concatenates a tensor over the shards along the token axis (the last axis of [3, tokens] positions).
-Tensor concatenate(const std::vector<const GoldenSet*>& sets, const std::string& name) {
-  Tensor out;
-  const Tensor& t0 = sets.front()->tensor(name);
-  out.name = name;
-  out.dtype = t0.dtype;
-  out.shape = t0.shape;
-  const bool streams_first = name == "positions" && t0.shape.size() == 2;
-  const std::size_t axis = streams_first ? 1 : 0;
-  std::int64_t tokens = 0;
-  for (const GoldenSet* g : sets) tokens += g->tensor(name).shape[axis];
-  out.shape[axis] = tokens;
-  out.data.reserve(static_cast<std::size_t>(out.numel()) * dtype_size(out.dtype));
-  const std::int64_t rows = streams_first ? t0.shape[0] : 1;
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (const GoldenSet* g : sets) {
-      const Tensor& t = g->tensor(name);
-      const std::size_t row_bytes = t.data.size() / static_cast<std::size_t>(rows);
-      const auto* begin = t.data.data() + static_cast<std::size_t>(r) * row_bytes;
-      out.data.insert(out.data.end(), begin, begin + row_bytes);
-    }
-  return out;
-}
-
 }  // namespace
 
 nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
@@ -122,42 +98,65 @@ nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
   if (next != parts.front().shard()->set_tokens)
     throw SpecError("merge: the shards hold " + std::to_string(next) + " tokens, the set has " +
                     std::to_string(parts.front().shard()->set_tokens));
-  // The parts' tensors as loaded, their concatenation, and the largest file serialized.
-  require_memory(3 * bytes, opt.max_memory, "merging " + std::to_string(parts.size()) + " shards (" + format_bytes(bytes) + ")");
+  // One shard's files at a time are held (the reader loads a file whole); the merged files are written
+  // piece by piece.
+  std::uint64_t largest = 0;
+  for (const GoldenSet* g : sets) {
+    std::uint64_t b = 0;
+    for (const ManifestFile& f : g->files()) b += f.bytes;
+    largest = std::max(largest, b);
+  }
+  require_memory(largest + (std::uint64_t{64} << 20), opt.max_memory,
+                 "merging " + std::to_string(parts.size()) + " shards (" + format_bytes(bytes) + " in all)");
 
   // Refuse an existing destination before the work.
   OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "merge"});
 
   const GoldenSet& g0 = parts.front();
   const nlohmann::json& m0 = g0.manifest();
-  detail::GoldenContent c;
-  c.spec = g0.spec();
-  c.positions_argument = m0["positions"]["argument"].get<std::string>();
-  c.min_pos = m0["positions"]["min"].get<std::int64_t>();
-  c.max_pos = m0["positions"]["max"].get<std::int64_t>();
+  detail::GoldenMeta meta;
+  meta.positions_argument = m0["positions"]["argument"].get<std::string>();
+  meta.min_pos = m0["positions"]["min"].get<std::int64_t>();
+  meta.max_pos = m0["positions"]["max"].get<std::int64_t>();
   for (const GoldenSet* g : sets) {
-    c.min_pos = std::min(c.min_pos, g->manifest()["positions"]["min"].get<std::int64_t>());
-    c.max_pos = std::max(c.max_pos, g->manifest()["positions"]["max"].get<std::int64_t>());
-    c.fast_values += g->manifest()["reference"]["fast_path_values"].get<std::int64_t>();
-    c.fallback_values += g->manifest()["reference"]["mpfr_fallback_values"].get<std::int64_t>();
+    meta.min_pos = std::min(meta.min_pos, g->manifest()["positions"]["min"].get<std::int64_t>());
+    meta.max_pos = std::max(meta.max_pos, g->manifest()["positions"]["max"].get<std::int64_t>());
+    meta.fast_values += g->manifest()["reference"]["fast_path_values"].get<std::int64_t>();
+    meta.fallback_values += g->manifest()["reference"]["mpfr_fallback_values"].get<std::int64_t>();
   }
   if (g0.is_rope()) {
-    c.seq_len = *g0.seq_len();
-    c.attention_factor = g0.attention_factor_text();
+    meta.seq_len = *g0.seq_len();
+    meta.attention_factor = g0.attention_factor_text();
   }
-  c.seed = m0["generator"]["seed"].get<std::uint64_t>();
-  c.heads = g0.heads();
-  for (const std::string& d : g0.dtypes()) c.dtypes.push_back(*parse_dtype(d));
-  // Files in manifest order: the inputs, then one output file per dtype; tensors in manifest order.
-  const std::vector<ManifestFile>& files = g0.files();
-  c.outputs.resize(c.dtypes.size());
-  for (std::size_t f = 0; f < files.size(); ++f) {
-    std::vector<Tensor>& group = f == 0 ? c.inputs : c.outputs.at(f - 1);
-    for (const ManifestTensor& t : g0.tensors())
-      if (t.file == files[f].file) group.push_back(concatenate(sets, t.name));
+  meta.seed = m0["generator"]["seed"].get<std::uint64_t>();
+  std::vector<DType> dtypes;
+  for (const std::string& d : g0.dtypes()) dtypes.push_back(*parse_dtype(d));
+  const std::int64_t T = next;
+  const FileFormat format = g0.files().front().file.ends_with(".npz") ? FileFormat::npz : FileFormat::safetensors;
+  detail::GoldenFiles files(folder, g0.spec(), T, g0.heads(), dtypes, format);
+
+  // Shard by shard, every tensor's rows go to their place in the merged files.
+  for (const auto& [index, i] : by_index) {
+    const std::int64_t first = parts[i].shard()->first_token, tokens = parts[i].tokens();
+    for (std::size_t g = 0; g < files.groups(); ++g) {
+      const detail::TensorFileWriter& w = files.group(g);
+      for (std::size_t j = 0; j < w.tensors().size(); ++j) {
+        const detail::TensorInfo& info = w.tensors()[j];
+        const Tensor& t = parts[i].tensor(info.name);
+        if (info.name == "positions" && info.shape.size() == 2) {  // [3, tokens]: stream rows
+          const std::size_t row = static_cast<std::size_t>(tokens) * 8;
+          for (std::int64_t s = 0; s < info.shape[0]; ++s)
+            w.write(j, static_cast<std::uint64_t>(s * T + first) * 8,
+                    {t.data.data() + static_cast<std::size_t>(s) * row, row});
+        } else {
+          const std::uint64_t row = t.data.size() / static_cast<std::uint64_t>(tokens);
+          w.write(j, static_cast<std::uint64_t>(first) * row, {t.data.data(), t.data.size()});
+        }
+      }
+    }
+    parts[i] = GoldenSet();  // frees its tensors
   }
-  const FileFormat format = files.front().file.ends_with(".npz") ? FileFormat::npz : FileFormat::safetensors;
-  nlohmann::json manifest = detail::write_golden_content(folder, c, format);
+  nlohmann::json manifest = files.finish(meta);
   folder.commit();
   return manifest;
 }

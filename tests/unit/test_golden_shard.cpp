@@ -116,6 +116,31 @@ TEST(GoldenShard, ShardsHoldTheirSliceAndMergeToOneRun) {
     EXPECT_EQ(slurp(f.path()), slurp(root / "merged" / f.path().filename())) << f.path().filename();
 }
 
+// The writer computes and writes blocks of tokens; the bytes must not depend on the block size (nor
+// on the file format's layout: .npz members get their CRCs after the data).
+TEST(GoldenStreaming, SameBytesForAnyBlockSize) {
+  const fs::path root = temp_root();
+  for (const std::string preset : {"qwen2-vl-7b", "transformer-base"}) {
+    for (const FileFormat format : {FileFormat::safetensors, FileFormat::npz}) {
+      std::vector<fs::path> outs;
+      for (const std::int64_t block : {0, 1, 5}) {
+        GoldenOptions o = options(preset, "0:9,grid:9:2:3,4095", root / (preset + std::to_string(outs.size()) +
+                                                                           (format == FileFormat::npz ? "npz" : "st")));
+        if (preset == "transformer-base") o.positions = parse_positions("0:13,4095");
+        o.format = format;
+        o.block_tokens = block;
+        o.threads = 2;
+        write_golden_set(o);
+        outs.push_back(o.out);
+      }
+      for (const auto& f : fs::directory_iterator(outs[0]))
+        for (std::size_t i = 1; i < outs.size(); ++i)
+          EXPECT_EQ(slurp(f.path()), slurp(outs[i] / f.path().filename())) << preset << " " << f.path().filename();
+      EXPECT_NO_THROW(load_golden_set(outs[2]));
+    }
+  }
+}
+
 TEST(GoldenShard, MergeRefusesBeforeWriting) {
   const fs::path root = temp_root();
   std::vector<fs::path> parts;
