@@ -33,10 +33,16 @@ class GoldenFiles {
  public:
   // Creates the files in folder.tmp(): group 0 is the inputs file (positions, then q, k for RoPE),
   // group 1 + d the outputs of dtypes[d] (cos, sin, q_rot, k_rot; or pe), all with `tokens` tokens.
+  // With open_writers false the files are written by the caller (layout(), path()), which hands their
+  // size and hash to set_finished() before finish().
   GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, std::int64_t tokens, int heads,
-              std::vector<DType> dtypes, FileFormat format);
+              std::vector<DType> dtypes, FileFormat format, bool open_writers = true);
   const TensorFileWriter& group(std::size_t g) const { return *writers_.at(g); }
-  std::size_t groups() const { return writers_.size(); }
+  std::size_t groups() const { return layout_.size(); }
+  const std::vector<TensorInfo>& layout(std::size_t g) const { return layout_.at(g); }
+  std::filesystem::path path(std::size_t g) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  void set_finished(std::size_t g, TensorFileWriter::Finished f) { finished_.at(g) = std::move(f); }
   // Completes every file, then writes manifest.json (not committed); returns the manifest.
   nlohmann::json finish(const GoldenMeta& meta);
 
@@ -46,8 +52,11 @@ class GoldenFiles {
   int heads_;
   std::vector<DType> dtypes_;
   FileFormat format_;
+  std::map<std::string, std::string> metadata_;
   std::vector<std::string> names_;
+  std::vector<std::vector<TensorInfo>> layout_;
   std::vector<std::unique_ptr<TensorFileWriter>> writers_;
+  std::vector<TensorFileWriter::Finished> finished_;
 };
 
 }  // namespace ropecheck::golden::detail

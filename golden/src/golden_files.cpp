@@ -23,13 +23,11 @@ TensorDType tensor_dtype(DType t) {
 }  // namespace
 
 GoldenFiles::GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, std::int64_t tokens, int heads,
-                         std::vector<DType> dtypes, FileFormat format)
+                         std::vector<DType> dtypes, FileFormat format, bool open_writers)
     : folder_(folder), spec_(spec), heads_(heads), dtypes_(std::move(dtypes)), format_(format) {
   const bool rope = spec.family == Family::rope;
   const std::string ext = format == FileFormat::safetensors ? ".safetensors" : ".npz";
-  const std::map<std::string, std::string> metadata = {{"producer", "ropecheck " ROPECHECK_VERSION},
-                                                       {"spec", spec.name}};
-  const std::string context = folder.out().string();
+  metadata_ = {{"producer", "ropecheck " ROPECHECK_VERSION}, {"spec", spec.name}};
   std::vector<TensorInfo> inputs;
   if (rope && spec.rope.mrope != MropeMode::none)
     inputs.push_back({"positions", TensorDType::i64, {3, tokens}});
@@ -41,7 +39,7 @@ GoldenFiles::GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, s
     inputs.push_back({"k", TensorDType::f32, {tokens, heads, D}});
   }
   names_.push_back("inputs" + ext);
-  writers_.push_back(std::make_unique<TensorFileWriter>(folder.tmp() / names_.back(), inputs, format, metadata, context));
+  layout_.push_back(std::move(inputs));
   for (DType d : dtypes_) {
     const std::string s(to_string(d));
     const TensorDType t = tensor_dtype(d);
@@ -56,9 +54,15 @@ GoldenFiles::GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, s
       group = {{"pe." + s, t, {tokens, spec.sinusoidal.d_model}}};
     }
     names_.push_back("outputs_" + s + ext);
-    writers_.push_back(std::make_unique<TensorFileWriter>(folder.tmp() / names_.back(), group, format, metadata, context));
+    layout_.push_back(std::move(group));
   }
+  finished_.resize(layout_.size());
+  if (open_writers)
+    for (std::size_t g = 0; g < layout_.size(); ++g)
+      writers_.push_back(std::make_unique<TensorFileWriter>(path(g), layout_[g], format, metadata_, folder.out().string()));
 }
+
+std::filesystem::path GoldenFiles::path(std::size_t g) const { return folder_.tmp() / names_.at(g); }
 
 nlohmann::json GoldenFiles::finish(const GoldenMeta& meta) {
   const bool rope = spec_.family == Family::rope;
@@ -72,11 +76,11 @@ nlohmann::json GoldenFiles::finish(const GoldenMeta& meta) {
     tensors.push_back(j);
   };
   std::int64_t tokens = 0;
-  for (std::size_t g = 0; g < writers_.size(); ++g) {
-    const TensorFileWriter::Finished f = writers_[g]->finish();
+  for (std::size_t g = 0; g < layout_.size(); ++g) {
+    const TensorFileWriter::Finished f = writers_.empty() ? finished_[g] : writers_[g]->finish();
     const std::string& file = names_[g];
     files.push_back({{"file", file}, {"bytes", f.bytes}, {"sha256", f.sha256}});
-    for (const TensorInfo& t : writers_[g]->tensors()) {
+    for (const TensorInfo& t : layout_[g]) {
       if (g == 0) {
         if (t.name == "positions") {
           tokens = t.shape.back();

@@ -371,10 +371,11 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
     if (ec || size != f.bytes)
       throw TensorError("manifest hash mismatch for " + detail::sanitize(p.string()) + ": " + std::to_string(size) +
                         " bytes on disk, the manifest says " + std::to_string(f.bytes));
-    if (sha256_file(p) != f.sha256) throw TensorError("manifest hash mismatch for " + detail::sanitize(p.string()));
+    if (options.verify_data && sha256_file(p) != f.sha256)
+      throw TensorError("manifest hash mismatch for " + detail::sanitize(p.string()));
   }
   // The hashes do not cover manifest.json: its spec must reproduce a sample of the stored values.
-  detail::verify_sample(set);
+  if (options.verify_data) detail::verify_sample(set);
   return set;
 }
 

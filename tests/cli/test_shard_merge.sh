@@ -77,4 +77,9 @@ expect2 "cannot be split into 9 non-empty shards" "$tmp/g4" golden --preset llam
 cp -r "$L.2.part1" "$tmp/edited.part1"
 printf '\x01' | dd of="$tmp/edited.part1/outputs_bf16.safetensors" bs=1 seek=200 conv=notrunc status=none
 expect2 "hash mismatch" "$tmp/m7" merge "$tmp/edited.part1" "$L.2.part2" --out "$tmp/m7"
+# ... and one byte of data at the end of a file (the merge hashes each part while it copies it).
+cp -r "$L.2.part2" "$tmp/edited.part2"
+f="$tmp/edited.part2/outputs_f64.safetensors"
+printf '\x01' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 1)) conv=notrunc status=none
+expect2 "hash mismatch for .*outputs_f64.safetensors" "$tmp/m8" merge "$L.2.part1" "$tmp/edited.part2" --out "$tmp/m8"
 echo "PASS: shard + merge byte-identical for N = 1, 2, 3, 7 over ${#cases[@]} specs; refusals exit 2"

@@ -61,6 +61,9 @@ struct GoldenShardInfo {
 
 struct GoldenLoadOptions {
   bool allow_shard = false;  // `merge` reads shards; everything else refuses them (they hold part of a set)
+  // false: check the manifest and the files' sizes only, not their hashes nor the spec's sample (`merge`
+  // hashes the parts while it copies them).
+  bool verify_data = true;
 };
 
 class GoldenSet;
