@@ -235,15 +235,7 @@ nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
   }
   require_memory((npz ? largest : 0) + (std::uint64_t{64} << 20), opt.max_memory,
                  "merging " + std::to_string(parts.size()) + " shards (" + format_bytes(bytes) + " in all)");
-  {
-    std::error_code ec;
-    std::filesystem::path d = std::filesystem::absolute(opt.out).parent_path();
-    while (!d.empty() && !std::filesystem::exists(d, ec) && d != d.parent_path()) d = d.parent_path();
-    const std::filesystem::space_info si = std::filesystem::space(d, ec);
-    if (!ec && si.available < bytes)
-      throw SpecError("merge: the merged set needs about " + format_bytes(bytes) + " on disk, more than the " +
-                      format_bytes(si.available) + " free where --out goes");
-  }
+  require_disk(bytes, opt.out, "merge: the merged set");
 
   // Refuse an existing destination before the work.
   OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "merge"});

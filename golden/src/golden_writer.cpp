@@ -128,15 +128,6 @@ void run_parallel(std::int64_t tokens, int threads, const std::function<void(std
 
 std::span<const std::uint8_t> bytes_of(const Tensor& t) { return {t.data.data(), t.data.size()}; }
 
-// Free space on the filesystem that will hold `out` (its nearest existing ancestor).
-std::uint64_t free_disk_bytes(const std::filesystem::path& out) {
-  std::filesystem::path p = std::filesystem::absolute(out);
-  std::error_code ec;
-  while (!p.empty() && !std::filesystem::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
-  const std::filesystem::space_info si = std::filesystem::space(p, ec);
-  return ec ? std::numeric_limits<std::uint64_t>::max() : si.available;
-}
-
 }  // namespace
 
 GoldenSummary write_golden_set(const GoldenOptions& opt) {
@@ -204,11 +195,7 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
     const double T = static_cast<double>(tokens), B = static_cast<double>(block);
     const double need = T * 8 * streams + B * token_bytes * 1.5 + (rope ? 2 * B * static_cast<double>(H * D) * 8 : 0);
     require_memory(static_cast<std::uint64_t>(std::min(need, 0x1p63)), opt.max_memory, "golden set of " + what);
-    const double disk = T * (token_bytes + 8.0 * streams);
-    const std::uint64_t free = free_disk_bytes(opt.out);
-    if (disk > static_cast<double>(free))
-      throw SpecError("golden set of " + what + " needs about " + format_bytes(static_cast<std::uint64_t>(std::min(disk, 0x1p63))) +
-                      " on disk, more than the " + format_bytes(free) + " free where --out goes");
+    require_disk(static_cast<std::uint64_t>(std::min(T * (token_bytes + 8.0 * streams), 0x1p63)), opt.out, "golden set of " + what);
   }
 
   // A temporary sibling folder, moved into place at the end (atomic_output.hpp); made first so that

@@ -10,6 +10,7 @@
 #include "ropecheck/golden/golden_merge.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
+#include "ropecheck/golden/memory_budget.hpp"
 #include "ropecheck/reference/presets.hpp"
 
 namespace ropecheck::golden {
@@ -66,6 +67,18 @@ TEST(Shard, RangesTileTheItemsInOrder) {
   EXPECT_EQ(e, big);
   EXPECT_EQ(b, big - big / kMaxShards - 1);  // the remainder lands on the last shards
   EXPECT_THROW(shard_range(5, {1, 6}, "tokens"), SpecError);
+}
+
+TEST(GoldenStreaming, DiskSpaceIsCheckedWhereOutGoes) {
+  const fs::path root = temp_root();
+  EXPECT_NO_THROW(require_disk(1, root / "not" / "yet" / "made", "x"));
+  try {
+    require_disk(std::uint64_t{1} << 62, root / "not" / "yet" / "made", "golden set of X");
+    ADD_FAILURE() << "4 EiB fit on this disk?";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("golden set of X needs about 4194304.0 TiB on disk, more than the"), std::string::npos)
+        << e.what();
+  }
 }
 
 GoldenOptions options(const std::string& preset, const std::string& positions, const fs::path& out) {
