@@ -27,6 +27,7 @@ struct GoldenCliOptions {
   bool overwrite = false;
   bool quiet = false;
   std::string max_memory;
+  std::string shard;
 };
 
 std::vector<DType> parse_dtypes(const std::string& list) {
@@ -64,6 +65,9 @@ Command add_golden_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores; output is identical for any count)")
       ->check(CLI::Range(0, 1024));
   cmd->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
+  cmd->add_option("--shard", o->shard,
+                  "I/N: write only shard I of N (tokens split in N contiguous ranges); `ropecheck merge` joins the N "
+                  "shard folders into the set one run writes, byte for byte");
   add_max_memory_option(*cmd, o->max_memory);
   cmd->add_flag("--quiet", o->quiet, "no progress display");
   return {cmd, [o] {
@@ -79,6 +83,7 @@ Command add_golden_command(CLI::App& app) {
             g.threads = o->threads;
             g.overwrite = o->overwrite;
             g.max_memory = max_memory_bytes(o->max_memory);
+            if (!o->shard.empty()) g.shard = parse_shard(o->shard);
             const bool tty = !o->quiet && ::isatty(STDERR_FILENO);
             if (tty)
               g.progress = [](std::int64_t done, std::int64_t total) {
@@ -88,8 +93,9 @@ Command add_golden_command(CLI::App& app) {
               };
             const golden::GoldenSummary s = golden::write_golden_set(g);
             const auto& m = s.manifest;
-            fmt::print("wrote {}: {} tokens, dtypes {}, {} files\n", o->out, m["positions"]["tokens"].get<std::int64_t>(),
-                       m["dtypes"].dump(), m["files"].size());
+            fmt::print("wrote {}{}: {} tokens, dtypes {}, {} files\n", o->out,
+                       m.contains("shard") ? " (shard " + g.shard->text() + ", merge with `ropecheck merge`)" : "",
+                       m["positions"]["tokens"].get<std::int64_t>(), m["dtypes"].dump(), m["files"].size());
             fmt::print("correct rounding: {} values on the fast path, {} recomputed with MPFR; compute {:.2f} s, write {:.2f} s\n",
                        s.fast_values, s.fallback_values, s.compute_seconds, s.write_seconds);
             return 0;

@@ -36,5 +36,6 @@ Command add_golden_command(CLI::App& app);
 Command add_check_command(CLI::App& app);
 Command add_props_command(CLI::App& app);
 Command add_drift_command(CLI::App& app);  // drift_command.cpp
+Command add_merge_command(CLI::App& app);
 
 }  // namespace ropecheck::cli

@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
       ropecheck::cli::add_check_command(app),
       ropecheck::cli::add_props_command(app),
       ropecheck::cli::add_drift_command(app),
+      ropecheck::cli::add_merge_command(app),
   };
 
   try {

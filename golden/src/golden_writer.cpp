@@ -7,9 +7,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <cmath>
 #include <fstream>
+#include <limits>
+#include <memory>
+#include <span>
 #include <thread>
 
+#include "golden_content.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/input_generator.hpp"
 #include "ropecheck/golden/memory_budget.hpp"
@@ -121,19 +126,22 @@ void run_parallel(std::int64_t tokens, int threads, const std::function<void(std
   if (progress) progress(tokens, tokens);
 }
 
-std::vector<std::uint8_t> serialize(const std::vector<Tensor>& group, FileFormat f,
-                                    const std::map<std::string, std::string>& metadata) {
-  return f == FileFormat::safetensors ? serialize_safetensors(group, metadata) : serialize_npz(group);
-}
+std::span<const std::uint8_t> bytes_of(const Tensor& t) { return {t.data.data(), t.data.size()}; }
 
 }  // namespace
 
 GoldenSummary write_golden_set(const GoldenOptions& opt) {
   const EncodingSpec& spec = opt.spec;
   const bool rope = spec.family == Family::rope;
-  const auto& positions = opt.positions.positions;
-  const auto tokens = static_cast<std::int64_t>(positions.size());
-  if (tokens == 0) throw SpecError("--positions: no positions");
+  const std::vector<Position>& all_positions = opt.positions.positions;
+  const auto set_tokens = static_cast<std::int64_t>(all_positions.size());
+  if (set_tokens == 0) throw SpecError("--positions: no positions");
+  // A shard computes tokens [first, last) of the set; everything that depends on the whole set (the
+  // largest position, the default seq_len and with it the frequencies) is taken from all of them.
+  const Shard shard = opt.shard.value_or(Shard{});
+  const auto [first, last] = shard_range(set_tokens, shard, "tokens");
+  const std::span<const Position> positions(all_positions.data() + first, static_cast<std::size_t>(last - first));
+  const std::int64_t tokens = last - first;
   if (opt.heads < 1 || opt.heads > 4096) throw SpecError("--heads must be in [1, 4096], got " + std::to_string(opt.heads));
   if (opt.positions.has_triples && (!rope || spec.rope.mrope == MropeMode::none))
     throw SpecError("--positions: T/H/W triples need a multimodal RoPE spec (rope.mrope)");
@@ -142,12 +150,17 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   for (DType d : opt.dtypes)
     if (std::find(dtypes.begin(), dtypes.end(), d) == dtypes.end()) dtypes.push_back(d);
 
-  std::int64_t max_pos = 0, min_pos = positions.front().t;
-  for (const Position& p : positions)
+  std::int64_t max_pos = 0, part_min = positions.front().t, part_max = 0;
+  for (std::int64_t i = 0; i < set_tokens; ++i) {
+    const Position& p = all_positions[static_cast<std::size_t>(i)];
     for (std::int64_t v : {p.t, p.h, p.w}) {
       max_pos = std::max(max_pos, v);
-      min_pos = std::min(min_pos, v);
+      if (i >= first && i < last) {
+        part_max = std::max(part_max, v);
+        part_min = std::min(part_min, v);
+      }
     }
+  }
   if (max_pos > kMaxPosition)  // a grid's rows and columns are added to its start position
     throw SpecError("--positions: position " + std::to_string(max_pos) + " is beyond 2^53 = 9007199254740992");
   // Hugging Face's run-time update resolves dynamic / LongRoPE with max(position_ids) + 1.
@@ -155,247 +168,175 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   const std::int64_t seq_len = opt.seq_len.value_or(std::min(max_pos + 1, kMaxPosition));
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
 
+  // Outputs are computed and written in blocks of tokens (golden_content.hpp): the run holds its
+  // positions and one block, whatever the size of the set. What it writes must fit on the disk.
+  const std::int64_t H = rope ? opt.heads : 0;
+  const std::int64_t D = rope ? spec.rope.head_dim : 0, P = rope ? rope_pairs(spec.rope) : 0;
+  const int streams = rope && spec.rope.mrope != MropeMode::none ? 3 : 1;
+  double token_bytes = rope ? 2.0 * static_cast<double>(H * D) * 4 : 0;  // q, k
+  for (DType d : dtypes) {
+    const double sz = static_cast<double>(dtype_size(tensor_dtype(d)));
+    token_bytes += rope ? 2 * static_cast<double>(P + H * D) * sz : static_cast<double>(spec.sinusoidal.d_model) * sz;
+  }
+  std::string what;
+  if (rope)
+    what = "--positions (" + std::to_string(tokens) + " tokens) x --heads " + std::to_string(opt.heads) + " x head_dim " +
+           std::to_string(D) + " x " + std::to_string(dtypes.size()) + " dtypes";
+  else
+    what = "--positions (" + std::to_string(tokens) + " tokens) x d_model " + std::to_string(spec.sinusoidal.d_model) +
+           " x " + std::to_string(dtypes.size()) + " dtypes";
+  constexpr double kBlockBytes = 32.0 * (1 << 20);
+  const std::int64_t block =
+      opt.block_tokens > 0
+          ? std::min(opt.block_tokens, tokens)
+          : static_cast<std::int64_t>(std::clamp(std::floor(kBlockBytes / std::max(token_bytes, 1.0)), 1.0, static_cast<double>(tokens)));
   {
-    // What the run holds at its peak (memory_budget.hpp): inputs (and their copy in the input file's
-    // tensors), every output tensor of every dtype, and the largest file serialized in memory.
     // In double: the product of the accepted maxima overflows 64 bits.
-    const auto T = static_cast<double>(tokens);
-    const std::size_t nd = dtypes.size();
-    double out_bytes = 0, largest = 0, inputs = T * 8 * 3;
-    std::string what;
-    if (rope) {
-      const double HD = static_cast<double>(opt.heads) * spec.rope.head_dim;
-      const double P = rope_pairs(spec.rope);
-      inputs += 4 * T * HD * 4;
-      for (DType d : dtypes) {
-        const double group = 2 * T * (P + HD) * static_cast<double>(dtype_size(tensor_dtype(d)));
-        out_bytes += group;
-        largest = std::max(largest, group);
-      }
-      what = "--positions (" + std::to_string(tokens) + " tokens) x --heads " + std::to_string(opt.heads) +
-             " x head_dim " + std::to_string(spec.rope.head_dim) + " x " + std::to_string(nd) + " dtypes";
-    } else {
-      const double dm = spec.sinusoidal.d_model;
-      for (DType d : dtypes) {
-        const double group = T * dm * static_cast<double>(dtype_size(tensor_dtype(d)));
-        out_bytes += group;
-        largest = std::max(largest, group);
-      }
-      what = "--positions (" + std::to_string(tokens) + " tokens) x d_model " + std::to_string(dm) + " x " +
-             std::to_string(nd) + " dtypes";
-    }
-    largest = std::max(largest, inputs / 2);
-    require_memory(static_cast<std::uint64_t>(std::min(inputs + out_bytes + largest, 0x1p63)), opt.max_memory, "golden set of " + what);
+    const double T = static_cast<double>(tokens), B = static_cast<double>(block);
+    const double need = T * 8 * streams + B * token_bytes * 1.5 + (rope ? 2 * B * static_cast<double>(H * D) * 8 : 0);
+    require_memory(static_cast<std::uint64_t>(std::min(need, 0x1p63)), opt.max_memory, "golden set of " + what);
+    require_disk(static_cast<std::uint64_t>(std::min(T * (token_bytes + 8.0 * streams), 0x1p63)), opt.out, "golden set of " + what);
   }
 
   // A temporary sibling folder, moved into place at the end (atomic_output.hpp); made first so that
   // an existing or unwritable destination fails before the computation.
   OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "golden"});
+  detail::GoldenFiles files(folder, spec, tokens, static_cast<int>(H), dtypes, opt.format);
 
   GoldenSummary summary;
   const auto t0 = Clock::now();
-  std::vector<Tensor> inputs;
-  std::vector<DtypeOutputs> outs;
   std::atomic<std::int64_t> fast{0}, fallback{0};
   std::string attention_factor;
-
-  if (rope) {
-    const RopeSpec& r = spec.rope;
-    const int D = r.head_dim, P = rope_pairs(r), H = opt.heads;
-    const std::vector<float> q = generate_inputs(opt.seed, InputStream::q, static_cast<std::uint64_t>(tokens * H * D));
-    const std::vector<float> k = generate_inputs(opt.seed, InputStream::k, static_cast<std::uint64_t>(tokens * H * D));
-    const RopeRoundingEngine engine(r, seq_len, max_pos);
-    attention_factor = resolve_spec(spec, seq_len, 40).attention_factor;
-    for (DType d : dtypes) {
-      const std::string s(to_string(d));
-      DtypeOutputs o{d, empty_tensor("cos." + s, tensor_dtype(d), {tokens, P}),
-                     empty_tensor("sin." + s, tensor_dtype(d), {tokens, P}),
-                     empty_tensor("q_rot." + s, tensor_dtype(d), {tokens, H, D}),
-                     empty_tensor("k_rot." + s, tensor_dtype(d), {tokens, H, D}), {}};
-      outs.push_back(std::move(o));
-    }
-    run_parallel(tokens, threads, opt.progress, [&](std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) {
-      // q and k of a token share one evaluation: heads [0, H) are q, [H, 2H) are k.
-      const std::size_t n = dtypes.size(), hd = static_cast<std::size_t>(H * D);
-      std::vector<std::vector<double>> c(n, std::vector<double>(static_cast<std::size_t>(P))), s = c;
-      std::vector<std::vector<double>> rot(n, std::vector<double>(2 * hd));
-      std::vector<double> x(2 * hd);
-      std::vector<RoundedOut> rounded(n);
-      for (std::size_t d = 0; d < n; ++d) rounded[d] = {c[d].data(), s[d].data(), rot[d].data()};
-      RoundingStats stats;
-      for (std::int64_t t = b; t < e; ++t) {
-        const std::size_t base = static_cast<std::size_t>(t) * hd;
-        for (std::size_t i = 0; i < hd; ++i) {
-          x[i] = q[base + i];
-          x[hd + i] = k[base + i];
-        }
-        engine.evaluate(positions[static_cast<std::size_t>(t)], x, 2 * H, dtypes, rounded, stats);
-        for (std::size_t d = 0; d < n; ++d) {
-          DtypeOutputs& o = outs[d];
-          const std::size_t sz = dtype_size(o.cos.dtype);
-          const std::size_t row = static_cast<std::size_t>(t) * static_cast<std::size_t>(P) * sz;
-          for (std::size_t j = 0; j < static_cast<std::size_t>(P); ++j) {
-            store(o.cos.data.data() + row + j * sz, c[d][j], o.dtype);
-            store(o.sin.data.data() + row + j * sz, s[d][j], o.dtype);
-          }
-          for (std::size_t i = 0; i < hd; ++i) {
-            store(o.q_rot.data.data() + (base + i) * sz, rot[d][i], o.dtype);
-            store(o.k_rot.data.data() + (base + i) * sz, rot[d][hd + i], o.dtype);
-          }
-        }
-        done.fetch_add(1, std::memory_order_relaxed);
-      }
-      fast += stats.fast_values;
-      fallback += stats.fallback_values;
-    });
+  {
     // positions: [tokens] or [3, tokens]
-    if (r.mrope != MropeMode::none) {
-      std::vector<std::int64_t> pv(static_cast<std::size_t>(3 * tokens));
-      for (std::int64_t t = 0; t < tokens; ++t) {
-        const Position& p = positions[static_cast<std::size_t>(t)];
-        pv[static_cast<std::size_t>(t)] = p.t;
+    std::vector<std::int64_t> pv(static_cast<std::size_t>(streams * tokens));
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const Position& p = positions[static_cast<std::size_t>(t)];
+      pv[static_cast<std::size_t>(t)] = p.t;
+      if (streams == 3) {
         pv[static_cast<std::size_t>(tokens + t)] = p.h;
         pv[static_cast<std::size_t>(2 * tokens + t)] = p.w;
       }
-      inputs.push_back(make_i64("positions", {3, tokens}, pv));
-    } else {
-      std::vector<std::int64_t> pv;
-      for (const Position& p : positions) pv.push_back(p.t);
-      inputs.push_back(make_i64("positions", {tokens}, pv));
     }
-    inputs.push_back(make_f32("q", {tokens, H, D}, q));
-    inputs.push_back(make_f32("k", {tokens, H, D}, k));
-  } else {
-    const SinusoidalSpec& s = spec.sinusoidal;
-    const int dm = s.d_model;
-    const SinusoidalRoundingEngine engine(s, max_pos);
-    for (DType d : dtypes) {
-      DtypeOutputs o{d, {}, {}, {}, {}, empty_tensor("pe." + std::string(to_string(d)), tensor_dtype(d), {tokens, dm})};
-      outs.push_back(std::move(o));
-    }
-    run_parallel(tokens, threads, opt.progress, [&](std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) {
-      const std::size_t n = dtypes.size();
-      std::vector<std::vector<double>> row(n, std::vector<double>(static_cast<std::size_t>(dm)));
-      std::vector<double*> ptrs(n);
-      for (std::size_t d = 0; d < n; ++d) ptrs[d] = row[d].data();
-      RoundingStats stats;
-      for (std::int64_t t = b; t < e; ++t) {
-        engine.evaluate(positions[static_cast<std::size_t>(t)].t, dtypes, ptrs, stats);
-        for (std::size_t d = 0; d < n; ++d) {
-          const std::size_t sz = dtype_size(outs[d].pe.dtype);
-          for (int c = 0; c < dm; ++c)
-            store(outs[d].pe.data.data() + (static_cast<std::size_t>(t) * static_cast<std::size_t>(dm) + static_cast<std::size_t>(c)) * sz,
-                  row[d][static_cast<std::size_t>(c)], outs[d].dtype);
-        }
-        done.fetch_add(1, std::memory_order_relaxed);
-      }
-      fast += stats.fast_values;
-      fallback += stats.fallback_values;
-    });
-    std::vector<std::int64_t> pv;
-    for (const Position& p : positions) pv.push_back(p.t);
-    inputs.push_back(make_i64("positions", {tokens}, pv));
+    files.group(0).write(0, 0, {reinterpret_cast<const std::uint8_t*>(pv.data()), pv.size() * 8});
   }
+  const std::size_t n = dtypes.size();
+  std::unique_ptr<const RopeRoundingEngine> rope_engine;
+  std::unique_ptr<const SinusoidalRoundingEngine> sin_engine;
+  if (rope) {
+    rope_engine = std::make_unique<const RopeRoundingEngine>(spec.rope, seq_len, max_pos);
+    attention_factor = resolve_spec(spec, seq_len, 40).attention_factor;
+  } else {
+    sin_engine = std::make_unique<const SinusoidalRoundingEngine>(spec.sinusoidal, max_pos);
+  }
+  const auto hd = static_cast<std::size_t>(H * D);
+  for (std::int64_t tb = 0; tb < tokens; tb += block) {
+    const std::int64_t bt = std::min(block, tokens - tb);
+    std::function<void(std::int64_t, std::int64_t)> progress;
+    if (opt.progress) progress = [&](std::int64_t done, std::int64_t) { opt.progress(tb + done, tokens); };
+    std::vector<DtypeOutputs> outs;
+    if (rope) {
+      const std::vector<float> q = generate_inputs(opt.seed, InputStream::q, static_cast<std::uint64_t>(bt) * hd,
+                                                   static_cast<std::uint64_t>(first + tb) * hd);
+      const std::vector<float> k = generate_inputs(opt.seed, InputStream::k, static_cast<std::uint64_t>(bt) * hd,
+                                                   static_cast<std::uint64_t>(first + tb) * hd);
+      for (DType d : dtypes) {
+        const std::string s(to_string(d));
+        outs.push_back({d, empty_tensor("cos." + s, tensor_dtype(d), {bt, P}), empty_tensor("sin." + s, tensor_dtype(d), {bt, P}),
+                        empty_tensor("q_rot." + s, tensor_dtype(d), {bt, H, D}),
+                        empty_tensor("k_rot." + s, tensor_dtype(d), {bt, H, D}), {}});
+      }
+      run_parallel(bt, threads, progress, [&](std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) {
+        // q and k of a token share one evaluation: heads [0, H) are q, [H, 2H) are k.
+        std::vector<std::vector<double>> c(n, std::vector<double>(static_cast<std::size_t>(P))), s = c;
+        std::vector<std::vector<double>> rot(n, std::vector<double>(2 * hd));
+        std::vector<double> x(2 * hd);
+        std::vector<RoundedOut> rounded(n);
+        for (std::size_t d = 0; d < n; ++d) rounded[d] = {c[d].data(), s[d].data(), rot[d].data()};
+        RoundingStats stats;
+        for (std::int64_t t = b; t < e; ++t) {
+          const std::size_t base = static_cast<std::size_t>(t) * hd;
+          for (std::size_t i = 0; i < hd; ++i) {
+            x[i] = q[base + i];
+            x[hd + i] = k[base + i];
+          }
+          rope_engine->evaluate(positions[static_cast<std::size_t>(tb + t)], x, static_cast<int>(2 * H), dtypes, rounded, stats);
+          for (std::size_t d = 0; d < n; ++d) {
+            DtypeOutputs& o = outs[d];
+            const std::size_t sz = dtype_size(o.cos.dtype);
+            const std::size_t row = static_cast<std::size_t>(t) * static_cast<std::size_t>(P) * sz;
+            for (std::size_t j = 0; j < static_cast<std::size_t>(P); ++j) {
+              store(o.cos.data.data() + row + j * sz, c[d][j], o.dtype);
+              store(o.sin.data.data() + row + j * sz, s[d][j], o.dtype);
+            }
+            for (std::size_t i = 0; i < hd; ++i) {
+              store(o.q_rot.data.data() + (base + i) * sz, rot[d][i], o.dtype);
+              store(o.k_rot.data.data() + (base + i) * sz, rot[d][hd + i], o.dtype);
+            }
+          }
+          done.fetch_add(1, std::memory_order_relaxed);
+        }
+        fast += stats.fast_values;
+        fallback += stats.fallback_values;
+      });
+      const std::uint64_t in_at = static_cast<std::uint64_t>(tb) * hd * 4;
+      files.group(0).write(1, in_at, {reinterpret_cast<const std::uint8_t*>(q.data()), q.size() * 4});
+      files.group(0).write(2, in_at, {reinterpret_cast<const std::uint8_t*>(k.data()), k.size() * 4});
+      for (std::size_t d = 0; d < n; ++d) {
+        const DtypeOutputs& o = outs[d];
+        const std::uint64_t sz = dtype_size(o.cos.dtype), t0b = static_cast<std::uint64_t>(tb);
+        files.group(1 + d).write(0, t0b * static_cast<std::uint64_t>(P) * sz, bytes_of(o.cos));
+        files.group(1 + d).write(1, t0b * static_cast<std::uint64_t>(P) * sz, bytes_of(o.sin));
+        files.group(1 + d).write(2, t0b * hd * sz, bytes_of(o.q_rot));
+        files.group(1 + d).write(3, t0b * hd * sz, bytes_of(o.k_rot));
+      }
+    } else {
+      const int dm = spec.sinusoidal.d_model;
+      for (DType d : dtypes)
+        outs.push_back({d, {}, {}, {}, {}, empty_tensor("pe." + std::string(to_string(d)), tensor_dtype(d), {bt, dm})});
+      run_parallel(bt, threads, progress, [&](std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) {
+        std::vector<std::vector<double>> row(n, std::vector<double>(static_cast<std::size_t>(dm)));
+        std::vector<double*> ptrs(n);
+        for (std::size_t d = 0; d < n; ++d) ptrs[d] = row[d].data();
+        RoundingStats stats;
+        for (std::int64_t t = b; t < e; ++t) {
+          sin_engine->evaluate(positions[static_cast<std::size_t>(tb + t)].t, dtypes, ptrs, stats);
+          for (std::size_t d = 0; d < n; ++d) {
+            const std::size_t sz = dtype_size(outs[d].pe.dtype);
+            for (int c = 0; c < dm; ++c)
+              store(outs[d].pe.data.data() + (static_cast<std::size_t>(t) * static_cast<std::size_t>(dm) + static_cast<std::size_t>(c)) * sz,
+                    row[d][static_cast<std::size_t>(c)], outs[d].dtype);
+          }
+          done.fetch_add(1, std::memory_order_relaxed);
+        }
+        fast += stats.fast_values;
+        fallback += stats.fallback_values;
+      });
+      for (std::size_t d = 0; d < n; ++d)
+        files.group(1 + d).write(0, static_cast<std::uint64_t>(tb) * static_cast<std::uint64_t>(dm) * dtype_size(outs[d].pe.dtype),
+                                 bytes_of(outs[d].pe));
+    }
+  }
+  if (opt.progress) opt.progress(tokens, tokens);
   const auto t1 = Clock::now();
   summary.compute_seconds = std::chrono::duration<double>(t1 - t0).count();
   summary.fast_values = fast.load();
   summary.fallback_values = fallback.load();
 
-  // Files and manifest go to the temporary folder made before the computation.
-  const std::string ext = opt.format == FileFormat::safetensors ? ".safetensors" : ".npz";
-
-  const std::map<std::string, std::string> metadata = {{"producer", "ropecheck " ROPECHECK_VERSION},
-                                                       {"spec", spec.name}};
-  nlohmann::json files = nlohmann::json::array(), tensors = nlohmann::json::array();
-  auto emit = [&](const std::string& file, const std::vector<Tensor>& group) {
-    const std::vector<std::uint8_t> bytes = serialize(group, opt.format, metadata);
-    folder.write(file, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-    files.push_back({{"file", file}, {"bytes", bytes.size()}, {"sha256", sha256_hex(bytes)}});
-  };
-  auto describe = [&](const Tensor& t, const std::string& file, const std::string& role, const std::string& meaning,
-                      bool folded) {
-    nlohmann::json j = {{"name", t.name},          {"file", file},       {"dtype", std::string(to_string(t.dtype))},
-                        {"shape", t.shape},        {"role", role},       {"meaning", meaning},
-                        {"attention_factor_folded", folded}};
-    if (opt.format == FileFormat::npz && t.dtype == TensorDType::bf16) j["npy_storage"] = "uint16 bit patterns";
-    tensors.push_back(j);
-  };
-
-  const std::string in_file = "inputs" + ext;
-  emit(in_file, inputs);
-  for (const Tensor& t : inputs) {
-    if (t.name == "positions")
-      describe(t, in_file, "input",
-               t.shape.size() == 2 ? "position of each token, streams (t, h, w) x tokens" : "position of each token",
-               false);
-    else
-      describe(t, in_file, "input",
-               "input " + t.name + " [tokens, heads, head_dim] from " + kGeneratorName + " v" +
-                   std::to_string(kGeneratorVersion) + ", exactly representable in bf16",
-               false);
-  }
-  for (DtypeOutputs& o : outs) {
-    const std::string file = "outputs_" + std::string(to_string(o.dtype)) + ext;
-    std::vector<Tensor> group;
-    if (rope) {
-      group = {std::move(o.cos), std::move(o.sin), std::move(o.q_rot), std::move(o.k_rot)};
-    } else {
-      group = {std::move(o.pe)};
-    }
-    emit(file, group);
-    for (const Tensor& t : group) {
-      const std::string base = t.name.substr(0, t.name.find('.'));
-      const std::string rounding = ", correctly rounded once to " + std::string(to_string(o.dtype));
-      if (base == "cos" || base == "sin")
-        describe(t, file, "output", base + " of the angle of each pair (frequency order), no attention factor" + rounding,
-                 false);
-      else if (base == "pe")
-        describe(t, file, "output", "sinusoidal encoding row of each token's position" + rounding, false);
-      else
-        describe(t, file, "output",
-                 base.substr(0, 1) + " rotated by RoPE, attention factor folded into the rotated channels, "
-                                     "pass-through channels copied" + rounding,
-                 true);
-    }
-  }
-
-  std::vector<std::string> dtype_names;
-  for (DType d : dtypes) dtype_names.emplace_back(to_string(d));
-  nlohmann::json manifest = {
-      {"format", "ropecheck-golden"},
-      {"format_version", 1},
-      {"ropecheck_version", ROPECHECK_VERSION},
-      {"spec", spec_to_json(spec)},
-      {"seq_len", rope ? nlohmann::json(seq_len) : nlohmann::json(nullptr)},
-      {"attention_factor", rope ? nlohmann::json(attention_factor) : nlohmann::json(nullptr)},
-      {"positions",
-       {{"argument", opt.positions.argument},
-        {"tokens", tokens},
-        {"streams", rope && spec.rope.mrope != MropeMode::none ? 3 : 1},
-        {"min", min_pos},
-        {"max", max_pos}}},
-      {"generator",
-       {{"name", kGeneratorName}, {"version", kGeneratorVersion}, {"seed", opt.seed}, {"heads", rope ? opt.heads : 0}}},
-      {"reference",
-       {{"backend", "MPFR via Boost.Multiprecision"},
-        {"mpfr_version", mpfr_get_version()},
-        {"rounding", "round-to-nearest-even, once, from the exact value"},
-        {"method",
-         "double-double evaluation with a proven error bound; values whose rounding is in doubt are recomputed "
-         "with MPFR at increasing precision (Ziv)"},
-        {"fast_path_values", summary.fast_values},
-        {"mpfr_fallback_values", summary.fallback_values}}},
-      {"dtypes", dtype_names},
-      {"files", files},
-      {"tensors", tensors}};
-  {
-    const std::string text = manifest.dump(2) + "\n";
-    folder.write("manifest.json", text);
-  }
+  detail::GoldenMeta meta;
+  meta.positions_argument = opt.positions.argument;
+  meta.min_pos = part_min;
+  meta.max_pos = part_max;
+  meta.seq_len = seq_len;
+  meta.attention_factor = attention_factor;
+  meta.seed = opt.seed;
+  meta.fast_values = summary.fast_values;
+  meta.fallback_values = summary.fallback_values;
+  if (opt.shard)  // also 1/1: a one-shard matrix still goes through `merge`
+    meta.shard = {{"index", shard.index}, {"count", shard.count}, {"first_token", first}, {"set_tokens", set_tokens}};
+  summary.manifest = files.finish(meta);
   folder.commit();  // one rename: refuses to replace without --overwrite, one exchange with it
-
   summary.write_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
-  summary.manifest = std::move(manifest);
   return summary;
 }
 

@@ -43,9 +43,9 @@ float generate_input(std::uint64_t seed, InputStream stream, std::uint64_t index
   return std::ldexp(static_cast<float>(round_to_8_bits(n)), -15);
 }
 
-std::vector<float> generate_inputs(std::uint64_t seed, InputStream stream, std::uint64_t count) {
+std::vector<float> generate_inputs(std::uint64_t seed, InputStream stream, std::uint64_t count, std::uint64_t first) {
   std::vector<float> v(count);
-  for (std::uint64_t i = 0; i < count; ++i) v[i] = generate_input(seed, stream, i);
+  for (std::uint64_t i = 0; i < count; ++i) v[i] = generate_input(seed, stream, first + i);
   return v;
 }
 

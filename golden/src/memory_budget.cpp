@@ -68,4 +68,14 @@ void require_memory(std::uint64_t need, std::uint64_t limit, const std::string& 
                   " (--max-memory raises the limit)");
 }
 
+void require_disk(std::uint64_t need, const std::filesystem::path& out, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(out, ec);
+  while (!p.empty() && !std::filesystem::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
+  const std::filesystem::space_info si = std::filesystem::space(p, ec);
+  if (!ec && si.available < need)
+    throw SpecError(what + " needs about " + format_bytes(need) + " on disk, more than the " + format_bytes(si.available) +
+                    " free where --out goes");
+}
+
 }  // namespace ropecheck::golden

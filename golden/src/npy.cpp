@@ -271,8 +271,7 @@ Tensor read_npy(const std::filesystem::path& path, bool u2_is_bf16) {
   return parse_npy(bytes, path.stem().string(), path.string(), u2_is_bf16);
 }
 
-std::vector<std::uint8_t> serialize_npy(const Tensor& t) {
-  validate(t);
+std::vector<std::uint8_t> detail::npy_header(const TensorInfo& t) {
   // Exactly what NumPy's _write_array_header + _wrap_header write for version 1.0.
   std::string dict = "{'descr': '" + std::string(descr_of(t.dtype)) +
                      "', 'fortran_order': False, 'shape': " + shape_repr(t.shape) + ", }";
@@ -288,7 +287,7 @@ std::vector<std::uint8_t> serialize_npy(const Tensor& t) {
                       " dimensions make the header longer than NumPy reads");
   }
   // Filled in place: GCC 12 warns falsely (-Wstringop-overflow) on a chain of vector inserts here.
-  std::vector<std::uint8_t> out(10 + header_len + t.data.size(), std::uint8_t{' '});
+  std::vector<std::uint8_t> out(10 + header_len, std::uint8_t{' '});
   std::uint8_t* p = out.data();
   for (const char c : kMagic) *p++ = static_cast<std::uint8_t>(c);
   *p++ = 1;  // version 1.0
@@ -297,8 +296,16 @@ std::vector<std::uint8_t> serialize_npy(const Tensor& t) {
   *p++ = static_cast<std::uint8_t>(header_len >> 8);
   for (const char c : dict) *p++ = static_cast<std::uint8_t>(c);
   p += padlen;  // spaces
-  *p++ = '\n';
-  if (!t.data.empty()) std::memcpy(p, t.data.data(), t.data.size());
+  *p = '\n';
+  return out;
+}
+
+std::vector<std::uint8_t> serialize_npy(const Tensor& t) {
+  validate(t);
+  std::vector<std::uint8_t> out = detail::npy_header({t.name, t.dtype, t.shape});
+  const std::size_t h = out.size();
+  out.resize(h + t.data.size());
+  if (!t.data.empty()) std::memcpy(out.data() + h, t.data.data(), t.data.size());
   return out;
 }
 
@@ -432,98 +439,85 @@ std::vector<std::uint8_t> serialize_npz(const std::vector<Tensor>& tensors) {
 
 namespace detail {
 
-std::vector<std::uint8_t> write_zip_stored(const std::vector<ZipMember>& members, bool force_zip64) {
-  constexpr std::uint32_t kMax32 = 0xFFFFFFFFu;
-  constexpr std::uint16_t kMax16 = 0xFFFFu;
-  constexpr std::uint16_t kDosTime = 0;       // 00:00:00
-  constexpr std::uint16_t kDosDate = 0x0021;  // 1980-01-01, the earliest DOS date
-  constexpr std::uint32_t kExternalAttr = 0100644u << 16;  // regular file, rw-r--r--
-  constexpr std::uint16_t kMadeByUnix = 3 << 8;
+namespace {
+constexpr std::uint32_t kMax32 = 0xFFFFFFFFu;
+constexpr std::uint16_t kMax16 = 0xFFFFu;
+constexpr std::uint16_t kDosTime = 0;       // 00:00:00
+constexpr std::uint16_t kDosDate = 0x0021;  // 1980-01-01, the earliest DOS date
+constexpr std::uint32_t kExternalAttr = 0100644u << 16;  // regular file, rw-r--r--
+constexpr std::uint16_t kMadeByUnix = 3 << 8;
 
-  struct Written {
-    std::uint64_t offset;
-    std::uint32_t crc;
-    bool zip64;
-    std::uint16_t flags;
-  };
-  std::uint64_t total = 22;
-  for (const ZipMember& m : members) total += 2 * (46 + m.name.size() + 28) + m.data.size();
+std::uint16_t name_flags(const std::string& name) {
+  const bool ascii = std::all_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  return ascii ? 0 : 0x0800;  // bit 11: the name is UTF-8
+}
+}  // namespace
+
+bool zip_member_needs_zip64(std::uint64_t size, std::uint64_t offset, bool force_zip64) {
+  return force_zip64 || size >= kMax32 || offset >= kMax32;
+}
+
+std::vector<std::uint8_t> zip_local_header(const ZipRecord& r, bool force_zip64) {
+  if (r.name.size() > kMax16) throw TensorError("cannot write .npz: member name longer than 65535 bytes");
+  const bool zip64 = zip_member_needs_zip64(r.size, r.offset, force_zip64);
   std::vector<std::uint8_t> out;
-  out.reserve(static_cast<std::size_t>(total));
-  std::vector<Written> written;
-  written.reserve(members.size());
-
-  for (const ZipMember& m : members) {
-    if (m.name.size() > kMax16) throw TensorError("cannot write .npz: member name longer than 65535 bytes");
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (std::size_t done = 0; done < m.data.size();) {
-      const std::size_t chunk = std::min<std::size_t>(m.data.size() - done, std::size_t{1} << 30);
-      crc = crc32(crc, m.data.data() + done, static_cast<uInt>(chunk));
-      done += chunk;
-    }
-    const std::uint64_t offset = out.size();
-    const std::uint64_t size = m.data.size();
-    const bool zip64 = force_zip64 || size >= kMax32 || offset >= kMax32;
-    const bool ascii = std::all_of(m.name.begin(), m.name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-    const std::uint16_t flags = ascii ? 0 : 0x0800;  // bit 11: the name is UTF-8
-    written.push_back({offset, static_cast<std::uint32_t>(crc), zip64, flags});
-
-    put_u32(out, 0x04034b50);
-    put_u16(out, zip64 ? 45 : 20);  // version needed to extract
-    put_u16(out, flags);
-    put_u16(out, 0);  // STORED
-    put_u16(out, kDosTime);
-    put_u16(out, kDosDate);
-    put_u32(out, static_cast<std::uint32_t>(crc));
-    put_u32(out, zip64 ? kMax32 : static_cast<std::uint32_t>(size));  // compressed size
-    put_u32(out, zip64 ? kMax32 : static_cast<std::uint32_t>(size));  // uncompressed size
-    put_u16(out, static_cast<std::uint16_t>(m.name.size()));
-    put_u16(out, zip64 ? 20 : 0);  // extra field length
-    out.insert(out.end(), m.name.begin(), m.name.end());
-    if (zip64) {
-      put_u16(out, 0x0001);
-      put_u16(out, 16);
-      put_u64(out, size);  // uncompressed
-      put_u64(out, size);  // compressed
-    }
-    out.insert(out.end(), m.data.begin(), m.data.end());
+  out.reserve(30 + r.name.size() + 20);
+  put_u32(out, 0x04034b50);
+  put_u16(out, zip64 ? 45 : 20);  // version needed to extract
+  put_u16(out, name_flags(r.name));
+  put_u16(out, 0);  // STORED
+  put_u16(out, kDosTime);
+  put_u16(out, kDosDate);
+  put_u32(out, r.crc);
+  put_u32(out, zip64 ? kMax32 : static_cast<std::uint32_t>(r.size));  // compressed size
+  put_u32(out, zip64 ? kMax32 : static_cast<std::uint32_t>(r.size));  // uncompressed size
+  put_u16(out, static_cast<std::uint16_t>(r.name.size()));
+  put_u16(out, zip64 ? 20 : 0);  // extra field length
+  out.insert(out.end(), r.name.begin(), r.name.end());
+  if (zip64) {
+    put_u16(out, 0x0001);
+    put_u16(out, 16);
+    put_u64(out, r.size);  // uncompressed
+    put_u64(out, r.size);  // compressed
   }
+  return out;
+}
 
-  const std::uint64_t cd_offset = out.size();
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    const ZipMember& m = members[i];
-    const Written& w = written[i];
-    const std::uint64_t size = m.data.size();
+std::vector<std::uint8_t> zip_central_directory(const std::vector<ZipRecord>& records, std::uint64_t cd_offset,
+                                                bool force_zip64) {
+  std::vector<std::uint8_t> out;
+  for (const ZipRecord& r : records) {
+    const bool zip64 = zip_member_needs_zip64(r.size, r.offset, force_zip64);
     put_u32(out, 0x02014b50);
-    put_u16(out, static_cast<std::uint16_t>(kMadeByUnix | (w.zip64 ? 45 : 20)));
-    put_u16(out, w.zip64 ? 45 : 20);
-    put_u16(out, w.flags);
+    put_u16(out, static_cast<std::uint16_t>(kMadeByUnix | (zip64 ? 45 : 20)));
+    put_u16(out, zip64 ? 45 : 20);
+    put_u16(out, name_flags(r.name));
     put_u16(out, 0);  // STORED
     put_u16(out, kDosTime);
     put_u16(out, kDosDate);
-    put_u32(out, w.crc);
-    put_u32(out, w.zip64 ? kMax32 : static_cast<std::uint32_t>(size));
-    put_u32(out, w.zip64 ? kMax32 : static_cast<std::uint32_t>(size));
-    put_u16(out, static_cast<std::uint16_t>(m.name.size()));
-    put_u16(out, w.zip64 ? 28 : 0);
+    put_u32(out, r.crc);
+    put_u32(out, zip64 ? kMax32 : static_cast<std::uint32_t>(r.size));
+    put_u32(out, zip64 ? kMax32 : static_cast<std::uint32_t>(r.size));
+    put_u16(out, static_cast<std::uint16_t>(r.name.size()));
+    put_u16(out, zip64 ? 28 : 0);
     put_u16(out, 0);  // comment length
     put_u16(out, 0);  // disk number start
     put_u16(out, 0);  // internal attributes
     put_u32(out, kExternalAttr);
-    put_u32(out, w.zip64 ? kMax32 : static_cast<std::uint32_t>(w.offset));
-    out.insert(out.end(), m.name.begin(), m.name.end());
-    if (w.zip64) {
+    put_u32(out, zip64 ? kMax32 : static_cast<std::uint32_t>(r.offset));
+    out.insert(out.end(), r.name.begin(), r.name.end());
+    if (zip64) {
       put_u16(out, 0x0001);
       put_u16(out, 24);
-      put_u64(out, size);  // uncompressed
-      put_u64(out, size);  // compressed
-      put_u64(out, w.offset);
+      put_u64(out, r.size);  // uncompressed
+      put_u64(out, r.size);  // compressed
+      put_u64(out, r.offset);
     }
   }
-  const std::uint64_t cd_size = out.size() - cd_offset;
-  const std::uint64_t n = members.size();
+  const std::uint64_t cd_size = out.size();
+  const std::uint64_t n = records.size();
   if (force_zip64 || n >= kMax16 || cd_offset >= kMax32 || cd_size >= kMax32) {
-    const std::uint64_t eocd64_offset = out.size();
+    const std::uint64_t eocd64_offset = cd_offset + out.size();
     put_u32(out, 0x06064b50);
     put_u64(out, 44);  // size of the rest of this record
     put_u16(out, kMadeByUnix | 45);
@@ -547,6 +541,30 @@ std::vector<std::uint8_t> write_zip_stored(const std::vector<ZipMember>& members
   put_u32(out, static_cast<std::uint32_t>(std::min<std::uint64_t>(cd_size, kMax32)));
   put_u32(out, static_cast<std::uint32_t>(std::min<std::uint64_t>(cd_offset, kMax32)));
   put_u16(out, 0);  // comment length
+  return out;
+}
+
+std::vector<std::uint8_t> write_zip_stored(const std::vector<ZipMember>& members, bool force_zip64) {
+  std::uint64_t total = 22;
+  for (const ZipMember& m : members) total += 2 * (46 + m.name.size() + 28) + m.data.size();
+  std::vector<std::uint8_t> out;
+  out.reserve(static_cast<std::size_t>(total));
+  std::vector<ZipRecord> records;
+  records.reserve(members.size());
+  for (const ZipMember& m : members) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (std::size_t done = 0; done < m.data.size();) {
+      const std::size_t chunk = std::min<std::size_t>(m.data.size() - done, std::size_t{1} << 30);
+      crc = crc32(crc, m.data.data() + done, static_cast<uInt>(chunk));
+      done += chunk;
+    }
+    records.push_back({m.name, m.data.size(), out.size(), static_cast<std::uint32_t>(crc)});
+    const std::vector<std::uint8_t> h = zip_local_header(records.back(), force_zip64);
+    out.insert(out.end(), h.begin(), h.end());
+    out.insert(out.end(), m.data.begin(), m.data.end());
+  }
+  const std::vector<std::uint8_t> tail = zip_central_directory(records, out.size(), force_zip64);
+  out.insert(out.end(), tail.begin(), tail.end());
   return out;
 }
 

@@ -288,28 +288,30 @@ std::vector<Tensor> read_safetensors(const std::filesystem::path& path, std::map
   return parse_safetensors(bytes, path.string(), metadata);
 }
 
-std::vector<std::uint8_t> serialize_safetensors(const std::vector<Tensor>& tensors,
-                                                const std::map<std::string, std::string>& metadata) {
-  std::vector<const Tensor*> order;
+detail::SafetensorsHeader detail::safetensors_header(const std::vector<TensorInfo>& tensors,
+                                                     const std::map<std::string, std::string>& metadata) {
+  std::vector<std::size_t> order;
   order.reserve(tensors.size());
   std::set<std::string_view> names;
-  for (const Tensor& t : tensors) {
-    validate(t);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorInfo& t = tensors[i];
     check_utf8_for_writing(t.name, "tensor name");
     if (t.name == kMetadataKey) throw TensorError("cannot write safetensors: a tensor is named __metadata__");
     if (!names.insert(t.name).second) {
       throw TensorError("cannot write safetensors: duplicate tensor name " + quote_name(t.name));
     }
-    order.push_back(&t);
+    order.push_back(i);
   }
   for (const auto& [k, v] : metadata) {
     check_utf8_for_writing(k, "metadata key");
     check_utf8_for_writing(v, "metadata value");
   }
-  std::sort(order.begin(), order.end(), [](const Tensor* a, const Tensor* b) {
-    const int ra = alignment_rank(a->dtype), rb = alignment_rank(b->dtype);
+  std::sort(order.begin(), order.end(), [&](std::size_t ia, std::size_t ib) {
+    const TensorInfo& a = tensors[ia];
+    const TensorInfo& b = tensors[ib];
+    const int ra = alignment_rank(a.dtype), rb = alignment_rank(b.dtype);
     if (ra != rb) return ra > rb;
-    return a->name < b->name;
+    return a.name < b.name;
   });
 
   std::string h = "{";
@@ -327,21 +329,22 @@ std::vector<std::uint8_t> serialize_safetensors(const std::vector<Tensor>& tenso
     first = false;
   }
   std::uint64_t offset = 0;
-  for (const Tensor* t : order) {
+  for (std::size_t i : order) {
+    const TensorInfo& t = tensors[i];
     if (!first) h += ',';
     first = false;
-    append_json_string(h, t->name);
+    append_json_string(h, t.name);
     h += ":{\"dtype\":\"";
-    h += safetensors_name(t->dtype);
+    h += safetensors_name(t.dtype);
     h += "\",\"shape\":[";
-    for (std::size_t i = 0; i < t->shape.size(); ++i) {
-      if (i) h += ',';
-      h += std::to_string(t->shape[i]);
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) h += ',';
+      h += std::to_string(t.shape[d]);
     }
     h += "],\"data_offsets\":[";
     h += std::to_string(offset);
     h += ',';
-    offset += t->data.size();
+    offset += t.data_bytes();
     h += std::to_string(offset);
     h += "]}";
   }
@@ -351,12 +354,29 @@ std::vector<std::uint8_t> serialize_safetensors(const std::vector<Tensor>& tenso
     throw TensorError("cannot write safetensors: header of " + std::to_string(h.size()) + " bytes exceeds the " +
                       std::to_string(kMaxHeaderSize) + "-byte limit");
   }
+  SafetensorsHeader out;
+  out.bytes.reserve(8 + h.size());
+  detail::put_u64(out.bytes, h.size());
+  out.bytes.insert(out.bytes.end(), h.begin(), h.end());
+  out.order = std::move(order);
+  return out;
+}
 
+std::vector<std::uint8_t> serialize_safetensors(const std::vector<Tensor>& tensors,
+                                                const std::map<std::string, std::string>& metadata) {
+  std::vector<detail::TensorInfo> infos;
+  infos.reserve(tensors.size());
+  std::uint64_t data = 0;
+  for (const Tensor& t : tensors) {
+    validate(t);
+    infos.push_back({t.name, t.dtype, t.shape});
+    data += t.data.size();
+  }
+  const detail::SafetensorsHeader h = detail::safetensors_header(infos, metadata);
   std::vector<std::uint8_t> out;
-  out.reserve(8 + h.size() + offset);
-  detail::put_u64(out, h.size());
-  out.insert(out.end(), h.begin(), h.end());
-  for (const Tensor* t : order) out.insert(out.end(), t->data.begin(), t->data.end());
+  out.reserve(h.bytes.size() + data);
+  out.insert(out.end(), h.bytes.begin(), h.bytes.end());
+  for (std::size_t i : h.order) out.insert(out.end(), tensors[i].data.begin(), tensors[i].data.end());
   return out;
 }
 

@@ -44,6 +44,16 @@ std::string finish(EVP_MD_CTX* ctx) {
 
 }  // namespace
 
+struct Sha256::State {
+  Ctx ctx = new_ctx();
+};
+Sha256::Sha256() : s_(std::make_unique<State>()) {}
+Sha256::~Sha256() = default;
+Sha256::Sha256(Sha256&&) noexcept = default;
+Sha256& Sha256::operator=(Sha256&&) noexcept = default;
+void Sha256::update(std::span<const std::uint8_t> bytes) { ropecheck::golden::update(s_->ctx.get(), bytes.data(), bytes.size()); }
+std::string Sha256::hex() { return finish(s_->ctx.get()); }
+
 std::string sha256_hex(std::span<const std::uint8_t> bytes) {
   Ctx ctx = new_ctx();
   update(ctx.get(), bytes.data(), bytes.size());

@@ -270,6 +270,13 @@ void validate(const Tensor& t) {
   }
 }
 
+std::uint64_t detail::TensorInfo::data_bytes() const {
+  const std::optional<std::uint64_t> b = detail::checked_byte_size(shape, dtype_size(dtype));
+  if (!b) throw TensorError("tensor " + detail::quote_name(name) + ": shape " + detail::shape_for_message(shape) +
+                            " overflows 64-bit sizes");
+  return *b;
+}
+
 std::int64_t Tensor::numel() const {
   const std::optional<std::int64_t> n = checked_numel(shape);
   if (!n) tensor_fail(*this, "invalid shape " + detail::shape_for_message(shape) + " (negative dimension or overflow)");

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -69,5 +70,38 @@ struct ZipMember {
 // (1980-01-01 00:00), so the bytes depend on the members only. Zip64 records are written where
 // a size, offset or count needs them, or everywhere when `force_zip64` (for tests).
 std::vector<std::uint8_t> write_zip_stored(const std::vector<ZipMember>& members, bool force_zip64 = false);
+
+// What a tensor file's layout depends on: a tensor without its data.
+struct TensorInfo {
+  std::string name;
+  TensorDType dtype = TensorDType::f32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t data_bytes() const;  // TensorError when the shape overflows
+};
+
+// The safetensors header (8-byte length, JSON, padding) for these tensors, and the order their data
+// follow it in (indices into `tensors`). Validates names and metadata as serialize_safetensors does.
+struct SafetensorsHeader {
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::size_t> order;
+};
+SafetensorsHeader safetensors_header(const std::vector<TensorInfo>& tensors,
+                                     const std::map<std::string, std::string>& metadata);
+
+// The .npy (version 1.0) header of a tensor: magic to the closing '\n'; the data follow it.
+std::vector<std::uint8_t> npy_header(const TensorInfo& t);
+
+// One STORED member's local header (with its zip64 extra field when needed), and the central
+// directory + end records of an archive, as write_zip_stored writes them.
+struct ZipRecord {
+  std::string name;
+  std::uint64_t size = 0;    // member bytes
+  std::uint64_t offset = 0;  // of its local header
+  std::uint32_t crc = 0;
+};
+bool zip_member_needs_zip64(std::uint64_t size, std::uint64_t offset, bool force_zip64);
+std::vector<std::uint8_t> zip_local_header(const ZipRecord& r, bool force_zip64);
+std::vector<std::uint8_t> zip_central_directory(const std::vector<ZipRecord>& records, std::uint64_t cd_offset,
+                                                bool force_zip64);
 
 }  // namespace ropecheck::golden::detail

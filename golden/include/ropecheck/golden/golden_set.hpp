@@ -3,6 +3,7 @@
 //
 // load_golden_set() rejects, with one-line TensorError messages naming the folder / file / tensor:
 //   - a folder without manifest.json ("no manifest.json: not a golden set, or an interrupted write");
+//   - a shard of a set (format "ropecheck-golden-shard") unless options.allow_shard;
 //   - a manifest that is not JSON, not format "ropecheck-golden" version 1, or misses / mistypes a key
 //     (files, tensors, spec, dtypes, positions, attention_factor ...), or whose spec is invalid;
 //   - file names that are not plain names inside the folder (no '/', '\\', leading '.');
@@ -30,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/core/shard.hpp"
 #include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::golden {
@@ -50,6 +52,23 @@ struct ManifestTensor {
   bool attention_factor_folded = false;
 };
 
+// A shard of a set (`golden --shard I/N`): tokens [first_token, first_token + tokens()) of set_tokens.
+struct GoldenShardInfo {
+  Shard shard;
+  std::int64_t first_token = 0;
+  std::int64_t set_tokens = 0;
+};
+
+struct GoldenLoadOptions {
+  bool allow_shard = false;  // `merge` reads shards; everything else refuses them (they hold part of a set)
+  // false: check the manifest and the files' sizes only, not their hashes nor the spec's sample (`merge`
+  // hashes the parts while it copies them).
+  bool verify_data = true;
+};
+
+class GoldenSet;
+GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOptions& options = {});
+
 class GoldenSet {
  public:
   GoldenSet();
@@ -68,7 +87,8 @@ class GoldenSet {
   // The manifest's attention factor, nearest binary64 (1 for sinusoidal sets), and as written.
   double attention_factor() const;
   const std::string& attention_factor_text() const;
-  std::int64_t tokens() const;
+  std::int64_t tokens() const;  // tokens held (a shard's own)
+  const std::optional<GoldenShardInfo>& shard() const;  // nullopt for a whole set
   int heads() const;  // q / k heads (0 for sinusoidal sets)
   // The dtypes the outputs are written in ("f64" first).
   const std::vector<std::string>& dtypes() const;
@@ -85,11 +105,9 @@ class GoldenSet {
   const Tensor& tensor(std::string_view name) const;
 
  private:
-  friend GoldenSet load_golden_set(const std::filesystem::path& dir);
+  friend GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOptions& options);
   struct State;
   std::unique_ptr<State> s_;
 };
-
-GoldenSet load_golden_set(const std::filesystem::path& dir);
 
 }  // namespace ropecheck::golden

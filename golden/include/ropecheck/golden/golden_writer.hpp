@@ -13,6 +13,7 @@
 
 #include "ropecheck/golden/positions.hpp"
 #include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/shard.hpp"
 #include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::golden {
@@ -30,6 +31,9 @@ struct GoldenOptions {
   std::optional<std::int64_t> seq_len;  // default: max position + 1
   int threads = 0;                      // 0: hardware concurrency
   bool overwrite = false;               // replace an existing OUT
+  // Tokens computed and written at a time (0: about 32 MiB of output); the bytes are the same for any value.
+  std::int64_t block_tokens = 0;
+  std::optional<Shard> shard;           // write only this shard (format "ropecheck-golden-shard"; `merge` joins them)
   std::uint64_t max_memory = 0;         // refuse requests estimated above this (0: the machine's memory)
   // Called now and then from the calling thread with (tokens done, tokens total).
   std::function<void(std::int64_t, std::int64_t)> progress;

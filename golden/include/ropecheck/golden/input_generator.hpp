@@ -24,6 +24,7 @@ enum class InputStream : std::uint64_t { q = 1, k = 2 };
 std::uint64_t splitmix64_finalize(std::uint64_t x);
 // Element `index` of a stream.
 float generate_input(std::uint64_t seed, InputStream stream, std::uint64_t index);
-std::vector<float> generate_inputs(std::uint64_t seed, InputStream stream, std::uint64_t count);
+// Elements [first, first + count) of a stream (a shard of a golden set starts past 0).
+std::vector<float> generate_inputs(std::uint64_t seed, InputStream stream, std::uint64_t count, std::uint64_t first = 0);
 
 }  // namespace ropecheck::golden

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,5 +23,9 @@ std::string format_bytes(std::uint64_t bytes);
 // Throws SpecError "<what> needs about N in memory, more than the M this machine has (or: the
 // --max-memory limit of M); ..." when need > limit; limit 0 means machine_memory_bytes().
 void require_memory(std::uint64_t need, std::uint64_t limit, const std::string& what);
+
+// Throws SpecError "<what> needs about N on disk, more than the M free where --out goes" when the
+// filesystem that will hold `out` (its nearest existing ancestor) has less than `need` available.
+void require_disk(std::uint64_t need, const std::filesystem::path& out, const std::string& what);
 
 }  // namespace ropecheck::golden

@@ -4,10 +4,26 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 
 namespace ropecheck::golden {
+
+// Incremental SHA-256: update() with consecutive pieces, then hex() once.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
+  void update(std::span<const std::uint8_t> bytes);
+  std::string hex();  // 64 lowercase hex digits; the object is spent
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // 64 lowercase hex digits.
 std::string sha256_hex(std::span<const std::uint8_t> bytes);

@@ -1,0 +1,147 @@
+#include <mpfr.h>
+
+#include "golden_content.hpp"
+#include "ropecheck/core/spec_json.hpp"
+#include "ropecheck/golden/input_generator.hpp"
+
+#ifndef ROPECHECK_VERSION
+#define ROPECHECK_VERSION "unknown"
+#endif
+
+namespace ropecheck::golden::detail {
+
+namespace {
+TensorDType tensor_dtype(DType t) {
+  switch (t) {
+    case DType::f64: return TensorDType::f64;
+    case DType::f32: return TensorDType::f32;
+    case DType::f16: return TensorDType::f16;
+    case DType::bf16: return TensorDType::bf16;
+  }
+  return TensorDType::f64;
+}
+}  // namespace
+
+GoldenFiles::GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, std::int64_t tokens, int heads,
+                         std::vector<DType> dtypes, FileFormat format, bool open_writers)
+    : folder_(folder), spec_(spec), heads_(heads), dtypes_(std::move(dtypes)), format_(format) {
+  const bool rope = spec.family == Family::rope;
+  const std::string ext = format == FileFormat::safetensors ? ".safetensors" : ".npz";
+  metadata_ = {{"producer", "ropecheck " ROPECHECK_VERSION}, {"spec", spec.name}};
+  std::vector<TensorInfo> inputs;
+  if (rope && spec.rope.mrope != MropeMode::none)
+    inputs.push_back({"positions", TensorDType::i64, {3, tokens}});
+  else
+    inputs.push_back({"positions", TensorDType::i64, {tokens}});
+  if (rope) {
+    const std::int64_t D = spec.rope.head_dim;
+    inputs.push_back({"q", TensorDType::f32, {tokens, heads, D}});
+    inputs.push_back({"k", TensorDType::f32, {tokens, heads, D}});
+  }
+  names_.push_back("inputs" + ext);
+  layout_.push_back(std::move(inputs));
+  for (DType d : dtypes_) {
+    const std::string s(to_string(d));
+    const TensorDType t = tensor_dtype(d);
+    std::vector<TensorInfo> group;
+    if (rope) {
+      const std::int64_t D = spec.rope.head_dim, P = rope_pairs(spec.rope);
+      group = {{"cos." + s, t, {tokens, P}},
+               {"sin." + s, t, {tokens, P}},
+               {"q_rot." + s, t, {tokens, heads, D}},
+               {"k_rot." + s, t, {tokens, heads, D}}};
+    } else {
+      group = {{"pe." + s, t, {tokens, spec.sinusoidal.d_model}}};
+    }
+    names_.push_back("outputs_" + s + ext);
+    layout_.push_back(std::move(group));
+  }
+  finished_.resize(layout_.size());
+  if (open_writers)
+    for (std::size_t g = 0; g < layout_.size(); ++g)
+      writers_.push_back(std::make_unique<TensorFileWriter>(path(g), layout_[g], format, metadata_, folder.out().string()));
+}
+
+std::filesystem::path GoldenFiles::path(std::size_t g) const { return folder_.tmp() / names_.at(g); }
+
+nlohmann::json GoldenFiles::finish(const GoldenMeta& meta) {
+  const bool rope = spec_.family == Family::rope;
+  nlohmann::json files = nlohmann::json::array(), tensors = nlohmann::json::array();
+  auto describe = [&](const TensorInfo& t, const std::string& file, const std::string& role, const std::string& meaning,
+                      bool folded) {
+    nlohmann::json j = {{"name", t.name},          {"file", file},       {"dtype", std::string(to_string(t.dtype))},
+                        {"shape", t.shape},        {"role", role},       {"meaning", meaning},
+                        {"attention_factor_folded", folded}};
+    if (format_ == FileFormat::npz && t.dtype == TensorDType::bf16) j["npy_storage"] = "uint16 bit patterns";
+    tensors.push_back(j);
+  };
+  std::int64_t tokens = 0;
+  for (std::size_t g = 0; g < layout_.size(); ++g) {
+    const TensorFileWriter::Finished f = writers_.empty() ? finished_[g] : writers_[g]->finish();
+    const std::string& file = names_[g];
+    files.push_back({{"file", file}, {"bytes", f.bytes}, {"sha256", f.sha256}});
+    for (const TensorInfo& t : layout_[g]) {
+      if (g == 0) {
+        if (t.name == "positions") {
+          tokens = t.shape.back();
+          describe(t, file, "input",
+                   t.shape.size() == 2 ? "position of each token, streams (t, h, w) x tokens" : "position of each token",
+                   false);
+        } else {
+          describe(t, file, "input",
+                   "input " + t.name + " [tokens, heads, head_dim] from " + kGeneratorName + " v" +
+                       std::to_string(kGeneratorVersion) + ", exactly representable in bf16",
+                   false);
+        }
+        continue;
+      }
+      const std::string base = t.name.substr(0, t.name.find('.'));
+      const std::string rounding = ", correctly rounded once to " + std::string(to_string(dtypes_[g - 1]));
+      if (base == "cos" || base == "sin")
+        describe(t, file, "output", base + " of the angle of each pair (frequency order), no attention factor" + rounding,
+                 false);
+      else if (base == "pe")
+        describe(t, file, "output", "sinusoidal encoding row of each token's position" + rounding, false);
+      else
+        describe(t, file, "output",
+                 base.substr(0, 1) + " rotated by RoPE, attention factor folded into the rotated channels, "
+                                     "pass-through channels copied" + rounding,
+                 true);
+    }
+  }
+
+  std::vector<std::string> dtype_names;
+  for (DType d : dtypes_) dtype_names.emplace_back(to_string(d));
+  nlohmann::json manifest = {
+      {"format", meta.shard.is_null() ? "ropecheck-golden" : "ropecheck-golden-shard"},
+      {"format_version", 1},
+      {"ropecheck_version", ROPECHECK_VERSION},
+      {"spec", spec_to_json(spec_)},
+      {"seq_len", rope ? nlohmann::json(meta.seq_len) : nlohmann::json(nullptr)},
+      {"attention_factor", rope ? nlohmann::json(meta.attention_factor) : nlohmann::json(nullptr)},
+      {"positions",
+       {{"argument", meta.positions_argument},
+        {"tokens", tokens},
+        {"streams", rope && spec_.rope.mrope != MropeMode::none ? 3 : 1},
+        {"min", meta.min_pos},
+        {"max", meta.max_pos}}},
+      {"generator",
+       {{"name", kGeneratorName}, {"version", kGeneratorVersion}, {"seed", meta.seed}, {"heads", rope ? heads_ : 0}}},
+      {"reference",
+       {{"backend", "MPFR via Boost.Multiprecision"},
+        {"mpfr_version", mpfr_get_version()},
+        {"rounding", "round-to-nearest-even, once, from the exact value"},
+        {"method",
+         "double-double evaluation with a proven error bound; values whose rounding is in doubt are recomputed "
+         "with MPFR at increasing precision (Ziv)"},
+        {"fast_path_values", meta.fast_values},
+        {"mpfr_fallback_values", meta.fallback_values}}},
+      {"dtypes", dtype_names},
+      {"files", files},
+      {"tensors", tensors}};
+  if (!meta.shard.is_null()) manifest["shard"] = meta.shard;
+  folder_.write("manifest.json", manifest.dump(2) + "\n");
+  return manifest;
+}
+
+}  // namespace ropecheck::golden::detail

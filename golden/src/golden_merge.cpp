@@ -1,0 +1,312 @@
+#include "ropecheck/golden/golden_merge.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <map>
+#include <string>
+
+#include "golden_content.hpp"
+#include "ropecheck/golden/atomic_output.hpp"
+#include "ropecheck/golden/golden_set.hpp"
+#include "ropecheck/golden/memory_budget.hpp"
+#include "ropecheck/golden/sha256.hpp"
+#include "ropecheck/golden/tensor.hpp"
+#include "tensor_io_detail.hpp"
+
+namespace ropecheck::golden {
+namespace {
+
+std::string name_of(const std::filesystem::path& p) { return detail::sanitize(p.string()); }
+
+// What every shard of one run shares: the manifest without what differs between shards.
+nlohmann::json run_identity(const GoldenSet& g) {
+  nlohmann::json id = g.manifest();
+  for (const char* k : {"files", "tensors", "shard"}) id.erase(k);
+  for (const char* k : {"tokens", "min", "max"}) id["positions"].erase(k);
+  for (const char* k : {"fast_path_values", "mpfr_fallback_values"}) id["reference"].erase(k);
+  id["shard_count"] = g.shard()->shard.count;
+  const std::string& first_file = g.files().front().file;
+  id["file_format"] = first_file.substr(first_file.rfind('.') + 1);
+  return id;
+}
+
+// The key that tells the user most: the version and the run's definition before its consequences.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  for (const char* k : {"ropecheck_version", "format_version", "spec", "positions", "generator", "dtypes", "file_format",
+                        "shard_count", "seq_len", "attention_factor", "reference"})
+    if (a.contains(k) != b.contains(k) || (a.contains(k) && a[k] != b[k])) return k;
+  for (const auto& [k, v] : a.items())
+    if (!b.contains(k) || b[k] != v) return k;
+  for (const auto& [k, v] : b.items())
+    if (!a.contains(k)) return k;
+  return "?";
+}
+
+// One shard's file of a group, read front to back while the merged file is written.
+struct PartFile {
+  std::filesystem::path path;
+  std::uint64_t bytes = 0;
+  std::string sha256;  // from the part's manifest
+  int fd = -1;
+  std::uint64_t data_base = 0, cursor = 0;
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> offsets;  // data_offsets per tensor
+  Sha256 hash;
+  ~PartFile() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+[[noreturn]] void io_fail(const std::filesystem::path& p, const char* what) {
+  throw TensorError(std::string("merge: cannot ") + what + " '" + name_of(p) + "' (" + std::strerror(errno) + ")");
+}
+
+void read_exact(int fd, std::uint8_t* buf, std::size_t n, std::uint64_t at, const std::filesystem::path& p) {
+  for (std::size_t done = 0; done < n;) {
+    const ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(at + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (r == 0) errno = EIO;
+      io_fail(p, "read");
+    }
+    done += static_cast<std::size_t>(r);
+  }
+}
+
+// A safetensors group merged without holding it: the merged file is written in file order (header,
+// then each tensor's rows shard by shard), hashing its bytes, and every part is read front to back,
+// hashing its bytes too (on a second thread): a part that no longer matches its manifest fails.
+detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::unique_ptr<PartFile>>& parts,
+                                                           const std::vector<detail::TensorInfo>& layout,
+                                                           const std::map<std::string, std::string>& metadata,
+                                                           const std::filesystem::path& out) {
+  const detail::SafetensorsHeader h = detail::safetensors_header(layout, metadata);
+  const int ofd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (ofd < 0) io_fail(out, "write");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{ofd};
+  Sha256 merged;
+  std::uint64_t written = 0;
+  auto emit = [&](std::span<const std::uint8_t> b) {
+    merged.update(b);
+    for (std::size_t done = 0; done < b.size();) {
+      const ssize_t w = ::write(ofd, b.data() + done, b.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        if (w == 0) errno = ENOSPC;
+        io_fail(out, "write");
+      }
+      done += static_cast<std::size_t>(w);
+    }
+    written += b.size();
+  };
+  emit(h.bytes);
+  for (auto& p : parts) {  // each part's header: where its tensors lie
+    std::uint8_t len[8];
+    read_exact(p->fd, len, 8, 0, p->path);
+    const std::uint64_t n = detail::load_u64(len);
+    if (n > (std::uint64_t{100} << 20) || 8 + n > p->bytes) throw TensorError("manifest hash mismatch for " + name_of(p->path) + " (its header is not what ropecheck wrote)");
+    std::vector<std::uint8_t> head(8 + n);
+    read_exact(p->fd, head.data(), head.size(), 0, p->path);
+    p->hash.update(head);
+    p->data_base = p->cursor = 8 + n;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(head.begin() + 8, head.end());
+      for (const auto& [k, v] : j.items())
+        if (k != "__metadata__") p->offsets[k] = {v.at("data_offsets").at(0).get<std::uint64_t>(), v.at("data_offsets").at(1).get<std::uint64_t>()};
+    } catch (const nlohmann::json::exception&) {
+      throw TensorError("manifest hash mismatch for " + name_of(p->path) + " (its header is not what ropecheck wrote)");
+    }
+  }
+  std::vector<std::uint8_t> a(std::size_t{8} << 20), b(a.size());
+  auto copy = [&](PartFile& p, std::uint64_t begin, std::uint64_t end) {
+    if (p.data_base + begin != p.cursor || end < begin || p.data_base + end > p.bytes)
+      throw TensorError("merge: '" + name_of(p.path) + "' is not laid out as ropecheck writes it");
+    for (std::uint64_t at = begin; at < end;) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(end - at, a.size()));
+      read_exact(p.fd, a.data(), n, p.data_base + at, p.path);
+      const std::span<const std::uint8_t> piece(a.data(), n);
+      std::future<void> part_hash = std::async(std::launch::async, [&] { p.hash.update(piece); });
+      emit(piece);
+      part_hash.get();
+      at += n;
+      p.cursor += n;
+    }
+  };
+  for (std::size_t i : h.order) {
+    const detail::TensorInfo& t = layout[i];
+    auto range = [&](PartFile& p) {
+      const auto it = p.offsets.find(t.name);
+      if (it == p.offsets.end()) throw TensorError("merge: '" + name_of(p.path) + "' lacks tensor '" + t.name + "'");
+      return it->second;
+    };
+    if (t.name == "positions" && t.shape.size() == 2) {  // [3, tokens]: stream rows, shard by shard
+      for (std::int64_t s = 0; s < t.shape[0]; ++s)
+        for (auto& p : parts) {
+          const auto [b0, e0] = range(*p);
+          const std::uint64_t row = (e0 - b0) / static_cast<std::uint64_t>(t.shape[0]);
+          copy(*p, b0 + static_cast<std::uint64_t>(s) * row, b0 + static_cast<std::uint64_t>(s + 1) * row);
+        }
+    } else {
+      for (auto& p : parts) {
+        const auto [b0, e0] = range(*p);
+        copy(*p, b0, e0);
+      }
+    }
+  }
+  for (auto& p : parts)
+    if (p->cursor != p->bytes || p->hash.hex() != p->sha256)
+      throw TensorError("manifest hash mismatch for " + name_of(p->path));
+  return {written, merged.hex()};
+}
+
+}  // namespace
+
+nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
+  if (opt.parts.empty()) throw SpecError("merge: no parts given");
+  std::vector<GoldenSet> parts;
+  std::uint64_t bytes = 0;
+  for (const std::filesystem::path& p : opt.parts) {
+    parts.push_back(load_golden_set(p, {.allow_shard = true, .verify_data = false}));
+    if (!parts.back().shard())
+      throw SpecError("merge: " + name_of(p) + " is a whole golden set, not a shard (written without --shard)");
+    for (const ManifestFile& f : parts.back().files()) bytes += f.bytes;
+  }
+  // Every part must come from the same run.
+  const nlohmann::json id = run_identity(parts.front());
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const nlohmann::json other = run_identity(parts[i]);
+    if (other != id) {
+      const std::string k = first_difference(id, other);
+      std::string detail;
+      if (k == "shard_count")
+        detail = ": " + name_of(opt.parts[0]) + " is shard " + parts[0].shard()->shard.text() + " but " +
+                 name_of(opt.parts[i]) + " is shard " + parts[i].shard()->shard.text();
+      else if (id.contains(k) && other.contains(k) && id[k].is_primitive() && other[k].is_primitive())
+        detail = " (" + id[k].dump() + " vs " + other[k].dump() + ")";
+      throw SpecError("merge: " + name_of(opt.parts[0]) + " and " + name_of(opt.parts[i]) +
+                      " are shards of different runs: they differ in '" + k + "'" + detail);
+    }
+  }
+  // Shards 1..N, each exactly once.
+  const int n = parts.front().shard()->shard.count;
+  std::map<int, std::size_t> by_index;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const int index = parts[i].shard()->shard.index;
+    const auto [it, fresh] = by_index.emplace(index, i);
+    if (!fresh)
+      throw SpecError("merge: shard " + parts[i].shard()->shard.text() + " is given twice: " + name_of(opt.parts[it->second]) +
+                      " and " + name_of(opt.parts[i]));
+  }
+  std::string missing;
+  int n_missing = 0;
+  for (int i = 1; i <= n; ++i)
+    if (!by_index.contains(i) && n_missing++ < 8) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+  if (n_missing > 0)
+    throw SpecError("merge: " + std::to_string(n_missing) + " of " + std::to_string(n) + " shards missing (" + missing +
+                    (n_missing > 8 ? ", ..." : "") + ")");
+  std::vector<const GoldenSet*> sets;
+  std::int64_t next = 0;
+  for (const auto& [index, i] : by_index) {
+    const GoldenShardInfo& s = *parts[i].shard();
+    if (s.first_token != next || s.set_tokens != parts.front().shard()->set_tokens)
+      throw SpecError("merge: " + name_of(opt.parts[i]) + " (shard " + s.shard.text() + ") holds tokens from " +
+                      std::to_string(s.first_token) + ", expected " + std::to_string(next) + ": an edited manifest?");
+    next += parts[i].tokens();
+    sets.push_back(&parts[i]);
+  }
+  if (next != parts.front().shard()->set_tokens)
+    throw SpecError("merge: the shards hold " + std::to_string(next) + " tokens, the set has " +
+                    std::to_string(parts.front().shard()->set_tokens));
+  // safetensors parts are copied through a small buffer; .npz parts are loaded one shard at a time.
+  const bool npz = parts.front().files().front().file.ends_with(".npz");
+  std::uint64_t largest = 0;
+  for (const GoldenSet* g : sets) {
+    std::uint64_t b = 0;
+    for (const ManifestFile& f : g->files()) b += f.bytes;
+    largest = std::max(largest, b);
+  }
+  require_memory((npz ? largest : 0) + (std::uint64_t{64} << 20), opt.max_memory,
+                 "merging " + std::to_string(parts.size()) + " shards (" + format_bytes(bytes) + " in all)");
+  require_disk(bytes, opt.out, "merge: the merged set");
+
+  // Refuse an existing destination before the work.
+  OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "merge"});
+
+  const GoldenSet& g0 = parts.front();
+  const nlohmann::json& m0 = g0.manifest();
+  detail::GoldenMeta meta;
+  meta.positions_argument = m0["positions"]["argument"].get<std::string>();
+  meta.min_pos = m0["positions"]["min"].get<std::int64_t>();
+  meta.max_pos = m0["positions"]["max"].get<std::int64_t>();
+  for (const GoldenSet* g : sets) {
+    meta.min_pos = std::min(meta.min_pos, g->manifest()["positions"]["min"].get<std::int64_t>());
+    meta.max_pos = std::max(meta.max_pos, g->manifest()["positions"]["max"].get<std::int64_t>());
+    meta.fast_values += g->manifest()["reference"]["fast_path_values"].get<std::int64_t>();
+    meta.fallback_values += g->manifest()["reference"]["mpfr_fallback_values"].get<std::int64_t>();
+  }
+  if (g0.is_rope()) {
+    meta.seq_len = *g0.seq_len();
+    meta.attention_factor = g0.attention_factor_text();
+  }
+  meta.seed = m0["generator"]["seed"].get<std::uint64_t>();
+  std::vector<DType> dtypes;
+  for (const std::string& d : g0.dtypes()) dtypes.push_back(*parse_dtype(d));
+  const std::int64_t T = next;
+  const FileFormat format = g0.files().front().file.ends_with(".npz") ? FileFormat::npz : FileFormat::safetensors;
+  const bool fast = format == FileFormat::safetensors;
+  detail::GoldenFiles files(folder, g0.spec(), T, g0.heads(), dtypes, format, /*open_writers=*/!fast);
+  std::vector<std::size_t> order;  // parts in shard order
+  for (const auto& [index, i] : by_index) order.push_back(i);
+  if (fast) {
+    for (std::size_t g = 0; g < files.groups(); ++g) {
+      std::vector<std::unique_ptr<PartFile>> pf;
+      for (std::size_t i : order) {
+        const ManifestFile& mf = parts[i].files().at(g);
+        auto p = std::make_unique<PartFile>();
+        p->path = parts[i].dir() / mf.file;
+        p->bytes = mf.bytes;
+        p->sha256 = mf.sha256;
+        p->fd = ::open(p->path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (p->fd < 0) io_fail(p->path, "read");
+        pf.push_back(std::move(p));
+      }
+      files.set_finished(g, merge_safetensors_group(pf, files.layout(g), files.metadata(), files.path(g)));
+    }
+  } else {
+    // .npz: shard by shard through the reader (which verifies each file's hash as it loads it), every
+    // tensor's rows to their place in the merged files; one shard's files are held at a time.
+    for (std::size_t i : order) {
+      const std::int64_t first = parts[i].shard()->first_token, tokens = parts[i].tokens();
+      GoldenSet part = load_golden_set(parts[i].dir(), {.allow_shard = true});
+      for (std::size_t g = 0; g < files.groups(); ++g) {
+        const detail::TensorFileWriter& w = files.group(g);
+        for (std::size_t j = 0; j < w.tensors().size(); ++j) {
+          const detail::TensorInfo& info = w.tensors()[j];
+          const Tensor& t = part.tensor(info.name);
+          if (info.name == "positions" && info.shape.size() == 2) {  // [3, tokens]: stream rows
+            const std::size_t row = static_cast<std::size_t>(tokens) * 8;
+            for (std::int64_t s = 0; s < info.shape[0]; ++s)
+              w.write(j, static_cast<std::uint64_t>(s * T + first) * 8,
+                      {t.data.data() + static_cast<std::size_t>(s) * row, row});
+          } else {
+            const std::uint64_t row = t.data.size() / static_cast<std::uint64_t>(tokens);
+            w.write(j, static_cast<std::uint64_t>(first) * row, {t.data.data(), t.data.size()});
+          }
+        }
+      }
+    }
+  }
+  nlohmann::json manifest = files.finish(meta);
+  folder.commit();
+  return manifest;
+}
+
+}  // namespace ropecheck::golden
