@@ -5,6 +5,8 @@
 // unsupported (never a crash, never made-up outputs) for a call it cannot serve.
 #include <gtest/gtest.h>
 
+#include "test_paths.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -138,7 +140,7 @@ TEST(Kut, CudaSourceEmulatedOrRefused) {
 // A plugin behind the interface: its declared capabilities, its outputs, and UNSUPPORTED passed on.
 TEST(Kut, PluginSource) {
   const Problem p;
-  std::unique_ptr<golden::PluginKernel> kt = golden::load_plugin_kernel(ROPECHECK_HF_PLUGIN);
+  std::unique_ptr<golden::PluginKernel> kt = golden::load_plugin_kernel(ropecheck::test::hf_plugin());
   EXPECT_TRUE(kt->info().external);
   EXPECT_TRUE(kt->info().capabilities.rope_apply);
   EXPECT_EQ(kt->recipe_rows(), nullptr);

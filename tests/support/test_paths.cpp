@@ -1,0 +1,11 @@
+#include "test_paths.hpp"
+
+namespace ropecheck::test {
+
+const char* data_dir() { return ROPECHECK_TEST_DATA_DIR; }
+const char* specs_dir() { return ROPECHECK_TEST_SPECS_DIR; }
+const char* hf_plugin() { return ROPECHECK_HF_PLUGIN; }
+const char* test_plugin_dir() { return ROPECHECK_TEST_PLUGIN_DIR; }
+const char* teeth_plugin_dir() { return ROPECHECK_TEETH_PLUGIN_DIR; }
+
+}  // namespace ropecheck::test
