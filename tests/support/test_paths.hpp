@@ -10,5 +10,6 @@ const char* specs_dir();         // tests/python/specs
 const char* hf_plugin();         // examples/plugin_hf_fp32's library
 const char* test_plugin_dir();   // tests/plugins/test_plugin.cpp's builds (test_plugin_<mode>.so)
 const char* teeth_plugin_dir();  // tests/plugins/teeth_plugin.cpp's builds (teeth_plugin_<mode>.so)
+const char* kernel_abi_header(); // golden/include/ropecheck/kernel_abi.h
 
 }  // namespace ropecheck::test
