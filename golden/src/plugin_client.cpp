@@ -559,6 +559,10 @@ KernelCall KernelPlugin::sinusoidal(std::string_view spec_json, const ropecheck_
   return s_->call(q, l, msg, what);
 }
 
+namespace detail {
+extern const char* const kernel_host_build_path;  // generated: this build tree's host (golden/CMakeLists.txt)
+}
+
 std::filesystem::path kernel_host_path() {
   namespace fs = std::filesystem;
   if (const char* e = std::getenv("ROPECHECK_KERNEL_HOST"); e && *e) return e;
@@ -569,11 +573,7 @@ std::filesystem::path kernel_host_path() {
                               self.parent_path().parent_path() / "libexec" / "ropecheck" / "ropecheck-kernel-host"})
       if (::access(p.c_str(), X_OK) == 0) return p;
   }
-#ifdef ROPECHECK_KERNEL_HOST_BUILD_PATH
-  return ROPECHECK_KERNEL_HOST_BUILD_PATH;
-#else
-  return "ropecheck-kernel-host";
-#endif
+  return detail::kernel_host_build_path;
 }
 
 KernelPlugin load_kernel_plugin(const std::filesystem::path& library, const PluginClientOptions& options) {

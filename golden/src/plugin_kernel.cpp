@@ -155,18 +155,9 @@ std::int32_t abi_dtype(DType d) {
   return -1;
 }
 
-std::int32_t abi_scaling(ScalingType t) {
-  switch (t) {
-    case ScalingType::none: return ROPECHECK_SCALING_NONE;
-    case ScalingType::linear: return ROPECHECK_SCALING_LINEAR;
-    case ScalingType::dynamic: return ROPECHECK_SCALING_DYNAMIC;
-    case ScalingType::yarn: return ROPECHECK_SCALING_YARN;
-    case ScalingType::llama3: return ROPECHECK_SCALING_LLAMA3;
-    case ScalingType::longrope: return ROPECHECK_SCALING_LONGROPE;
-    case ScalingType::proportional: return ROPECHECK_SCALING_PROPORTIONAL;
-  }
-  return -1;
-}
+// kernel_abi.h numbers the scalings in ScalingType's order (a contract it states; Kut.AbiScalingNumbersAreTheSpecOrder
+// checks every ROPECHECK_SCALING_* against to_string), so a new scaling needs no branch here.
+std::int32_t abi_scaling(ScalingType t) { return static_cast<std::int32_t>(t); }
 
 std::int32_t abi_mrope(MropeMode m) {
   switch (m) {

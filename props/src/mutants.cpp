@@ -527,7 +527,7 @@ std::string SelfTestReport::table() const {
                   v.correct_passed ? "pass" : "FAIL", v.seconds_mutant, v.seconds_correct);
     os << line;
   }
-  os << "counterexamples (shrunk):\n";
+  os << (options.shrink ? "counterexamples (shrunk):\n" : "counterexamples (as found, not shrunk):\n");
   for (const MutantVerdict& v : verdicts)
     if (v.caught) os << "  " << v.mutant.name << ": " << v.counterexample << "\n";
   for (const MutantVerdict& v : verdicts) {
@@ -555,6 +555,7 @@ SelfTestReport run_self_test(const SelfTestOptions& options) {
     so.cases = options.cases;
     so.seed = options.seed;
     so.max_position = m.max_position;
+    so.shrink = options.shrink;
     auto bad = make_mutant_target(m.name);
     const auto t0 = std::chrono::steady_clock::now();
     for (const PropertyInfo& p : list_properties()) {

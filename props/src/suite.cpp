@@ -88,6 +88,7 @@ void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions
     params.maxSuccess = options.cases;
     params.maxSize = 100;
     params.maxDiscardRatio = 10;
+    params.disableShrinking = !options.shrink;
     QuietListener listener;
     // Counting stops at the first failure, before shrinking: wrap run() so the failing case is the last counted.
     const auto result = rc::detail::checkProperty(

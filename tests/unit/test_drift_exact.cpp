@@ -7,6 +7,8 @@
 // Random positions come from a fixed SplitMix64 seed (kSeed, printed on failure).
 #include <gtest/gtest.h>
 
+#include "test_paths.hpp"
+
 #include <cmath>
 #include <numbers>
 
@@ -70,7 +72,7 @@ TEST(DriftExact, ZeroFrequencyPairsAndPositionZero) {
     EXPECT_EQ(value(c), 1.0);
     EXPECT_EQ(value(s), 0.0);
   }
-  const EncodingSpec prop = load_spec_file(std::string(ROPECHECK_TEST_SPECS_DIR) + "/x-proportional.json");
+  const EncodingSpec prop = load_spec_file(std::string(ropecheck::test::specs_dir()) + "/x-proportional.json");
   const rd::ExactRope ep(prop.rope, std::nullopt);
   int zero_pairs = 0;
   for (int j = 0; j < ep.pairs(); ++j) {

@@ -2,6 +2,8 @@
 // JSON keys, Markdown, gnuplot scripts, the atomic output folder). Deterministic (input seed 0,
 // fixed plans); rerun one with ctest -R 'Drift(Uniqueness|Compare|Plugin|Output)' --output-on-failure.
 #include <gtest/gtest.h>
+
+#include "test_paths.hpp"
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -170,7 +172,7 @@ TEST(DriftPlugin, HfPluginAgainstTheHfRecipe) {
   const EncodingSpec spec = load_preset("llama-3.1-8b");
   rd::DriftOptions o = small_options(8192);
   o.storage = DType::f32;
-  const rd::CompareResult r = rd::run_compare(spec, "hf", std::string("plugin:") + ROPECHECK_HF_PLUGIN, o);
+  const rd::CompareResult r = rd::run_compare(spec, "hf", std::string("plugin:") + ropecheck::test::hf_plugin(), o);
   EXPECT_EQ(r.b.rfind("plugin:", 0), 0u) << r.b;
   EXPECT_EQ(r.total.nonfinite_b, 0);
   EXPECT_LE(r.total.diff_rel.max, 1e-5) << "plugin and hf recipe disagree";
@@ -179,7 +181,7 @@ TEST(DriftPlugin, HfPluginAgainstTheHfRecipe) {
   EXPECT_TRUE(r.total.angle_diff.empty());
 
   // The same plugin in a drift sweep: rotated errors and uniqueness, no angle rows.
-  const std::vector<std::string> names = {std::string("plugin:") + ROPECHECK_HF_PLUGIN};
+  const std::vector<std::string> names = {std::string("plugin:") + ropecheck::test::hf_plugin()};
   const rd::DriftResult d = rd::run_drift(spec, names, o);
   const rd::CandidateResult& c = d.candidates.at(0);
   EXPECT_FALSE(c.has_rows);
@@ -194,7 +196,7 @@ TEST(DriftPlugin, HfPluginAgainstTheHfRecipe) {
 TEST(DriftPlugin, BrokenPluginsGiveOneLineErrors) {
   const EncodingSpec spec = load_preset("llama-3.1-8b");
   const rd::DriftOptions o = small_options(64);
-  const std::string dir = ROPECHECK_TEST_PLUGIN_DIR;
+  const std::string dir = ropecheck::test::test_plugin_dir();
   for (const char* mode : {"unsupported_all", "sinusoidal", "wrong_abi"}) {
     const std::vector<std::string> names = {"plugin:" + dir + "/test_plugin_" + mode + ".so"};
     try {

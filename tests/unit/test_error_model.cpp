@@ -13,6 +13,8 @@
 // which the fp64-angle class needs.
 #include <gtest/gtest.h>
 
+#include "test_paths.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -339,7 +341,7 @@ TEST(error_model_calibration, HfInverseFrequenciesWithinAllowance) {
   double worst_all = 0;
   std::vector<std::pair<std::string, EncodingSpec>> specs;
   for (const std::string& name : preset_names()) specs.emplace_back(name, load_preset(name));
-  for (const auto& f : std::filesystem::directory_iterator(ROPECHECK_TEST_SPECS_DIR))
+  for (const auto& f : std::filesystem::directory_iterator(ropecheck::test::specs_dir()))
     if (f.path().extension() == ".json") specs.emplace_back(f.path().stem().string(), load_spec_file(f.path()));
   ASSERT_GT(specs.size(), 40u);
   for (const auto& [name, spec] : specs) {

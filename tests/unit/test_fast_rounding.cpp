@@ -10,6 +10,8 @@
 //     (rope_frequencies / rope_cos_sin / rope_apply / sinusoidal_row at high precision, then
 //     round_to_double), for presets and the extra variant specs of the mpmath cross-check.
 #include <gtest/gtest.h>
+
+#include "test_paths.hpp"
 #include <mpfr.h>
 
 #include <algorithm>
@@ -422,7 +424,7 @@ std::vector<Case> preset_cases() {
 
 std::vector<Case> variant_cases() {
   std::vector<Case> cs;
-  const std::filesystem::path dir = ROPECHECK_TEST_SPECS_DIR;
+  const std::filesystem::path dir = ropecheck::test::specs_dir();
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".json") files.push_back(e.path());

@@ -1,6 +1,8 @@
 // Position lists and the portable input generator of golden sets.
 #include <gtest/gtest.h>
 
+#include "test_paths.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -74,7 +76,7 @@ TEST(Positions, BadInputNamesTheItem) {
 // once from a golden set's inputs; reproduced independently by tests/python/test_golden_contract.py).
 // A change of the algorithm fails here: bump kGeneratorVersion and pin new values then.
 TEST(InputGenerator, PinnedValuesAreReproduced) {
-  const std::filesystem::path file = std::filesystem::path(ROPECHECK_TEST_DATA_DIR) / "golden_contract" / "input_generator_v1.json";
+  const std::filesystem::path file = std::filesystem::path(ropecheck::test::data_dir()) / "golden_contract" / "input_generator_v1.json";
   std::ifstream in(file);
   ASSERT_TRUE(in) << "cannot read " << file;
   const nlohmann::json pinned = nlohmann::json::parse(in);

@@ -5,10 +5,15 @@
 // unsupported (never a crash, never made-up outputs) for a call it cannot serve.
 #include <gtest/gtest.h>
 
+#include "test_paths.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <cstring>
+#include <fstream>
+#include <regex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -136,9 +141,32 @@ TEST(Kut, CudaSourceEmulatedOrRefused) {
 }
 
 // A plugin behind the interface: its declared capabilities, its outputs, and UNSUPPORTED passed on.
+// The plugin client passes ScalingType's value as scaling_type: every ROPECHECK_SCALING_<NAME> N of
+// kernel_abi.h must be the type whose to_string is <name>, and the numbers must cover 0..N-1.
+TEST(Kut, AbiScalingNumbersAreTheSpecOrder) {
+  std::ifstream in(test::kernel_abi_header());
+  ASSERT_TRUE(in) << test::kernel_abi_header();
+  const std::regex define(R"(#define ROPECHECK_SCALING_([A-Z0-9_]+) ([0-9]+))");
+  std::set<int> numbers;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, define)) continue;
+    std::string name = m[1];
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const int n = std::stoi(m[2]);
+    EXPECT_EQ(to_string(static_cast<ScalingType>(n)), name) << "ROPECHECK_SCALING_" << m[1] << " " << n;
+    numbers.insert(n);
+  }
+  ASSERT_FALSE(numbers.empty());
+  EXPECT_EQ(*numbers.rbegin(), static_cast<int>(numbers.size()) - 1);  // 0..N-1, none twice
+  // No ScalingType past the last define (enum class: every int is a valid value to convert).
+  EXPECT_EQ(to_string(static_cast<ScalingType>(numbers.size())), "?");
+}
+
 TEST(Kut, PluginSource) {
   const Problem p;
-  std::unique_ptr<golden::PluginKernel> kt = golden::load_plugin_kernel(ROPECHECK_HF_PLUGIN);
+  std::unique_ptr<golden::PluginKernel> kt = golden::load_plugin_kernel(ropecheck::test::hf_plugin());
   EXPECT_TRUE(kt->info().external);
   EXPECT_TRUE(kt->info().capabilities.rope_apply);
   EXPECT_EQ(kt->recipe_rows(), nullptr);

@@ -5,10 +5,12 @@
 // The registered tests are *expected* to fail for the buggy kernels, so this binary has its own main:
 // it registers them, runs them, then checks every Teeth_* suite failed and every Correct_* suite
 // passed, and exits 0 only then (a table of what failed is printed). Kernels: the C ABI plugins of
-// tests/plugins/teeth_plugin.cpp (paths from TEETH_PLUGIN_DIR), run with their default output dtypes
+// tests/plugins/teeth_plugin.cpp (paths from test_paths.hpp), run with their default output dtypes
 // (every one the plugin implements: the truncating store shows only in bf16), and the built-in
 // mutants (function targets, mutants.hpp). Seed fixed (options.seed; RC_PARAMS / ROPECHECK_SEED override).
 #include <gtest/gtest.h>
+
+#include "test_paths.hpp"
 
 #include <cstdio>
 #include <string>
@@ -25,7 +27,7 @@ namespace rp = ropecheck::props;
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   rp::register_builtin_targets();
-  const std::string dir = TEETH_PLUGIN_DIR;
+  const std::string dir = ropecheck::test::teeth_plugin_dir();
   struct Bug {
     const char* plugin_mode;  // teeth_plugin_<mode>.so
     const char* mutant;       // mutant:<name>

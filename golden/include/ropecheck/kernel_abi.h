@@ -91,7 +91,9 @@ extern "C" {
 #define ROPECHECK_LAYOUT_HALF_SPLIT 0  /* "NeoX": pair j = channels (j, j + pairs) */
 #define ROPECHECK_LAYOUT_INTERLEAVED 1 /* "GPT-J": pair j = channels (2j, 2j + 1) */
 
-/* ropecheck_rope_params.scaling_type (reference/SPEC_FORMAT.md, "scaling") */
+/* ropecheck_rope_params.scaling_type (reference/SPEC_FORMAT.md, "scaling"): the values of ropecheck's
+   ScalingType in its order (core/spec.hpp), so the plugin client passes the type as it is; a new scaling
+   appends its name here (ctest Kut.AbiScalingNumbersAreTheSpecOrder checks every one). */
 #define ROPECHECK_SCALING_NONE 0
 #define ROPECHECK_SCALING_LINEAR 1
 #define ROPECHECK_SCALING_DYNAMIC 2

@@ -51,6 +51,7 @@ struct SelfTestOptions {
   // false: properties run one at a time in the suite's order and a mutant's run stops at its first
   // failure (shrinking failures is the expensive part); true: every property runs.
   bool all_properties = false;
+  bool shrink = true;              // false: counterexamples as found, unshrunk (SuiteOptions::shrink)
   std::vector<std::string> only;   // mutant names; empty = all
 };
 

@@ -32,6 +32,9 @@ struct SuiteOptions {
   std::uint64_t seed = 20261121;      // RapidCheck seed (the same for every property)
   std::int64_t max_position = 0;      // largest position generated; 0: 2^24
   std::vector<std::string> only;      // property names; empty = all
+  // false: a failing case is reported as found, unshrunk (RapidCheck's shrinking of a failure can take
+  // seconds per property; tests that only ask whether a property fails turn it off).
+  bool shrink = true;
   // GoogleTest adapter only (gtest.hpp): properties whose not-tested verdict is accepted (reported
   // as skipped); any other not-tested property fails its test. run_suite ignores it.
   std::vector<std::string> allow_not_tested;
