@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ropecheck/core/spec.hpp"  // SpecError
+#include "ropecheck/reference/mpfr_value.hpp"
 
 namespace ropecheck::drift::detail {
 
@@ -35,6 +36,7 @@ void parallel_for(std::int64_t n, int threads, Fn&& fn) {
   for (int w = 0; w < t; ++w) {
     try {
       pool.emplace_back([&, w] {
+        const MpfrThreadCaches mpfr_caches;  // exact values and angle reductions call MPFR
         const std::int64_t b = n * w / t, e = n * (w + 1) / t;
         try {
           fn(b, e, w);

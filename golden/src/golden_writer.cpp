@@ -23,6 +23,7 @@
 #include "ropecheck/golden/sha256.hpp"
 #include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/reference/fast_rounding.hpp"
+#include "ropecheck/reference/mpfr_value.hpp"
 #include "ropecheck/reference/resolve.hpp"
 #include "ropecheck/core/spec_json.hpp"
 
@@ -89,6 +90,7 @@ void run_parallel(std::int64_t tokens, int threads, const std::function<void(std
     const std::int64_t b = std::min(tokens, t * chunk), e = std::min(tokens, (t + 1) * chunk);
     try {
       pool.emplace_back([&, b, e] {
+        const MpfrThreadCaches mpfr_caches;  // the fast rounding engine's Ziv fallback calls MPFR
         try {
           work(b, e, done);
         } catch (...) {

@@ -16,9 +16,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -114,6 +116,49 @@ TEST(fast_rounding_mpfr_value, KeepsPrecisionAndValue) {
   EXPECT_NE(mpfr_cmp(c.get(), w.get()), 0);  // 3/7 at 77 bits is not 3/7 at 200 bits
   mpfr_prec_round(w.get(), 77, MPFR_RNDN);
   EXPECT_EQ(mpfr_cmp(c.get(), w.get()), 0);
+}
+
+// MpfrThreadCaches (mpfr_value.hpp): a thread that fills MPFR's caches (pi, the mpz pool of mpfr_sin_cos)
+// holds bytes after its values are cleared, and gives every one back when the guard ends. GMP's
+// allocator is counted meanwhile.
+std::atomic<long long> g_mpfr_live_bytes{0};
+void* counted_alloc(std::size_t n) {
+  g_mpfr_live_bytes += static_cast<long long>(n);
+  return std::malloc(n);
+}
+void* counted_realloc(void* p, std::size_t old_n, std::size_t n) {
+  g_mpfr_live_bytes += static_cast<long long>(n) - static_cast<long long>(old_n);
+  return std::realloc(p, n);
+}
+void counted_free(void* p, std::size_t n) {
+  g_mpfr_live_bytes -= static_cast<long long>(n);
+  std::free(p);
+}
+
+TEST(fast_rounding_mpfr_thread_caches, WorkerThreadGivesBackEveryByte) {
+  void* (*old_alloc)(std::size_t);
+  void* (*old_realloc)(void*, std::size_t, std::size_t);
+  void (*old_free)(void*, std::size_t);
+  mp_get_memory_functions(&old_alloc, &old_realloc, &old_free);
+  mp_set_memory_functions(counted_alloc, counted_realloc, counted_free);
+  g_mpfr_live_bytes = 0;
+  long long held = -1, after = -1;
+  std::thread([&] {
+    {
+      const MpfrThreadCaches caches;
+      {
+        MpfrValue x(2000), s(2000), c(2000);
+        mpfr_const_pi(x.get(), MPFR_RNDN);
+        mpfr_mul_ui(x.get(), x.get(), 12345, MPFR_RNDN);
+        mpfr_sin_cos(s.get(), c.get(), x.get(), MPFR_RNDN);
+      }
+      held = g_mpfr_live_bytes.load();  // the values are cleared; the thread's caches are not
+    }
+    after = g_mpfr_live_bytes.load();
+  }).join();
+  mp_set_memory_functions(old_alloc, old_realloc, old_free);
+  EXPECT_GT(held, 0);  // what a thread without the guard would lose at its end
+  EXPECT_EQ(after, 0);
 }
 
 TEST(fast_rounding_round_dd, RandomValuesAllFormats) {
