@@ -11,8 +11,10 @@ from ._core import InputError, SpecError
 from ._spec import Spec, presets
 from ._golden import Golden, golden, load
 from ._check import Report, TensorResult, assert_rope, check
+from ._props import PropsReport, property_names, props
 
 __version__ = "0.1.0"
 
 __all__ = ["InputError", "SpecError", "Spec", "presets", "Golden", "golden", "load", "Report", "TensorResult", "assert_rope", "check",
+           "PropsReport", "property_names", "props",
            "__version__"]
