@@ -36,6 +36,8 @@
 #include "ropecheck/golden/memory_budget.hpp"
 #include "ropecheck/golden/sha256.hpp"
 #include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/drift/sweep.hpp"
+#include "ropecheck/drift/writers.hpp"
 #include "ropecheck/kut/kernel_under_test.hpp"
 #include "ropecheck/props/kut_target.hpp"
 #include "ropecheck/props/suite.hpp"
@@ -356,6 +358,44 @@ PropsResult run_props(nb::callable call, const std::string& name, const std::opt
           std::string(to_string(rep.verdict()))};
 }
 
+// `ropecheck drift` without the output folder: the same sweep (drift::run_drift) and the same file
+// contents (drift/DRIFT.md), returned as text for the Python layer to turn into arrays.
+struct DriftOutput {
+  std::string json, positions_csv, bins_csv, breakdown_csv, uniqueness_csv, summary;
+};
+
+DriftOutput run_drift(const Spec& spec, const std::vector<std::string>& candidates, const std::string& dtype,
+                      std::int64_t max_pos, int heads, std::uint64_t seed, bool uniqueness, int window, int per_octave,
+                      std::optional<std::int64_t> seq_len, int threads, std::uint64_t max_memory,
+                      const std::string& command_line) {
+  const std::optional<DType> dt = parse_dtype(dtype);
+  if (!dt) throw SpecError("dtype: unknown dtype '" + dtype + "' (f64, f32, f16, bf16)");
+  if (candidates.empty()) throw SpecError("recipes: empty list");
+  if (heads < 1 || heads > 64) throw SpecError("heads: must be in [1, 64], got " + std::to_string(heads));
+  drift::DriftOptions d;
+  d.sampling.max_pos = max_pos;
+  d.sampling.window = window;
+  d.sampling.per_octave = per_octave;
+  d.storage = *dt;
+  d.seq_len = seq_len;
+  d.heads = heads;
+  d.seed = seed;
+  d.uniqueness = uniqueness;
+  d.threads = threads;
+  d.max_memory = max_memory;
+  drift::DriftResult r;
+  {
+    nb::gil_scoped_release release;
+    try {
+      r = drift::run_drift(spec.spec, candidates, d);
+    } catch (const std::invalid_argument& e) {
+      throw SpecError(e.what());
+    }
+  }
+  return {drift::to_json(r, command_line).dump(2), drift::positions_csv(r), drift::bins_csv(r), drift::breakdown_csv(r),
+          drift::uniqueness_csv(r), drift::summary_markdown(r, command_line)};
+}
+
 void register_errors(nb::module_& m) {
   static nb::exception<golden::TensorError> input_error(m, "InputError", PyExc_ValueError);
   static nb::exception<SpecError> spec_error(m, "SpecError", input_error);
@@ -461,6 +501,16 @@ NB_MODULE(_core, m) {
     for (const props::PropertyInfo& p : props::list_properties()) names.push_back(p.name);
     return names;
   });
+
+  nb::class_<DriftOutput>(m, "DriftOutput")
+      .def_ro("json", &DriftOutput::json)
+      .def_ro("positions_csv", &DriftOutput::positions_csv)
+      .def_ro("bins_csv", &DriftOutput::bins_csv)
+      .def_ro("breakdown_csv", &DriftOutput::breakdown_csv)
+      .def_ro("uniqueness_csv", &DriftOutput::uniqueness_csv)
+      .def_ro("summary", &DriftOutput::summary);
+  m.def("drift", &run_drift, "spec"_a, "candidates"_a, "dtype"_a, "max_pos"_a, "heads"_a, "seed"_a, "uniqueness"_a,
+        "window"_a, "per_octave"_a, "seq_len"_a.none(), "threads"_a, "max_memory"_a, "command_line"_a);
 
   nb::class_<CheckResult>(m, "CheckResult")
       .def_ro("json", &CheckResult::json)
