@@ -14,10 +14,10 @@
 #include <vector>
 
 #include <fmt/core.h>
-#include <rapidcheck/detail/Configuration.h>
 
 #include "commands.hpp"
 #include "junit.hpp"
+#include "ropecheck/props/rapidcheck_seed.hpp"
 #include "numeric_options.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/plugin_target.hpp"
@@ -75,13 +75,7 @@ std::string reproduce_command(const props::ReproduceRecord& r, const PropsCliOpt
   return s + " --dtype " + r.dtype;
 }
 
-void set_rapidcheck_seed(std::uint64_t seed) {
-  ::setenv("RC_PARAMS", ("seed=" + std::to_string(seed)).c_str(), 1);
-  std::ostringstream sink;
-  std::streambuf* const old = std::cerr.rdbuf(sink.rdbuf());
-  (void)rc::detail::configuration();
-  std::cerr.rdbuf(old);
-}
+using props::set_rapidcheck_seed;
 
 // `--self-test`: every mutant (props/mutants.hpp) must be caught by some property on its own spec
 // and positions, and the correct hf-fp32 kernel must pass the same runs.

@@ -17,7 +17,6 @@
 #include <iostream>
 
 #include <nanobind/nanobind.h>
-#include <rapidcheck/detail/Configuration.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
@@ -40,6 +39,7 @@
 #include "ropecheck/drift/writers.hpp"
 #include "ropecheck/kut/kernel_under_test.hpp"
 #include "ropecheck/props/kut_target.hpp"
+#include "ropecheck/props/rapidcheck_seed.hpp"
 #include "ropecheck/props/suite.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/resolve.hpp"
@@ -305,16 +305,6 @@ class PythonKernel final : public kut::KernelUnderTest {
   kut::Info info_;
 };
 
-// RapidCheck reads its configuration (RC_PARAMS) once and prints it to stderr; as the CLI does, the
-// seed is set there and that line swallowed, so that the run's only output is the report.
-void set_rapidcheck_seed(std::uint64_t seed) {
-  ::setenv("RC_PARAMS", ("seed=" + std::to_string(seed)).c_str(), 1);
-  std::ostringstream sink;
-  std::streambuf* const old = std::cerr.rdbuf(sink.rdbuf());
-  (void)rc::detail::configuration();
-  std::cerr.rdbuf(old);
-}
-
 struct PropsResult {
   std::string json;     // what `ropecheck props --report` writes
   std::string summary;  // one line per property (SuiteReport::summary)
@@ -335,7 +325,7 @@ PropsResult run_props(nb::callable call, const std::string& name, const std::opt
   auto kernel = std::make_shared<PythonKernel>(std::move(call), name, dts, negative_positions);
   props::TargetInfo info{name, kernel->info().description, *c, dts.front(), negative_positions};
   std::unique_ptr<props::Target> target = props::make_kut_target(kernel, info, true);
-  set_rapidcheck_seed(seed);
+  props::set_rapidcheck_seed(seed);
   props::SuiteOptions so;
   so.cases = cases;
   so.seed = seed;
