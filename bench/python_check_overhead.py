@@ -9,12 +9,14 @@ one element changed), checked with class fp32-angle, alternating the two ways RU
 CLI: `ropecheck check --golden SET --candidate cand.safetensors --only q_rot.bf16,k_rot.bf16`, wall time
 of the process (golden set read and hashed, candidate read, checked). Python: ropecheck.load(SET) and
 ropecheck.check(g, {"q_rot.bf16": q, "k_rot.bf16": k}, only=...) with q, k already NumPy arrays in memory
-(what a user holding a kernel's output has): wall time of both calls. Prints the medians and their ratio.
+(what a user holding a kernel's output has): wall and CPU time (user + system) of both calls. Prints
+every run, the medians and their ratios (CPU time is the steadier figure on a shared machine).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import time
@@ -45,20 +47,27 @@ def main() -> int:
         stn.save_file({"q_rot.bf16": q, "k_rot.bf16": k}, cand)
     del g
     only = ["q_rot.bf16", "k_rot.bf16"]
-    cli_times, py_times = [], []
+    def cpu(who: int) -> float:
+        u = resource.getrusage(who)
+        return u.ru_utime + u.ru_stime
+
+    cli_wall, py_wall, cli_cpu, py_cpu = [], [], [], []
     for _ in range(a.runs):
-        t = time.perf_counter()
+        t, c0 = time.perf_counter(), cpu(resource.RUSAGE_CHILDREN)
         p = subprocess.run([a.ropecheck, "check", "--golden", golden_dir, "--candidate", cand, "--only", ",".join(only)],
                            stdout=subprocess.DEVNULL)
-        cli_times.append(time.perf_counter() - t)
-        t = time.perf_counter()
+        cli_wall.append(time.perf_counter() - t)
+        cli_cpu.append(cpu(resource.RUSAGE_CHILDREN) - c0)
+        t, c0 = time.perf_counter(), cpu(resource.RUSAGE_SELF)
         r = ropecheck.check(ropecheck.load(golden_dir), {"q_rot.bf16": q, "k_rot.bf16": k}, only=only)
-        py_times.append(time.perf_counter() - t)
+        py_wall.append(time.perf_counter() - t)
+        py_cpu.append(cpu(resource.RUSAGE_SELF) - c0)
         assert p.returncode == 1 and r.verdict == "fail"  # the changed element is caught both ways
-    c, py = statistics.median(cli_times), statistics.median(py_times)
-    print(f"CLI    {' '.join(f'{x:.2f}' for x in cli_times)} s, median {c:.2f} s")
-    print(f"Python {' '.join(f'{x:.2f}' for x in py_times)} s, median {py:.2f} s")
-    print(f"ratio Python / CLI: {py / c:.3f}")
+    for what, cli, py in (("wall", cli_wall, py_wall), ("CPU", cli_cpu, py_cpu)):
+        c, y = statistics.median(cli), statistics.median(py)
+        print(f"{what:4}  CLI    {' '.join(f'{x:.2f}' for x in cli)} s, median {c:.2f} s")
+        print(f"{what:4}  Python {' '.join(f'{x:.2f}' for x in py)} s, median {y:.2f} s")
+        print(f"{what:4}  ratio Python / CLI (medians): {y / c:.3f}")
     return 0
 
 
