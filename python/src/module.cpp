@@ -32,6 +32,7 @@
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
+#include "ropecheck/golden/hf_config_file.hpp"
 #include "ropecheck/golden/memory_budget.hpp"
 #include "ropecheck/golden/sha256.hpp"
 #include "ropecheck/golden/tensor.hpp"
@@ -70,23 +71,16 @@ std::optional<RopeLayout> layout_of(const std::string& layout) {
   throw SpecError("layout must be half_split or interleaved, got '" + layout + "'");
 }
 
-// A Hugging Face config file: recorded by file name and SHA-256, never the path as typed, exactly as
-// `ropecheck --hf-config` records it, so a golden set written from Python has the CLI's bytes.
+// A Hugging Face config file, recorded as `ropecheck --hf-config` records it (golden/hf_config_file.hpp),
+// so that a golden set written from Python has the CLI's bytes.
 std::tuple<Spec, std::vector<std::string>> hf_config_file(const std::string& path, const std::string& layout,
                                                           const std::string& layer_type, bool strict) {
-  const std::filesystem::path p(path);
   HfImportOptions opt;
-  opt.name = p.filename().string();
   opt.layer_type = layer_type;
   opt.strict = strict;
   opt.layout = layout_of(layout);
   std::vector<std::string> ignored;
-  EncodingSpec spec = load_hf_config_file(p, opt, &ignored);
-  try {
-    spec.source += ", file " + opt.name + " with sha256 " + golden::sha256_file(p);
-  } catch (const std::exception& e) {
-    throw SpecError(e.what());
-  }
+  EncodingSpec spec = golden::load_recorded_hf_config(path, opt, &ignored);
   return {Spec{std::move(spec)}, ignored};
 }
 
