@@ -103,3 +103,15 @@ def test_integer_positions_are_recorded_as_the_cli_list():
     g = ropecheck.golden("transformer-base", positions=range(3))
     assert g.manifest["positions"]["argument"] == "0,1,2"
     assert g["positions"].tolist() == [0, 1, 2]
+
+
+def test_python_keeps_its_ctrl_c_handler():
+    """The writer removes its temporary folder on SIGINT / SIGTERM / SIGHUP only where the handler is
+    the default one: Python's Ctrl-C stays a KeyboardInterrupt (a replaced handler would kill the
+    interpreter here instead)."""
+    import signal
+    import time
+    ropecheck.golden("llama-3.2-1b", positions="0:4")
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
