@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -25,6 +26,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "junit.hpp"
 #include "ropecheck/golden/baseline.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/kernel_run.hpp"
@@ -52,6 +54,7 @@ struct CheckCliOptions {
   double max_ulp = 0;
   double atol = 0, rtol = 0;
   std::string report;
+  std::string junit;
   std::string baseline;
   double max_growth = 2;
   int worst = 10;
@@ -170,6 +173,8 @@ Command add_check_command(CLI::App& app) {
   o->atol_opt->needs(rtol_opt);
   rtol_opt->needs(o->atol_opt);
   cmd->add_option("--report", o->report, "write the full report as JSON to this file (atomically; only when the check ran)");
+  cmd->add_option("--junit", o->junit,
+                  "write JUnit XML for CI systems to this file: one testcase per tensor, not tested = skipped (atomically)");
   cmd->add_option("--baseline", o->baseline,
                   "an earlier --report of the same golden set and criterion: fail (exit 1) when a tensor's or position "
                   "bin's max or RMS error grew by more than --max-growth (golden/CHECK_REPORT.md)");
@@ -207,7 +212,9 @@ Command add_check_command(CLI::App& app) {
             if (!o->only.empty() && opt.only.empty()) throw TensorError("--only: empty list");
             opt.worst_count = o->worst;
             opt.threads = o->threads;
+            const auto started = std::chrono::steady_clock::now();
             if (!o->report.empty()) golden::check_file_destination(o->report, "--report");
+            if (!o->junit.empty()) golden::check_file_destination(o->junit, "--junit");
             if (!(o->max_growth >= 1 && std::isfinite(o->max_growth)))
               throw TensorError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o->max_growth));
             const std::optional<golden::CandidateLayout> layout = golden::parse_candidate_layout(o->layout);
@@ -254,7 +261,7 @@ Command add_check_command(CLI::App& app) {
             std::optional<golden::BaselineComparison> cmp;  // before any output: a mismatch is exit 2
             if (baseline) cmp = golden::compare_with_baseline(rep, *baseline, {o->max_growth, 1.0});
 
-            if (!o->report.empty()) {
+            if (!o->report.empty() || !o->junit.empty()) {
               nlohmann::json j = rep.to_json();
               j["candidate_source"] = source;
               if (cmp) j["baseline"] = cmp->to_json();
@@ -263,8 +270,16 @@ Command add_check_command(CLI::App& app) {
                 j["pass"] = false;
                 j["verdict"] = "fail";
               }
-              golden::write_file_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
-                                            "--report");
+              if (!o->report.empty())
+                golden::write_file_atomically(o->report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                                              "--report");
+              if (!o->junit.empty()) {
+                std::vector<JunitCase> cases = check_junit_cases(j);
+                if (cmp && !cmp->pass()) cases.push_back({"ropecheck.check." + rep.spec_name, "baseline", Verdict::fail,
+                                                          "an error grew past --max-growth", cmp->summary()});
+                const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+                golden::write_file_atomically(o->junit, junit_xml("ropecheck check", cases, took.count()), "--junit");
+              }
             }
             for (const std::string& line : header) fmt::print("{}\n", line);
             if (!header.empty()) fmt::print("\n");

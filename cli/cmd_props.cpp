@@ -3,6 +3,7 @@
 // failed: the counterexample and the reproduce command are printed; or, with --baseline, a margin grew
 // past --max-growth), 3 (nothing failed but some property was not tested: every case declined, or
 // saturated bounds; core/verdict.hpp) or 2 (unusable input, a baseline of another setup included).
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <cstdlib>
@@ -14,9 +15,10 @@
 #include <vector>
 
 #include <fmt/core.h>
-#include <rapidcheck/detail/Configuration.h>
 
 #include "commands.hpp"
+#include "junit.hpp"
+#include "ropecheck/props/rapidcheck_seed.hpp"
 #include "numeric_options.hpp"
 #include "props_diagnosis.hpp"
 #include "ropecheck/core/spec_json.hpp"
@@ -33,6 +35,7 @@ namespace ropecheck::cli {
 namespace {
 
 struct PropsCliOptions {
+  std::string junit;
   std::string target, kernel, report, only, accuracy_class = "fp32-angle", dtype, baseline;
   double max_growth = 2;
   int cases = 100;
@@ -75,13 +78,7 @@ std::string reproduce_command(const props::ReproduceRecord& r, const PropsCliOpt
   return s + " --dtype " + r.dtype;
 }
 
-void set_rapidcheck_seed(std::uint64_t seed) {
-  ::setenv("RC_PARAMS", ("seed=" + std::to_string(seed)).c_str(), 1);
-  std::ostringstream sink;
-  std::streambuf* const old = std::cerr.rdbuf(sink.rdbuf());
-  (void)rc::detail::configuration();
-  std::cerr.rdbuf(old);
-}
+using props::set_rapidcheck_seed;
 
 // `--self-test`: every mutant (props/mutants.hpp) must be caught by some property on its own spec
 // and positions, and the correct hf-fp32 kernel must pass the same runs.
@@ -97,6 +94,7 @@ int run_self_test(const PropsCliOptions& o) {
 }
 
 int run_props(const PropsCliOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
   props::register_builtin_targets();  // hf-fp32, hf-fp32-f16out, hf-fp32-bf16out, mutant:NAME
   golden::register_cuda_targets();     // cuda:RECIPE, cuda:RECIPE-bf16out
   if (o.self_test) {
@@ -119,6 +117,7 @@ int run_props(const PropsCliOptions& o) {
   if (o.max_pos > kMaxPosition)  // every other position input stops at 2^53 too
     throw SpecError("--max-pos must be at most 2^53 = 9007199254740992, got " + std::to_string(o.max_pos));
   if (!o.report.empty()) golden::check_file_destination(o.report, "--report");  // before the suite runs
+  if (!o.junit.empty()) golden::check_file_destination(o.junit, "--junit");
   if (!(o.max_growth >= 1 && std::isfinite(o.max_growth)))
     throw SpecError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o.max_growth));
   std::optional<props::SuiteBaseline> baseline;
@@ -225,6 +224,14 @@ int run_props(const PropsCliOptions& o) {
     golden::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
                                   "--report");
   }
+  if (!o.junit.empty()) {
+    const nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o); });
+    std::vector<JunitCase> cases = props_junit_cases(j);
+    if (cmp && !cmp->pass())
+      cases.push_back({"ropecheck.props." + rep.target, "baseline", Verdict::fail, "a margin grew past --max-growth", cmp->summary()});
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    golden::write_file_atomically(o.junit, junit_xml("ropecheck props", cases, took.count()), "--junit");
+  }
   const Verdict v = rep.verdict();
   if (v == Verdict::pass) {
     fmt::print("all properties hold\n");
@@ -259,6 +266,8 @@ Command add_props_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "RapidCheck seed")->capture_default_str()->check(unsigned_64());
   sub->add_option("--max-pos", o->max_pos, "largest position generated (0: 2^24)")->capture_default_str();
   sub->add_option("--report", o->report, "write the JSON report here");
+  sub->add_option("--junit", o->junit,
+                  "write JUnit XML for CI systems here: one testcase per property and dtype, not tested = skipped");
   sub->add_option("--baseline", o->baseline,
                   "an earlier --report of the same spec, seed, cases, class and dtype: fail (exit 1) when a property's "
                   "worst or RMS margin grew by more than --max-growth (props/PROPERTIES.md)");

@@ -19,9 +19,11 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "junit.hpp"
 #include "memory_option.hpp"
 #include "numeric_options.hpp"
 #include "ropecheck/drift/candidate.hpp"
+#include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/drift/sweep.hpp"
 #include "ropecheck/drift/writers.hpp"
 #include "ropecheck/kernels/recipe.hpp"
@@ -38,6 +40,7 @@ struct DriftCliOptions {
   std::string dtype = "bf16";
   std::int64_t max_pos = 0;
   std::string out;
+  std::string junit;  // --junit FILE (with --compare)
   bool overwrite = false;
   int window = 256, per_octave = 64, bins_per_octave = 1;
   int heads = 4;
@@ -116,6 +119,10 @@ int run_drift_command(const DriftCliOptions& o) {
   } else if (N < 1 || N > drift::kMaxSweepPositions) {
     throw SpecError("--max-pos must be in [1, 2^24 = 16777216], got " + std::to_string(N));
   }
+
+  if (!o.junit.empty() && o.compare.empty())
+    throw SpecError("--junit needs --compare: a sweep of recipes has no verdict to report");
+  if (!o.junit.empty()) golden::check_file_destination(o.junit, "--junit");
 
   std::vector<std::string> names;
   if (!o.compare.empty()) {
@@ -206,6 +213,12 @@ int run_drift_command(const DriftCliOptions& o) {
       fmt::print("PASS: A and B agree within twice the {} bound at every sampled element\n", o.compare_class);
     else
       fmt::print("{}: {}\n", r.verdict == ropecheck::Verdict::fail ? "FAIL" : "NOT TESTED", r.reason);
+    if (!o.junit.empty()) {
+      const bool lost = kernel_failed(r.kernel_failures) != 0;
+      const JunitCase c = drift_compare_junit_case(spec.name, r.a, r.b, lost ? ropecheck::Verdict::fail : r.verdict,
+                                                   lost ? "kernel calls failed" : r.reason);
+      golden::write_file_atomically(o.junit, junit_xml("ropecheck drift", {c}, r.seconds), "--junit");
+    }
     if (kernel_failed(r.kernel_failures) != 0) return ropecheck::exit_code(ropecheck::Verdict::fail);
     return ropecheck::exit_code(r.verdict);
   }
@@ -263,6 +276,7 @@ Command add_drift_command(CLI::App& app) {
       ->capture_default_str();
   o->max_pos_opt =
       sub->add_option("--max-pos", o->max_pos, "sweep positions 0..N-1 (default: max_position_embeddings; at most 2^24)");
+  sub->add_option("--junit", o->junit, "with --compare: write JUnit XML for CI systems here (one testcase: the pair)");
   sub->add_option("--out", o->out, "output folder (default drift-<spec name>; must not exist unless --overwrite)");
   sub->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
   sub->add_option("--window", o->window, "dense window length at 0, every power of two and the end")

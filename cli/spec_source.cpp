@@ -4,7 +4,7 @@
 #include <iostream>
 #include <vector>
 
-#include "ropecheck/golden/sha256.hpp"
+#include "ropecheck/golden/hf_config_file.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/core/spec_json.hpp"
 
@@ -38,11 +38,7 @@ EncodingSpec SpecSource::load() const {
   if (!layout.empty() && hf_config.empty()) throw SpecError("--layout only applies to --hf-config");
   if (!preset.empty()) return load_preset(preset);
   if (!spec_file.empty()) return load_spec_file(spec_file);
-  // The set records the config's file name and sha256, never the path as typed: the same config
-  // reached by a relative or an absolute path gives the same bytes, and no local path leaks.
-  const std::filesystem::path path(hf_config);
   HfImportOptions opt;
-  opt.name = path.filename().string();
   opt.layer_type = layer_type;
   opt.strict = strict;
   if (layout == "half_split")
@@ -52,12 +48,7 @@ EncodingSpec SpecSource::load() const {
   else if (!layout.empty())
     throw SpecError("--layout must be half_split or interleaved, got '" + layout + "'");
   std::vector<std::string> ignored;
-  EncodingSpec spec = load_hf_config_file(path, opt, &ignored);
-  try {
-    spec.source += ", file " + opt.name + " with sha256 " + golden::sha256_file(path);
-  } catch (const std::exception& e) {
-    throw SpecError(e.what());
-  }
+  EncodingSpec spec = golden::load_recorded_hf_config(hf_config, opt, &ignored);
   for (const std::string& w : ignored) std::cerr << "ropecheck: warning: --hf-config: " << one_line(w) << "\n";
   return spec;
 }

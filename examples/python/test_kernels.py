@@ -1,0 +1,69 @@
+"""A NumPy RoPE kernel and a JAX one, each checked against golden tensors and property-tested with the
+Python package (README "From Python"). JAX is opt-in (`pip install "jax[cpu]"`, about 100 MB; skipped
+with that line when absent).
+
+    pytest examples/python/test_kernels.py
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ropecheck
+
+PROPERTIES = ["relative_shift", "attention_shift", "norm", "composition", "layout_equivalence", "partial_passthrough",
+              "linear_scaling", "yarn_frequencies", "attention_factor"]
+
+
+def make_rope(xp):
+    """The fp32 recipe for any half-split / interleaved, partial-rotary spec, in the array module xp
+    (numpy or jax.numpy): f32 inverse frequencies (nearest the spec's exact ones), f32 angle, f32
+    cos / sin and rotation, one rounding to the storage dtype."""
+    cache: dict[str, tuple] = {}
+
+    def rope(q, k, positions, spec):
+        if positions.ndim != 1:
+            raise NotImplementedError("multimodal positions")
+        key = spec.to_json()
+        if key not in cache:
+            cache[key] = (spec.to_dict()["rope"], spec.inverse_frequencies().astype(np.float32), spec.attention_factor())
+        r, w, att = cache[key]
+        half = r["rotary_dim"] // 2
+        theta = xp.asarray(positions.astype(np.float32))[:, None] * xp.asarray(w)[None, :]
+        c, s = (xp.cos(theta) * np.float32(att))[:, None, :], (xp.sin(theta) * np.float32(att))[:, None, :]
+        if r["layout"] == "half_split":
+            a, b = np.arange(half), np.arange(half, 2 * half)
+        else:
+            a, b = np.arange(0, 2 * half, 2), np.arange(1, 2 * half, 2)
+        rest = np.arange(2 * half, q.shape[-1])
+        order = np.argsort(np.concatenate([a, b, rest]))
+
+        def apply(x):
+            y = xp.asarray(x).astype(xp.float32)
+            xa, xb = y[..., a], y[..., b]
+            out = xp.concatenate([xa * c - xb * s, xb * c + xa * s, y[..., rest]], axis=-1)[..., order]
+            return out.astype(xp.asarray(x).dtype)
+
+        return apply(q), apply(k)
+
+    return rope
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return ropecheck.golden("qwen2.5-7b-yarn", positions="0:64,log:131071:4", heads=2, dtypes=("f32", "bf16"))
+
+
+def test_numpy_kernel(golden):
+    rope = make_rope(np)
+    report = ropecheck.check(golden, lambda q, k, p: rope(q, k, p, golden.spec))   # f32 and bf16
+    assert report.passed, str(report)
+    assert ropecheck.props(rope, "gpt-j-6b", cases=15, max_pos=1000000, only=PROPERTIES).passed
+
+
+def test_jax_kernel(golden):
+    jnp = pytest.importorskip("jax.numpy", reason='JAX is opt-in: pip install "jax[cpu]"')
+    rope = make_rope(jnp)
+    report = ropecheck.check(golden, lambda q, k, p: rope(q, k, p, golden.spec), dtypes=["f32"])
+    assert report.passed, str(report)
+    assert ropecheck.props(rope, "llama-3.1-8b", cases=10, max_pos=1000000, only=PROPERTIES).passed

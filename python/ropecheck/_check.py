@@ -1,0 +1,166 @@
+"""check(): candidate tensors, or a kernel (a Python callable) run on the golden inputs, against a
+golden set, by the library's checker (the one `ropecheck check` uses); the report as an object."""
+from __future__ import annotations
+
+import html
+import json
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from . import _core
+from ._arrays import DTYPES, InputError, dtype_name, from_thd, to_numpy, to_thd
+from ._golden import Golden
+
+Kernel = Callable[[Any, Any, np.ndarray], tuple[Any, Any]]
+
+# Called with every report check() makes (the pytest plugin's --ropecheck-report keeps them).
+report_sinks: list[Callable[["Report"], None]] = []
+
+
+class TensorResult:
+    """One golden output's figures (golden/CHECK_REPORT.md, `tensors[]`)."""
+
+    def __init__(self, j: dict):
+        self.json = j
+        self.name: str = j["golden"]
+        self.candidate: str = j["candidate"]
+        self.verdict: str = j["verdict"]["state"]
+        self.passed: bool = self.verdict == "pass"
+        self.reason: str = j["verdict"]["reason"]
+        self.best_class: str | None = j["best_class"]
+        m = j["metrics"]
+        self.max_ulps: float = m["max_ulps"]
+        self.max_abs_error: float = m["max_abs_error"]
+        self.max_rel_error: float = m["max_rel_error"]
+        self.nmse: float = m["nmse"]
+        self.worst_score: float = j["verdict"]["worst_score"]
+        self.violations: int = j["verdict"]["violations"]
+        self.first_violating_position: int | None = j["verdict"]["first_violating_position"]
+
+    def __repr__(self) -> str:
+        return f"<TensorResult {self.name}: {self.verdict}, worst score {self.worst_score:.4g}>"
+
+
+class Report:
+    """The checker's report. `passed` is True only for the verdict "pass": "not-tested" (something
+    asked for was not tested, or a class bound was saturated) is never passed."""
+
+    def __init__(self, result: _core.CheckResult):
+        self._json_text = result.json
+        self._summary = result.summary
+        self.json: dict = json.loads(result.json)
+        self.verdict: str = result.verdict
+        self.passed: bool = self.verdict == "pass"
+        self.reason: str = self.json["reason"]
+        self.tensors: dict[str, TensorResult] = {t["golden"]: TensorResult(t) for t in self.json["tensors"]}
+        self.not_tested: list[str] = list(self.json["not_tested"])
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def worst(self, n: int = 10) -> list[dict]:
+        """The n worst elements over every tensor, highest score (error / bound) first; each names
+        its tensor, token, position, head, channel, pair, candidate, truth, ulps and score."""
+        rows = [dict(e, tensor=t["golden"]) for t in self.json["tensors"] for e in t["worst"]]
+        rows.sort(key=lambda e: -e["score"])
+        return rows[:n]
+
+    def to_json(self) -> str:
+        """The report as `ropecheck check --report` writes it."""
+        return self._json_text
+
+    def __str__(self) -> str:
+        return self._summary
+
+    def __repr__(self) -> str:
+        return f"<ropecheck.Report {self.verdict}: {len(self.tensors)} tensors{', ' + self.reason if self.reason else ''}>"
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in ("tensor", "verdict", "best class", "max ulp", "max abs error",
+                                                   "worst score", "violations", "first violating position"))
+        rows = []
+        for t in self.tensors.values():
+            color = {"pass": "#1a7f37", "fail": "#cf222e"}.get(t.verdict, "#9a6700")
+            cells = (html.escape(t.name), f'<b style="color:{color}">{t.verdict}</b>', html.escape(t.best_class or "-"),
+                     f"{t.max_ulps:.4g}", f"{t.max_abs_error:.4g}", f"{t.worst_score:.4g}", str(t.violations),
+                     "-" if t.first_violating_position is None else str(t.first_violating_position))
+            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        crit = html.escape(json.dumps(self.json["criterion"]))
+        return (f"<p><b>ropecheck check</b>: {html.escape(self.json['spec'])}, criterion {crit}: "
+                f"<b>{self.verdict}</b> {html.escape(self.reason)}</p>"
+                f"<table><tr>{head}</tr>{''.join(rows)}</table>")
+
+
+def _candidate_tensors(golden: Golden, candidate: Mapping[str, Any], layout: str) -> list[tuple]:
+    out = []
+    for name, value in candidate.items():
+        a = to_thd(to_numpy(value), layout, name)
+        a = np.ascontiguousarray(a)
+        out.append((name, dtype_name(a), list(a.shape), a.reshape(-1).view(np.uint8)))
+    return out
+
+
+def _run_kernel(golden: Golden, fn: Kernel, dtypes: Iterable[str], layout: str) -> dict[str, np.ndarray]:
+    """fn(q, k, positions) -> (q_rot, k_rot) once per dtype, on the golden inputs cast to it (exact:
+    every input value is representable in bf16 and f16)."""
+    if not golden.heads:
+        raise InputError("check(golden, fn): a kernel callable needs a RoPE golden set (this one is sinusoidal)")
+    out = {}
+    positions = golden["positions"]
+    for dt in dtypes:
+        if dt not in DTYPES or dt not in golden.dtypes:
+            raise InputError(f"dtypes: '{dt}' is not an output dtype of this golden set ({', '.join(golden.dtypes)})")
+        q = from_thd(golden["q"].astype(DTYPES[dt]), layout)
+        k = from_thd(golden["k"].astype(DTYPES[dt]), layout)
+        result = fn(q, k, positions)
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise InputError(f"the kernel must return (q_rot, k_rot), got {type(result).__name__}")
+        out[f"q_rot.{dt}"], out[f"k_rot.{dt}"] = result
+    return out
+
+
+def check(golden: Golden, candidate: Mapping[str, Any] | Kernel, *, cls: str | None = None,
+          max_ulp: float | None = None, atol: float | None = None, rtol: float | None = None,
+          layout: str = "thd", dtypes: Iterable[str] | None = None, only: Iterable[str] | None = None,
+          name_map: Mapping[str, str] | None = None, worst: int = 10, threads: int = 0) -> Report:
+    """Checks `candidate` against `golden` with one criterion (default class fp32-angle; or cls=,
+    max_ulp=, atol= with rtol=), exactly as `ropecheck check` does.
+
+    candidate: a mapping from tensor name ("q_rot.bf16", or "q_rot" with a bf16 array) to an array
+    (NumPy, PyTorch CPU / CUDA, JAX, anything with __dlpack__ or __array__); every golden output is
+    asked for unless `only` narrows it (a missing one makes the verdict "not-tested"). Or a kernel
+    fn(q, k, positions) -> (q_rot, k_rot), called with the golden inputs in each of `dtypes` (default:
+    the set's dtypes but f64); then q_rot and k_rot of those dtypes are what is asked for.
+    layout: "thd" [tokens, heads, head_dim], "bhsd" [batch, heads, seq, head_dim] or "bshd" [batch,
+    seq, heads, head_dim] for q / k shaped tensors (a kernel gets batch 1)."""
+    source: dict[str, Any] = {"kind": "python"}
+    if callable(candidate) and not isinstance(candidate, Mapping):
+        if dtypes is None:
+            dtypes = [d for d in golden.dtypes if d != "f64"] or ["f64"]
+        dtypes = list(dtypes)
+        source = {"kind": "python-callable", "name": getattr(candidate, "__qualname__", type(candidate).__name__)}
+        candidate = _run_kernel(golden, candidate, dtypes, layout)
+        if only is None:
+            only = list(candidate)
+    elif not isinstance(candidate, Mapping):
+        raise InputError(f"candidate: expected a mapping of name -> array or a kernel callable, got {type(candidate).__name__}")
+    tensors = _candidate_tensors(golden, candidate, layout)
+    if isinstance(only, str):
+        only = only.split(",")
+    result = _core.check(golden._core, tensors, cls or "", max_ulp, atol, rtol, list(only or []), dict(name_map or {}),
+                         worst, threads, json.dumps(source))
+    report = Report(result)
+    for sink in report_sinks:
+        sink(report)
+    return report
+
+
+def assert_rope(golden: Golden, candidate: Mapping[str, Any] | Kernel, **kwargs: Any) -> Report:
+    """check(golden, candidate, **kwargs), raising AssertionError unless the verdict is "pass"; the
+    message is the checker's report: per tensor, the classes, the worst elements (token, position,
+    head, channel, pair, candidate, truth, ulps) and the error by position."""
+    report = check(golden, candidate, **kwargs)
+    if not report.passed:
+        raise AssertionError(f"ropecheck: {report.verdict}: {report.reason}\n{report}")
+    return report
