@@ -55,6 +55,9 @@ class Report:
         self.reason: str = self.json["reason"]
         self.tensors: dict[str, TensorResult] = {t["golden"]: TensorResult(t) for t in self.json["tensors"]}
         self.not_tested: list[str] = list(self.json["not_tested"])
+        # The diagnosis of a failing check (golden/DIAGNOSIS.md): which known mistake explains the
+        # failing elements, ranked; None when the check was not diagnosed.
+        self.diagnosis: dict | None = self.json.get("diagnosis")
 
     def __bool__(self) -> bool:
         return self.passed
@@ -123,7 +126,8 @@ def _run_kernel(golden: Golden, fn: Kernel, dtypes: Iterable[str], layout: str) 
 def check(golden: Golden, candidate: Mapping[str, Any] | Kernel, *, cls: str | None = None,
           max_ulp: float | None = None, atol: float | None = None, rtol: float | None = None,
           layout: str = "thd", dtypes: Iterable[str] | None = None, only: Iterable[str] | None = None,
-          name_map: Mapping[str, str] | None = None, worst: int = 10, threads: int = 0) -> Report:
+          name_map: Mapping[str, str] | None = None, worst: int = 10, threads: int = 0,
+          diagnose: bool | None = None) -> Report:
     """Checks `candidate` against `golden` with one criterion (default class fp32-angle; or cls=,
     max_ulp=, atol= with rtol=), exactly as `ropecheck check` does.
 
@@ -133,7 +137,9 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel, *, cls: str | N
     fn(q, k, positions) -> (q_rot, k_rot), called with the golden inputs in each of `dtypes` (default:
     the set's dtypes but f64); then q_rot and k_rot of those dtypes are what is asked for.
     layout: "thd" [tokens, heads, head_dim], "bhsd" [batch, heads, seq, head_dim] or "bshd" [batch,
-    seq, heads, head_dim] for q / k shaped tensors (a kernel gets batch 1)."""
+    seq, heads, head_dim] for q / k shaped tensors (a kernel gets batch 1).
+    diagnose: None (as `ropecheck check`: a failing check is diagnosed), True (always, every
+    tensor: --diagnose) or False (never: --no-diagnose); the result is Report.diagnosis."""
     source: dict[str, Any] = {"kind": "python"}
     if callable(candidate) and not isinstance(candidate, Mapping):
         if dtypes is None:
@@ -149,7 +155,7 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel, *, cls: str | N
     if isinstance(only, str):
         only = only.split(",")
     result = _core.check(golden._core, tensors, cls or "", max_ulp, atol, rtol, list(only or []), dict(name_map or {}),
-                         worst, threads, json.dumps(source))
+                         worst, threads, json.dumps(source), diagnose)
     report = Report(result)
     for sink in report_sinks:
         sink(report)

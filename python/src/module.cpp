@@ -30,6 +30,7 @@
 #include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/checker.hpp"
+#include "ropecheck/golden/diagnose.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/golden/hf_config_file.hpp"
@@ -195,7 +196,7 @@ struct CheckResult {
 CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, const std::string& cls,
                   std::optional<double> max_ulp, std::optional<double> atol, std::optional<double> rtol,
                   const std::vector<std::string>& only, const std::map<std::string, std::string>& name_map, int worst,
-                  int threads, const std::string& source_json) {
+                  int threads, const std::string& source_json, std::optional<bool> diagnose) {
   golden::CheckOptions opt;
   opt.criterion = criterion_of(cls, max_ulp, atol, rtol);
   opt.only = only;
@@ -220,10 +221,18 @@ CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, c
   }
   nb::gil_scoped_release release;
   const golden::CheckReport rep = golden::check_candidate(g.set, tensors, opt);
+  // As `ropecheck check`: a failing check is diagnosed unless diagnose=False; diagnose=True always.
+  std::optional<golden::Diagnosis> diagnosis;
+  if (diagnose.value_or(rep.verdict == Verdict::fail)) {
+    golden::DiagnoseOptions dopt;
+    dopt.threads = threads;
+    diagnosis = golden::diagnose(g.set, tensors, rep, dopt, diagnose.value_or(false));
+  }
   nlohmann::json j = rep.to_json();
   j["candidate_source"] = source;
-  return {j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", rep.summary(),
-          std::string(to_string(rep.verdict))};
+  if (diagnosis) j["diagnosis"] = diagnosis->to_json();
+  return {j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+          rep.summary() + (diagnosis ? diagnosis->summary() : std::string()), std::string(to_string(rep.verdict))};
 }
 
 // A Python callable as a kernel under test, so that the property suite (and anything else that calls
@@ -502,5 +511,5 @@ NB_MODULE(_core, m) {
       .def_ro("verdict", &CheckResult::verdict);
   m.def("check", &check, "golden"_a, "candidates"_a, "cls"_a = "", "max_ulp"_a = nb::none(), "atol"_a = nb::none(),
         "rtol"_a = nb::none(), "only"_a = std::vector<std::string>{}, "name_map"_a = std::map<std::string, std::string>{},
-        "worst"_a = 10, "threads"_a = 0, "source"_a = "{\"kind\": \"python\"}");
+        "worst"_a = 10, "threads"_a = 0, "source"_a = "{\"kind\": \"python\"}", "diagnose"_a = nb::none());
 }

@@ -95,6 +95,20 @@ def test_layouts_give_the_same_report(g, layout):
     assert [t.json["error_stats"] for t in other.tensors.values()] == [t.json["error_stats"] for t in thd.tensors.values()]
 
 
+def test_a_failing_check_is_diagnosed_as_the_cli_does(g):
+    def off_by_one(q, k, positions):
+        return hf_kernel(False)(q, k, positions + 1)
+
+    r = ropecheck.check(g, off_by_one, dtypes=["f32"])
+    assert r.verdict == "fail" and r.diagnosis is not None
+    assert r.diagnosis["match"] == "position-plus-1" and r.diagnosis["ranked"][0]["id"] == "position-plus-1"
+    assert "diagnosis:" in str(r) and "position-plus-1" in str(r)
+    assert ropecheck.check(g, off_by_one, dtypes=["f32"], diagnose=False).diagnosis is None
+    good = ropecheck.check(g, hf_kernel(False), dtypes=["f32"])
+    assert good.passed and good.diagnosis is None  # a passing check is diagnosed only when asked
+    assert ropecheck.check(g, hf_kernel(False), dtypes=["f32"], diagnose=True).diagnosis["match"] is None
+
+
 def test_report_json_and_text_are_the_cli_report(cli, g, tmp_path):
     outputs = {n: g[n] for n in g.outputs if n.endswith(".bf16")}
     outputs["q_rot.bf16"] = (g["q_rot.f64"] * 1.001).astype(ml_dtypes.bfloat16)

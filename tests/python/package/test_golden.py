@@ -91,7 +91,7 @@ def test_private_folder_is_removed_with_the_object():
     (dict(positions="0:-3"), "position"),
     (dict(positions="0:4", dtypes=("f8",)), "dtypes: unknown dtype 'f8'"),
     (dict(positions="0:4", heads=0), "heads"),
-    (dict(positions="0:1000000", heads=64, max_memory="1G"), "memory"),
+    (dict(positions="0:1000000", heads=64, max_memory="1M"), "memory"),
 ])
 def test_bad_arguments_raise_one_line_errors(kwargs, match):
     with pytest.raises(ropecheck.InputError, match=match) as e:
