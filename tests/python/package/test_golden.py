@@ -111,7 +111,13 @@ def test_python_keeps_its_ctrl_c_handler():
     interpreter here instead)."""
     import signal
     import time
-    ropecheck.golden("llama-3.2-1b", positions="0:4")
-    with pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(1)
+    # Python installs its handler only where SIGINT was not ignored at start (a shell's background
+    # job starts with it ignored): install it here, so the test means the same wherever it runs.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ropecheck.golden("llama-3.2-1b", positions="0:4")
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    finally:
+        signal.signal(signal.SIGINT, before)
