@@ -1,0 +1,62 @@
+"""What an adapter is: one real RoPE implementation, called through its own public code on a golden
+set's inputs, returning q_rot / k_rot in ropecheck's [tokens, heads, head_dim] layout."""
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+
+import numpy as np
+
+from .._golden import Golden
+
+
+class Declined(Exception):
+    """The implementation cannot express this case (a variant, a dtype, a missing CPU kernel): the
+    cell is not tested, with this message as the reason; never passed."""
+
+
+class Adapter:
+    """Subclasses set the class attributes and implement `supports` and `run`."""
+
+    name: str = ""                 # --impl name
+    title: str = ""                # what is called, in words (the matrix's row label)
+    distributions: tuple[str, ...] = ()   # PyPI distributions whose versions the matrix records
+    install: str = ""              # the command that installs what is missing
+    dtypes: tuple[str, ...] = ("f32",)
+    # The class a correct implementation lands in with the inputs this adapter gives it, per dtype
+    # (accuracy/ERROR_MODEL.md); landing in a weaker one is a finding.
+    expected: dict[str, str] = {}
+
+    def missing(self) -> str | None:
+        """None when the implementation imports, else why not (the import error, one line)."""
+        try:
+            self.load()
+        except ImportError as e:  # an absent package, or one that breaks on import
+            return f"{type(e).__name__}: {e}".splitlines()[0]
+        return None
+
+    def load(self) -> None:
+        """Imports the implementation (ImportError when it is not installed)."""
+        raise NotImplementedError
+
+    def versions(self) -> dict[str, str]:
+        out = {}
+        for d in self.distributions:
+            try:
+                out[d] = importlib.metadata.version(d)
+            except importlib.metadata.PackageNotFoundError:
+                out[d] = "absent"
+        return out
+
+    def supports(self, spec: dict[str, Any]) -> str | None:
+        """None when the implementation can express `spec` (Spec.to_dict()), else why not."""
+        raise NotImplementedError
+
+    def run(self, golden: Golden, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+        """q_rot, k_rot of the golden inputs in `dtype`, shaped [tokens, heads, head_dim]; raises
+        Declined for what the implementation cannot do."""
+        raise NotImplementedError
+
+
+def rope_section(spec: dict[str, Any]) -> dict[str, Any]:
+    return spec.get("rope") or {}

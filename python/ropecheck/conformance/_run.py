@@ -1,0 +1,182 @@
+"""Runs adapters over presets and judges every cell (implementation x preset x dtype) with the
+checker: the strictest accuracy class held, per class the first violating position and the worst
+margin (largest error / bound), the verdict against the class the implementation is expected to hold,
+and the differential diagnosis of a failure."""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable
+
+from .. import _check, _golden, _spec
+from ._adapter import Adapter, Declined
+
+# Positions and heads of the published matrix: the first 64 positions and 8 log-spaced ones up to
+# 131071 (where long-context scalings and f32 angles differ most), 2 heads.
+DEFAULT_POSITIONS = "0:64,log:131071:8"
+DEFAULT_HEADS = 2
+GOLDEN_DTYPES = ("f32", "f16", "bf16")
+
+# Cell states. pass / fail / not-tested are the checker's verdicts against the expected class;
+# "error": the implementation raised on valid input (counts as a failure); "not-applicable": the
+# implementation cannot express the preset's variant or has no kernel for the dtype (no claim made,
+# so nothing to judge; never shown as passed).
+STATES = ("pass", "fail", "error", "not-tested", "not-applicable")
+
+
+@dataclass
+class Cell:
+    impl: str
+    preset: str
+    dtype: str
+    state: str
+    expected: str | None = None
+    strictest: str | None = None            # the strictest class both q_rot and k_rot satisfy
+    reason: str = ""
+    worst_score: float | None = None        # largest error / bound of the expected class
+    classes: dict[str, dict[str, Any]] = field(default_factory=dict)  # class -> held, first position, margin
+    diagnosis: str | None = None            # the diagnosis' conclusion (failures)
+    diagnosis_match: str | None = None
+    seq_len: int | None = None              # what dynamic / LongRoPE were resolved with
+    seconds: float = 0.0
+
+
+@dataclass
+class AdapterRun:
+    name: str
+    title: str
+    state: str                 # "run" or "not-run"
+    install: str
+    reason: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    requested: bool = False    # named with --impl (a not-run adapter then makes the run not-tested)
+
+
+@dataclass
+class Matrix:
+    positions: str
+    heads: int
+    seed: int
+    adapters: list[AdapterRun]
+    cells: list[Cell]
+    versions: dict[str, str]
+    date: str = ""
+    command: str = ""
+
+    def verdict(self) -> str:
+        """fail when any cell failed or errored; not-tested when nothing failed but a cell was not
+        tested or an adapter named with --impl did not run; else pass."""
+        states = {c.state for c in self.cells}
+        if states & {"fail", "error"}:
+            return "fail"
+        if "not-tested" in states or any(a.requested and a.state == "not-run" for a in self.adapters):
+            return "not-tested"
+        if not any(c.state == "pass" for c in self.cells):
+            return "not-tested"  # nothing was judged at all
+        return "pass"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": "ropecheck-conformance", "format_version": 1, "date": self.date, "command": self.command,
+                "positions": self.positions, "heads": self.heads, "seed": self.seed, "verdict": self.verdict(),
+                "versions": self.versions, "adapters": [asdict(a) for a in self.adapters],
+                "cells": [asdict(c) for c in self.cells]}
+
+
+def judge(golden: _golden.Golden, dtype: str, q_rot: Any, k_rot: Any, expected: str) -> dict[str, Any]:
+    """The checker on q_rot / k_rot of `dtype` against `expected`; the cell's figures."""
+    names = [f"q_rot.{dtype}", f"k_rot.{dtype}"]
+    report = _check.check(golden, {names[0]: q_rot, names[1]: k_rot}, only=names, cls=expected)
+    classes: dict[str, dict[str, Any]] = {}
+    for t in report.json["tensors"]:
+        for c in t["classes"]:
+            cur = classes.setdefault(c["class"], {"held": True, "violations": 0, "first_violating_position": None,
+                                                  "worst_margin": 0.0})
+            cur["held"] = cur["held"] and c["satisfied"]
+            cur["violations"] += c["violations"]
+            fp = c["first_violating_position"]
+            if fp is not None and (cur["first_violating_position"] is None or fp < cur["first_violating_position"]):
+                cur["first_violating_position"] = fp
+            m = c["worst_margin"]
+            cur["worst_margin"] = None if m is None or cur["worst_margin"] is None else max(cur["worst_margin"], m)
+    satisfied = report.json["satisfied_classes"]
+    d = report.diagnosis
+    return {"state": report.verdict, "reason": report.reason, "strictest": satisfied[0] if satisfied else None,
+            "worst_score": _max_or_none(r.worst_score for r in report.tensors.values()), "classes": classes,
+            "diagnosis": d["conclusion"] if d else None, "diagnosis_match": d["match"] if d else None}
+
+
+def _max_or_none(values: Iterable[float | None]) -> float | None:
+    """The largest value; None (infinite, e.g. a NaN output) when any is None."""
+    values = list(values)
+    return None if any(v is None for v in values) else max(values)
+
+
+def run(adapters: Iterable[Adapter], presets: Iterable[str], *, positions: str = DEFAULT_POSITIONS,
+        heads: int = DEFAULT_HEADS, seed: int = 0, dtypes: Iterable[str] | None = None,
+        requested: Iterable[str] = (), progress: Callable[[str], None] = lambda line: None) -> Matrix:
+    """Every adapter whose implementation imports, over every preset it supports and every dtype it
+    has (narrowed by `dtypes`); adapters that do not import are listed as not run."""
+    adapters = list(adapters)
+    presets = list(presets)
+    requested = set(requested)
+    runs: list[AdapterRun] = []
+    active: list[Adapter] = []
+    for a in adapters:
+        why = a.missing()
+        runs.append(AdapterRun(a.name, a.title, "not-run" if why else "run", a.install, why or "", a.versions(),
+                               a.name in requested))
+        if why:
+            progress(f"{a.name}: not run ({why}); install: {a.install}")
+        else:
+            active.append(a)
+    cells: list[Cell] = []
+    for preset in presets:
+        spec = _spec.Spec.from_preset(preset)
+        spec_dict = spec.to_dict()
+        todo = [(a, a.supports(spec_dict)) for a in active]
+        if not any(why is None for _, why in todo):
+            for a, why in todo:
+                cells.append(Cell(a.name, preset, "-", "not-applicable", reason=why or ""))
+            continue
+        golden = _golden.golden(spec, positions, heads=heads, dtypes=GOLDEN_DTYPES, seed=seed)
+        seq_len = None
+        if (spec_dict.get("rope") or {}).get("scaling", {}).get("type") in ("dynamic", "longrope"):
+            # These resolve with the sequence length: the one that holds every golden position, as
+            # Hugging Face takes it (max(position_ids) + 1) and as a caller would build caches for it.
+            seq_len = int(golden["positions"].max()) + 1
+            golden = _golden.golden(spec, positions, heads=heads, dtypes=GOLDEN_DTYPES, seed=seed, seq_len=seq_len)
+        for a, why in todo:
+            if why is not None:
+                cells.append(Cell(a.name, preset, "-", "not-applicable", reason=why))
+                progress(f"{a.name} {preset}: not applicable ({why})")
+                continue
+            for dt in a.dtypes:
+                if dtypes is not None and dt not in dtypes:
+                    continue
+                cells.append(_cell(a, preset, golden, dt, progress))
+                cells[-1].seq_len = seq_len
+    return Matrix(positions, heads, seed, runs, cells, {})
+
+
+def _cell(a: Adapter, preset: str, golden: _golden.Golden, dt: str, progress: Callable[[str], None]) -> Cell:
+    start = time.perf_counter()
+    expected = a.expected[dt]
+    try:
+        q_rot, k_rot = a.run(golden, dt)
+    except Declined as e:
+        cell = Cell(a.name, preset, dt, "not-applicable", expected, reason=str(e))
+    except Exception as e:  # noqa: BLE001  the implementation failed on valid input: a finding, kept
+        last = traceback.extract_tb(e.__traceback__)[-1]
+        cell = Cell(a.name, preset, dt, "error", expected,
+                    reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} ({last.filename}:{last.lineno})")
+    else:
+        cell = Cell(a.name, preset, dt, expected=expected, **judge(golden, dt, q_rot, k_rot, expected))
+    cell.seconds = round(time.perf_counter() - start, 3)
+    line = f"{a.name} {preset} {dt}: {cell.state}"
+    if cell.state in ("pass", "fail", "not-tested"):
+        line += f", strictest class {cell.strictest or '(none)'}, expected {expected}"
+    if cell.reason:
+        line += f" ({cell.reason})"
+    progress(f"{line} [{cell.seconds:.1f} s]")
+    return cell

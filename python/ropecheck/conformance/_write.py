@@ -1,0 +1,115 @@
+"""The matrix as files: matrix.json (everything), matrix.md (the tables the README shows) and
+matrix.png (a class map; skipped, with the install line, where matplotlib is absent). Written into a
+temporary folder beside the output and moved in at the end, so a failed run leaves no partial files."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+from ._run import Matrix
+
+MATPLOTLIB_INSTALL = "pip install matplotlib==3.11.2"
+# Strictest first, as the checker lists them (accuracy/ERROR_MODEL.md).
+CLASS_ORDER = ("exact", "fp64-angle", "f32-reduced", "fp32-angle", "f16-table", "bf16-table")
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def markdown(m: Matrix) -> str:
+    lines = [f"Conformance matrix, {m.date}: `{m.command}`", "",
+             f"Golden inputs: positions `{m.positions}`, {m.heads} heads, seed {m.seed}. Versions: "
+             + ", ".join(f"{k} {v}" for k, v in sorted(m.versions.items())) + ".", ""]
+    lines += ["| implementation | state | versions | install |", "|---|---|---|---|"]
+    for a in m.adapters:
+        state = "run" if a.state == "run" else f"**not run**: {a.reason}"
+        vers = ", ".join(f"{k} {v}" for k, v in a.versions.items())
+        lines.append(f"| `{a.name}` ({a.title}) | {state} | {vers} | `{a.install}` |")
+    lines += ["", "| implementation | model | dtype | verdict | strictest class held | expected | worst error / bound "
+              "(expected class) | first violating position, stricter classes | diagnosis |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in m.cells:
+        if c.state == "not-applicable" and c.dtype == "-":
+            continue  # listed below, once per implementation and model
+        stricter = []
+        for name in CLASS_ORDER:
+            info = c.classes.get(name)
+            if info is None or name == c.strictest:
+                break
+            stricter.append(f"{name} {info['first_violating_position']}")
+        verdict = f"**{c.state}**" if c.state in ("fail", "error") else c.state
+        if c.reason and c.state != "pass":
+            verdict += f": {c.reason}"
+        lines.append(f"| {c.impl} | {c.preset} | {c.dtype} | {verdict} | {c.strictest or '(none)' if c.classes else '-'} | "
+                     f"{c.expected or '-'} | {_fmt(c.worst_score)} | {', '.join(stricter) or '-'} | {c.diagnosis or '-'} |")
+    na = [c for c in m.cells if c.state == "not-applicable" and c.dtype == "-"]
+    if na:
+        lines += ["", "Not applicable (the implementation cannot express the variant): "
+                  + "; ".join(f"{c.impl} × {c.preset} ({c.reason})" for c in na) + "."]
+    lines += ["", f"Verdict: **{m.verdict()}**.", ""]
+    return "\n".join(lines)
+
+
+def plot(m: Matrix, path: str) -> bool:
+    """A class map: one row per implementation and model, one column per dtype, the colour the
+    strictest class held. False when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.colors import ListedColormap
+    except ImportError:
+        return False
+    cells = [c for c in m.cells if c.dtype != "-"]
+    rows = sorted({(c.impl, c.preset) for c in cells}, key=lambda r: (r[0], r[1]))
+    cols = [d for d in ("f32", "f16", "bf16") if any(c.dtype == d for c in cells)]
+    # 0..5 the classes, 6 no class held, 7 not judged
+    grid = [[7] * len(cols) for _ in rows]
+    text = [[""] * len(cols) for _ in rows]
+    for c in cells:
+        i, j = rows.index((c.impl, c.preset)), cols.index(c.dtype)
+        if c.classes:
+            grid[i][j] = CLASS_ORDER.index(c.strictest) if c.strictest else 6
+            text[i][j] = (c.strictest or "none") + ("" if c.state == "pass" else f" ({c.state})")
+        else:
+            text[i][j] = c.state
+    colors = ["#1a7f37", "#2da44e", "#6fdd8b", "#acf2bd", "#fff8c5", "#ffdf5d", "#ff8182", "#eaeef2"]
+    fig, ax = plt.subplots(figsize=(2.2 * len(cols) + 4, 0.32 * len(rows) + 1.2))
+    ax.imshow(grid, cmap=ListedColormap(colors), vmin=0, vmax=7, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols)
+    ax.set_yticks(range(len(rows)), [f"{r[0]}: {r[1]}" for r in rows], fontsize=7)
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            ax.text(j, i, text[i][j], ha="center", va="center", fontsize=6)
+    ax.set_title(f"strictest accuracy class held ({m.date})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def write(m: Matrix, out: str) -> list[str]:
+    """matrix.json, matrix.md and matrix.png into `out` (created); returns notes (the plot skipped)."""
+    os.makedirs(out, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".conformance-", dir=out)
+    notes = []
+    try:
+        with open(os.path.join(tmp, "matrix.json"), "w") as f:
+            json.dump(m.to_dict(), f, indent=1, sort_keys=True, allow_nan=False)
+            f.write("\n")
+        with open(os.path.join(tmp, "matrix.md"), "w") as f:
+            f.write(markdown(m))
+        names = ["matrix.json", "matrix.md"]
+        if plot(m, os.path.join(tmp, "matrix.png")):
+            names.append("matrix.png")
+        else:
+            if os.path.exists(os.path.join(out, "matrix.png")):
+                os.remove(os.path.join(out, "matrix.png"))  # an earlier run's plot would not match
+            notes.append(f"plot skipped: matplotlib is not installed ({MATPLOTLIB_INSTALL})")
+        for n in names:
+            os.replace(os.path.join(tmp, n), os.path.join(out, n))
+    finally:
+        shutil.rmtree(tmp, True)
+    return notes

@@ -1,0 +1,150 @@
+"""ropecheck.conformance: each adapter on a small case with its measured verdicts and classes
+asserted (a ropecheck change that moves them is noticed), and the command: matrix files, exit codes,
+not-run adapters listed with their install line. Adapters whose package is missing are skipped with
+the install line (ONNX Runtime is pinned in tests/python/requirements.txt, so it runs in CI)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ropecheck
+from ropecheck import conformance
+from ropecheck.conformance import Adapter
+
+POSITIONS = "0:64,log:131071:4"
+
+
+def needs(adapter: Adapter) -> Adapter:
+    why = adapter.missing()
+    if why:
+        pytest.skip(f"{adapter.name} not installed ({why}): {adapter.install}")
+    return adapter
+
+
+@pytest.fixture(scope="module")
+def golden_sets():
+    cache: dict[str, ropecheck.Golden] = {}
+
+    def get(preset: str) -> ropecheck.Golden:
+        if preset not in cache:
+            cache[preset] = ropecheck.golden(preset, positions=POSITIONS, heads=1, dtypes=("f32", "f16", "bf16"))
+        return cache[preset]
+    return get
+
+
+def cell(adapter: Adapter, g: ropecheck.Golden, dtype: str) -> dict:
+    q_rot, k_rot = adapter.run(g, dtype)
+    return conformance.judge(g, dtype, q_rot, k_rot, adapter.expected[dtype])
+
+
+# Measured with onnx 1.23.2 / onnxruntime 1.31.1 (caches from the binary64 tables, onnxruntime.py):
+# strictest class, worst error / bound of the expected class (to 2 digits), first violating position of
+# fp64-angle (the next stricter class).
+ONNX_MEASURED = {
+    ("llama-3.1-8b", "f32"): ("f32-reduced", 0.19, 1),   # half-split, llama3 scaling
+    ("llama-3.1-8b", "f16"): ("f16-table", 0.31, 4),
+    ("gpt-j-6b", "f32"): ("f32-reduced", 0.19, 1),       # interleaved, partial rotary 64 of 256
+    ("gpt-j-6b", "f16"): ("f16-table", 0.32, 1),
+}
+
+
+@pytest.mark.parametrize("impl", ["onnxruntime", "onnxruntime-contrib"])
+@pytest.mark.parametrize("preset,dtype", sorted(ONNX_MEASURED))
+def test_onnxruntime_measured_classes(impl, preset, dtype, golden_sets):
+    adapter = needs(conformance.adapters([impl])[0])
+    strictest, score, first_fp64 = ONNX_MEASURED[(preset, dtype)]
+    c = cell(adapter, golden_sets(preset), dtype)
+    assert (c["state"], c["strictest"]) == ("pass", strictest), c
+    assert c["worst_score"] == pytest.approx(score, abs=0.01)
+    assert c["classes"]["fp64-angle"]["first_violating_position"] == first_fp64
+    assert c["diagnosis"] is None
+
+
+@pytest.mark.parametrize("impl", ["onnxruntime", "onnxruntime-contrib"])
+def test_onnxruntime_bf16_is_not_applicable_on_cpu(impl, golden_sets):
+    adapter = needs(conformance.adapters([impl])[0])
+    with pytest.raises(conformance.Declined, match="no CPU kernel"):
+        adapter.run(golden_sets("llama-3.1-8b"), "bf16")
+
+
+def test_onnxruntime_with_bf16_rounded_caches_fails_and_is_diagnosed(golden_sets, monkeypatch):
+    """The adapter's judgement has teeth: f32 caches that went through bf16 fail f32-reduced, and the
+    diagnosis names the mistake."""
+    import ml_dtypes
+
+    from ropecheck.conformance import onnxruntime as ort_adapter
+
+    adapter = needs(ort_adapter.OnnxStandard())
+    exact = ort_adapter.caches
+
+    def bf16_caches(golden, dtype):
+        return tuple(c.astype(ml_dtypes.bfloat16).astype(c.dtype) for c in exact(golden, dtype))
+
+    monkeypatch.setattr(ort_adapter, "caches", bf16_caches)
+    c = cell(adapter, golden_sets("llama-3.1-8b"), "f32")
+    assert (c["state"], c["strictest"], c["diagnosis_match"]) == ("fail", "bf16-table", "class-bf16-table"), c
+
+
+def run_command(*args: str, missing: str | None = None) -> subprocess.CompletedProcess:
+    """python -m ropecheck.conformance ARGS; `missing`: a module made unimportable first."""
+    code = "import sys\n"
+    if missing:
+        code += f"sys.modules[{missing!r}] = None\n"
+    code += "from ropecheck.conformance.__main__ import main\nsys.exit(main(sys.argv[1:]))\n"
+    return subprocess.run([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=dict(os.environ, KERAS_BACKEND="jax"))
+
+
+def test_command_writes_the_matrix(tmp_path):
+    needs(conformance.adapters(["onnxruntime"])[0])
+    out = tmp_path / "m"
+    r = run_command("--impl", "onnxruntime", "--presets", "llama-3.2-1b,gpt-j-6b", "--positions", POSITIONS,
+                    "--heads", "1", "--dtypes", "f32,f16", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "conformance: onnxruntime gpt-j-6b f16: pass, strictest class f16-table" in r.stderr  # progress
+    m = json.loads((out / "matrix.json").read_text())
+    assert m["verdict"] == "pass" and m["versions"]["ropecheck"] == ropecheck.__version__
+    assert m["adapters"][0]["versions"]["onnxruntime"] == "1.31.1"
+    got = {(c["preset"], c["dtype"]): (c["state"], c["strictest"]) for c in m["cells"]}
+    assert got == {("llama-3.2-1b", "f32"): ("pass", "f32-reduced"), ("llama-3.2-1b", "f16"): ("pass", "f16-table"),
+                   ("gpt-j-6b", "f32"): ("pass", "f32-reduced"), ("gpt-j-6b", "f16"): ("pass", "f16-table")}
+    md = (out / "matrix.md").read_text()
+    assert "| onnxruntime | gpt-j-6b | f32 | pass | f32-reduced | f32-reduced |" in md
+    try:
+        import matplotlib  # noqa: F401
+        assert (out / "matrix.png").stat().st_size > 0
+    except ImportError:
+        assert not (out / "matrix.png").exists()
+        assert "plot skipped: matplotlib is not installed (pip install matplotlib==3.11.2)" in r.stderr
+
+
+def test_command_lists_a_missing_implementation_as_not_run(tmp_path):
+    out = tmp_path / "m"
+    # Named with --impl: asked for and not tested, so exit 3 (never 0).
+    r = run_command("--impl", "onnxruntime", "--presets", "llama-3.2-1b", "--positions", "0:4", "--out", str(out),
+                    missing="onnxruntime")
+    assert r.returncode == 3, r.stderr
+    assert "onnxruntime: not run (ModuleNotFoundError" in r.stderr
+    md = (out / "matrix.md").read_text()
+    assert "**not run**" in md and "`pip install onnx==1.23.2 onnxruntime==1.31.1`" in md
+    m = json.loads((out / "matrix.json").read_text())
+    assert m["verdict"] == "not-tested" and m["cells"] == []
+    assert m["adapters"][0]["state"] == "not-run" and m["adapters"][0]["install"].startswith("pip install onnx")
+
+
+def test_command_unusable_input_exits_2_without_output(tmp_path):
+    out = tmp_path / "m"
+    for args, message in ((["--impl", "nope"], "unknown implementation 'nope'"),
+                          (["--presets", "llama-9"], "llama-9"),
+                          (["--dtypes", "f8"], "unknown dtype 'f8'")):
+        r = run_command(*args, "--out", str(out))
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("ropecheck: error: ") and message in r.stderr
+        assert not out.exists()
+    out.write_text("a file")
+    r = run_command("--out", str(out))
+    assert r.returncode == 2 and r.stderr == f"ropecheck: error: --out: '{out}' exists and is not a folder\n"
