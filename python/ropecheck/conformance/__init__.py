@@ -6,12 +6,14 @@ on ropecheck's golden inputs, and the checker judges it (README "Conformance").
 """
 from __future__ import annotations
 
-from ._adapter import Adapter, Declined
+from ._adapter import Adapter, Declined, NotTested
 from ._run import DEFAULT_HEADS, DEFAULT_POSITIONS, Cell, Matrix, judge, run
 from ._write import markdown, write
+from .keras_hub import KerasHub
 from .onnxruntime import OnnxContrib, OnnxStandard
+from .torch_impls import HfTransformers, LigerRope, Torchtune
 
-ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib)
+ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib, KerasHub, HfTransformers, Torchtune, LigerRope)
 
 
 def adapters(names: list[str] | None = None) -> list[Adapter]:
@@ -25,5 +27,5 @@ def adapters(names: list[str] | None = None) -> list[Adapter]:
     return [known[n]() for n in names]
 
 
-__all__ = ["Adapter", "Declined", "Cell", "Matrix", "ADAPTERS", "DEFAULT_HEADS", "DEFAULT_POSITIONS", "adapters",
+__all__ = ["Adapter", "Declined", "NotTested", "Cell", "Matrix", "ADAPTERS", "DEFAULT_HEADS", "DEFAULT_POSITIONS", "adapters",
            "judge", "markdown", "run", "write"]

@@ -15,6 +15,11 @@ class Declined(Exception):
     cell is not tested, with this message as the reason; never passed."""
 
 
+class NotTested(Exception):
+    """The implementation could not be judged here (e.g. an emulator known to compute wrong values):
+    the cell is not tested, with this message as the reason, and the run is not-tested (exit 3)."""
+
+
 class Adapter:
     """Subclasses set the class attributes and implement `supports` and `run`."""
 

@@ -52,17 +52,19 @@ def markdown(m: Matrix) -> str:
     return "\n".join(lines)
 
 
-def plot(m: Matrix, path: str) -> bool:
+def plot(m: Matrix, path: str) -> str | None:
     """A class map: one row per implementation and model, one column per dtype, the colour the
-    strictest class held. False when matplotlib is not installed."""
+    strictest class held. None when written, else why not."""
+    cells = [c for c in m.cells if c.dtype != "-"]
+    if not cells:
+        return "plot skipped: no cell was run"
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         from matplotlib.colors import ListedColormap
     except ImportError:
-        return False
-    cells = [c for c in m.cells if c.dtype != "-"]
+        return f"plot skipped: matplotlib is not installed ({MATPLOTLIB_INSTALL})"
     rows = sorted({(c.impl, c.preset) for c in cells}, key=lambda r: (r[0], r[1]))
     cols = [d for d in ("f32", "f16", "bf16") if any(c.dtype == d for c in cells)]
     # 0..5 the classes, 6 no class held, 7 not judged
@@ -87,7 +89,7 @@ def plot(m: Matrix, path: str) -> bool:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return True
+    return None
 
 
 def write(m: Matrix, out: str) -> list[str]:
@@ -102,12 +104,13 @@ def write(m: Matrix, out: str) -> list[str]:
         with open(os.path.join(tmp, "matrix.md"), "w") as f:
             f.write(markdown(m))
         names = ["matrix.json", "matrix.md"]
-        if plot(m, os.path.join(tmp, "matrix.png")):
+        skipped = plot(m, os.path.join(tmp, "matrix.png"))
+        if skipped is None:
             names.append("matrix.png")
         else:
             if os.path.exists(os.path.join(out, "matrix.png")):
                 os.remove(os.path.join(out, "matrix.png"))  # an earlier run's plot would not match
-            notes.append(f"plot skipped: matplotlib is not installed ({MATPLOTLIB_INSTALL})")
+            notes.append(skipped)
         for n in names:
             os.replace(os.path.join(tmp, n), os.path.join(out, n))
     finally:

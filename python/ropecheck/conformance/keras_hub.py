@@ -28,7 +28,8 @@ class KerasHub(Adapter):
     name = "keras-hub"
     title = "keras_hub.layers.RotaryEmbedding, Keras on JAX (CPU)"
     distributions = ("keras-hub", "keras", "jax", "jaxlib")
-    install = 'pip install keras==3.15.1 tokenizers==0.23.3 "jax[cpu]==0.10.2" && pip install --no-deps keras-hub==0.32.0'
+    install = ("scripts/install-deps --keras (pip install keras==3.15.1 tokenizers==0.23.3 && "
+               "pip install --no-deps keras-hub==0.32.0; jax[cpu] 0.10.2 from the requirements)")
     dtypes = ("f32", "f16", "bf16")
     expected = {"f32": "fp32-angle", "f16": "f16-table", "bf16": "bf16-table"}
 

@@ -148,3 +148,34 @@ def test_command_unusable_input_exits_2_without_output(tmp_path):
     out.write_text("a file")
     r = run_command("--out", str(out))
     assert r.returncode == 2 and r.stderr == f"ropecheck: error: --out: '{out}' exists and is not a folder\n"
+
+
+# The opt-in adapters (README "Conformance"): run where their packages are installed, skipped with the
+# install line otherwise. Measured with keras 3.15.1 + keras-hub 0.32.0 on jax 0.10.2, torch 2.15.0,
+# transformers 5.23.0, torchtune 0.6.1 (torchao 0.10.0), liger-kernel 0.8.5 + triton 3.9.0 (interpreter).
+OPT_IN_MEASURED = {
+    "keras-hub": {("qwen2.5-7b-yarn", "f32"): "fp32-angle", ("qwen2.5-7b-yarn", "f16"): "f16-table",
+                  ("qwen2.5-7b-yarn", "bf16"): "bf16-table", ("gpt-neox-20b", "f32"): "fp32-angle"},
+    "hf-transformers": {("llama-3.1-8b", "f32"): "fp32-angle", ("llama-3.1-8b", "f16"): "f16-table",
+                        ("llama-3.1-8b", "bf16"): "bf16-table", ("gpt-oss-20b", "bf16"): "bf16-table"},
+    "torchtune": {("llama-3.1-8b", "f32"): "fp32-angle", ("llama-3.1-8b", "bf16"): "fp32-angle",
+                  ("gpt-j-6b", "f16"): "fp32-angle"},
+    "liger-kernel": {("llama-3.1-8b", "f32"): "fp32-angle", ("llama-3.1-8b", "f16"): "f16-table"},
+}
+
+
+@pytest.mark.parametrize("impl,preset,dtype", [(i, p, d) for i, m in OPT_IN_MEASURED.items() for p, d in m])
+def test_opt_in_adapter_measured_classes(impl, preset, dtype, golden_sets):
+    adapter = needs(conformance.adapters([impl])[0])
+    c = cell(adapter, golden_sets(preset), dtype)
+    assert (c["state"], c["strictest"]) == ("pass", OPT_IN_MEASURED[impl][(preset, dtype)]), c
+
+
+def test_liger_bf16_is_not_tested_under_the_triton_interpreter(golden_sets):
+    adapter = needs(conformance.adapters(["liger-kernel"])[0])
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the kernel runs natively")
+    with pytest.raises(conformance.NotTested, match="interpreter"):
+        adapter.run(golden_sets("llama-3.1-8b"), "bf16")
