@@ -179,3 +179,68 @@ def test_liger_bf16_is_not_tested_under_the_triton_interpreter(golden_sets):
         pytest.skip("a GPU is present: the kernel runs natively")
     with pytest.raises(conformance.NotTested, match="interpreter"):
         adapter.run(golden_sets("llama-3.1-8b"), "bf16")
+
+
+class _Stub(Adapter):
+    """An adapter without a real implementation, for the states a real one rarely shows."""
+    name = "stub"
+    title = "stub"
+    install = "pip install stub==1"
+    dtypes = ("f32",)
+    expected = {"f32": "f32-reduced"}
+
+    def __init__(self, behaviour: str):
+        self.behaviour = behaviour
+
+    def load(self) -> None:
+        if self.behaviour == "missing":
+            raise ImportError("No module named 'stub'")
+
+    def supports(self, spec):
+        return "layout not expressible" if self.behaviour == "unsupported" else None
+
+    def run(self, golden, dtype):
+        if self.behaviour == "raises":
+            raise RuntimeError("kernel exploded")
+        if self.behaviour == "not-tested":
+            raise conformance.NotTested("emulator known to be wrong")
+        if self.behaviour == "zeros":  # a broken kernel: fails, and is diagnosed
+            return golden["q"] * 0, golden["k"] * 0
+        return golden["q_rot.f32"], golden["k_rot.f32"]  # the correctly rounded outputs: exact
+
+
+@pytest.mark.parametrize("behaviour,state,verdict", [
+    ("exact", "pass", "pass"), ("zeros", "fail", "fail"), ("raises", "error", "fail"),
+    ("not-tested", "not-tested", "not-tested"), ("unsupported", "not-applicable", "not-tested")])
+def test_cell_states_and_the_run_verdict(behaviour, state, verdict, tmp_path):
+    m = conformance.run([_Stub(behaviour)], ["llama-3.2-1b"], positions="0:8", heads=1)
+    (c,) = m.cells
+    assert c.state == state, c
+    assert m.verdict() == verdict  # nothing judged at all (only not-applicable) is not-tested, never pass
+    if behaviour == "exact":
+        assert c.strictest == "exact" and c.classes["exact"]["violations"] == 0
+    if behaviour == "zeros":
+        assert c.strictest is None and c.diagnosis and c.classes["f32-reduced"]["first_violating_position"] == 0
+    if behaviour == "raises":
+        assert c.reason.startswith("RuntimeError: kernel exploded (") and "test_conformance.py" in c.reason
+    md = conformance.markdown(m)
+    row = "stub × llama-3.2-1b (layout not expressible)" if behaviour == "unsupported" else "| stub | llama-3.2-1b |"
+    assert row in md and f"Verdict: **{verdict}**" in md
+    conformance.write(m, str(tmp_path))
+    assert json.loads((tmp_path / "matrix.json").read_text())["cells"][0]["state"] == state
+
+
+def test_a_missing_adapter_not_named_is_listed_but_does_not_make_the_run_not_tested():
+    m = conformance.run([_Stub("missing"), _Stub("exact")], ["llama-3.2-1b"], positions="0:8", heads=1)
+    assert [a.state for a in m.adapters] == ["not-run", "run"] and m.adapters[0].reason.startswith("ImportError")
+    assert m.verdict() == "pass"
+    m = conformance.run([_Stub("missing")], ["llama-3.2-1b"], positions="0:8", heads=1, requested=["stub"])
+    assert m.verdict() == "not-tested"
+
+
+def test_command_list(tmp_path):
+    r = run_command("--list", "--out", str(tmp_path / "m"))
+    assert r.returncode == 0, r.stderr
+    names = [line.split(":")[0] for line in r.stdout.splitlines()]
+    assert names == [a.name for a in conformance.ADAPTERS]
+    assert not (tmp_path / "m").exists()
