@@ -53,6 +53,10 @@ class Adapter:
                 out[d] = "absent"
         return out
 
+    def expected_class(self, spec: dict[str, Any], dtype: str) -> str:
+        """The class expected for this spec and dtype (by default `expected[dtype]`)."""
+        return self.expected[dtype]
+
     def supports(self, spec: dict[str, Any]) -> str | None:
         """None when the implementation can express `spec` (Spec.to_dict()), else why not."""
         raise NotImplementedError

@@ -161,7 +161,7 @@ def run(adapters: Iterable[Adapter], presets: Iterable[str], *, positions: str =
 
 def _cell(a: Adapter, preset: str, golden: _golden.Golden, dt: str, progress: Callable[[str], None]) -> Cell:
     start = time.perf_counter()
-    expected = a.expected[dt]
+    expected = a.expected_class(golden.spec.to_dict(), dt)
     try:
         q_rot, k_rot = a.run(golden, dt)
     except Declined as e:

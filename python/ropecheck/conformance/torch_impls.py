@@ -32,6 +32,7 @@ _HF_FAMILIES = (
     ("llama-", "llama", "Llama"), ("mistral-", "mistral", "Mistral"), ("qwen2-7b", "qwen2", "Qwen2"),
     ("qwen2.5-", "qwen2", "Qwen2"), ("phi-3.5-", "phi3", "Phi3"), ("phi-2", "phi", "Phi"),
     ("gpt-neox-", "gpt_neox", "GPTNeoX"), ("gpt-oss-", "gpt_oss", "GptOss"),
+    ("deepseek-v3", "deepseek_v3", "DeepseekV3"), ("gemma-3-", "gemma3", "Gemma3"), ("gpt-j-", "gptj", "GPTJ"),
 )
 _SCALING_KEYS = {
     "linear": ("factor",),
@@ -113,6 +114,27 @@ class HfTransformers(_Torch):
             return "mrope is not mapped in the adapter"
         return None
 
+    def expected_class(self, spec: dict[str, Any], dtype: str) -> str:
+        # GPT-J keeps its sin / cos table in float32 and rotates in float32 whatever the activation
+        # dtype (torch promotes), and q / k stay float32 after it: rounded once here to the dtype.
+        return "fp32-angle" if hf_family(spec) == ("gptj", "GPTJ") else self.expected[dtype]
+
+    def _gptj(self, golden: Golden, dtype: str, q, k):
+        import torch
+        from transformers.models.gptj import modeling_gptj
+
+        rope = rope_section(golden.spec.to_dict())
+        rotary = rope["rotary_dim"]
+        positions = torch.from_numpy(np.array(golden["positions"], dtype=np.int64).reshape(1, -1))
+        table = modeling_gptj.create_sinusoidal_positions(int(positions.max()) + 1, rotary)
+        sincos = modeling_gptj.get_embed_positions(table, positions)[0][positions[0]][None]  # as GPTJAttention
+        sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+        out = []
+        for t in (q, k):  # [1, tokens, heads, head_dim], as GPT-J's attention holds them
+            r = modeling_gptj.apply_rotary_pos_emb(t[..., :rotary], sin, cos)
+            out.append(torch.cat([r, t[..., rotary:]], -1).to(_torch_dtype(dtype)))
+        return out
+
     def cos_sin(self, golden: Golden, dtype: str, x):
         import torch
         import transformers
@@ -121,19 +143,33 @@ class HfTransformers(_Torch):
         rope = rope_section(spec)
         module_name, prefix = hf_family(spec)  # type: ignore[misc]
         heads = golden.heads
-        config = getattr(transformers, f"{prefix}Config")(
+        kwargs: dict[str, Any] = dict(
             hidden_size=heads * rope["head_dim"], num_attention_heads=heads, num_key_value_heads=heads,
             head_dim=rope["head_dim"], max_position_embeddings=rope.get("max_position_embeddings") or 4096,
             rope_parameters=hf_rope_parameters(rope))
+        config_class, call = f"{prefix}Config", {}
+        if module_name == "deepseek_v3":  # the rotary part of DeepSeek's heads, in interleaved pairs
+            kwargs.update(qk_rope_head_dim=rope["head_dim"], rope_interleave=True)
+        elif module_name == "gemma3":  # one rope per layer type: this preset's as "full_attention"
+            config_class = "Gemma3TextConfig"
+            kwargs.update(num_hidden_layers=1, layer_types=["full_attention"],
+                          rope_parameters={"full_attention": kwargs["rope_parameters"]})
+            call = {"layer_type": "full_attention"}
+        config = getattr(transformers, config_class)(**kwargs)
         module = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
         rotary = getattr(module, f"{prefix}RotaryEmbedding")(config=config)
-        positions = torch.from_numpy(np.asarray(golden["positions"], dtype=np.int64).reshape(1, -1))
-        cos, sin = rotary(x, positions)
+        positions = torch.from_numpy(np.array(golden["positions"], dtype=np.int64).reshape(1, -1))
+        cos, sin = rotary(x, positions, **call)
         return module, cos, sin
 
     def run(self, golden: Golden, dtype: str) -> tuple[np.ndarray, np.ndarray]:
         import torch
 
+        if hf_family(golden.spec.to_dict()) == ("gptj", "GPTJ"):
+            with torch.no_grad():
+                qr, kr = self._gptj(golden, dtype, _from_numpy(golden["q"].astype(DTYPES[dtype])[None], dtype),
+                                    _from_numpy(golden["k"].astype(DTYPES[dtype])[None], dtype))
+            return np.ascontiguousarray(_to_numpy(qr, dtype)[0]), np.ascontiguousarray(_to_numpy(kr, dtype)[0])
         q = _from_numpy(golden["q"].astype(DTYPES[dtype]).transpose(1, 0, 2)[None], dtype)
         k = _from_numpy(golden["k"].astype(DTYPES[dtype]).transpose(1, 0, 2)[None], dtype)
         with torch.no_grad():
@@ -142,6 +178,11 @@ class HfTransformers(_Torch):
             if rotary < q.shape[-1] and module.__name__.endswith("modeling_phi"):
                 qr, kr = module.apply_rotary_pos_emb(q[..., :rotary], k[..., :rotary], cos, sin)
                 qr, kr = torch.cat([qr, q[..., rotary:]], -1), torch.cat([kr, k[..., rotary:]], -1)
+            elif module.__name__.endswith("modeling_deepseek_v3"):
+                # It takes interleaved pairs and returns them de-interleaved (pair j at channels j and
+                # j + R/2: q and k alike, so attention scores are unchanged); put them back in place.
+                qr, kr = (torch.stack([t[..., :rotary // 2], t[..., rotary // 2:]], -1).flatten(-2)
+                          for t in module.apply_rotary_pos_emb_interleave(q, k, cos, sin))
             else:
                 qr, kr = module.apply_rotary_pos_emb(q, k, cos, sin)
         return (np.ascontiguousarray(_to_numpy(qr, dtype)[0].transpose(1, 0, 2)),
