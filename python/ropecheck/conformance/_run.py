@@ -17,6 +17,9 @@ from ._adapter import Adapter, Declined, NotTested
 DEFAULT_POSITIONS = "0:64,log:131071:8"
 DEFAULT_HEADS = 2
 GOLDEN_DTYPES = ("f32", "f16", "bf16")
+# Added to the positions of mrope presets (unless they have triples or a grid already): a 4 x 6 image
+# block from position 64, so the temporal, height and width streams differ.
+MROPE_GRID = "grid:64:4:6"
 
 # Cell states. pass / fail / not-tested are the checker's verdicts against the expected class;
 # "error": the implementation raised on valid input (counts as a failure); "not-applicable": the
@@ -139,13 +142,18 @@ def run(adapters: Iterable[Adapter], presets: Iterable[str], *, positions: str =
             for a, why in todo:
                 cells.append(Cell(a.name, preset, "-", "not-applicable", reason=why or ""))
             continue
-        golden = _golden.golden(spec, positions, heads=heads, dtypes=GOLDEN_DTYPES, seed=seed)
+        spec_positions = positions
+        if (spec_dict.get("rope") or {}).get("mrope") and "grid:" not in positions and "/" not in positions:
+            # Equal streams would make mrope plain RoPE: an image block gives the streams apart.
+            spec_positions = positions + "," + MROPE_GRID
+        golden = _golden.golden(spec, spec_positions, heads=heads, dtypes=GOLDEN_DTYPES, seed=seed)
         seq_len = None
         if (spec_dict.get("rope") or {}).get("scaling", {}).get("type") in ("dynamic", "longrope"):
             # These resolve with the sequence length: the one that holds every golden position, as
             # Hugging Face takes it (max(position_ids) + 1) and as a caller would build caches for it.
             seq_len = int(golden["positions"].max()) + 1
-            golden = _golden.golden(spec, positions, heads=heads, dtypes=GOLDEN_DTYPES, seed=seed, seq_len=seq_len)
+            golden = _golden.golden(spec, spec_positions, heads=heads, dtypes=GOLDEN_DTYPES, seed=seed,
+                                    seq_len=seq_len)
         for a, why in todo:
             if why is not None:
                 cells.append(Cell(a.name, preset, "-", "not-applicable", reason=why))

@@ -33,6 +33,7 @@ _HF_FAMILIES = (
     ("qwen2.5-", "qwen2", "Qwen2"), ("phi-3.5-", "phi3", "Phi3"), ("phi-2", "phi", "Phi"),
     ("gpt-neox-", "gpt_neox", "GPTNeoX"), ("gpt-oss-", "gpt_oss", "GptOss"),
     ("deepseek-v3", "deepseek_v3", "DeepseekV3"), ("gemma-3-", "gemma3", "Gemma3"), ("gpt-j-", "gptj", "GPTJ"),
+    ("qwen2-vl-", "qwen2_vl", "Qwen2VL"),
 )
 _SCALING_KEYS = {
     "linear": ("factor",),
@@ -110,8 +111,9 @@ class HfTransformers(_Torch):
             return "not a RoPE spec"
         if hf_family(spec) is None:
             return "no transformers family mapped for this preset in the adapter"
-        if "mrope" in rope_section(spec):
-            return "mrope is not mapped in the adapter"
+        mrope = rope_section(spec).get("mrope")
+        if mrope and (mrope.get("interleaved") or hf_family(spec) != ("qwen2_vl", "Qwen2VL")):
+            return "this mrope (interleaved sections: Qwen3-VL) is not mapped in the adapter"
         return None
 
     def expected_class(self, spec: dict[str, Any], dtype: str) -> str:
@@ -155,10 +157,14 @@ class HfTransformers(_Torch):
             kwargs.update(num_hidden_layers=1, layer_types=["full_attention"],
                           rope_parameters={"full_attention": kwargs["rope_parameters"]})
             call = {"layer_type": "full_attention"}
+        elif module_name == "qwen2_vl":  # mrope: three position streams, (3, batch, seq) position_ids
+            config_class = "Qwen2VLTextConfig"
+            kwargs["rope_parameters"]["mrope_section"] = list(rope["mrope"]["section"])
         config = getattr(transformers, config_class)(**kwargs)
         module = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
         rotary = getattr(module, f"{prefix}RotaryEmbedding")(config=config)
-        positions = torch.from_numpy(np.array(golden["positions"], dtype=np.int64).reshape(1, -1))
+        positions = np.array(golden["positions"], dtype=np.int64)
+        positions = torch.from_numpy(positions[:, None, :] if positions.ndim == 2 else positions.reshape(1, -1))
         cos, sin = rotary(x, positions, **call)
         return module, cos, sin
 

@@ -14,6 +14,7 @@ import pytest
 import ropecheck
 from ropecheck import conformance
 from ropecheck.conformance import Adapter
+from ropecheck.conformance._run import MROPE_GRID
 
 POSITIONS = "0:64,log:131071:4"
 
@@ -31,7 +32,9 @@ def golden_sets():
 
     def get(preset: str) -> ropecheck.Golden:
         if preset not in cache:
-            cache[preset] = ropecheck.golden(preset, positions=POSITIONS, heads=1, dtypes=("f32", "f16", "bf16"))
+            mrope = "mrope" in ropecheck.Spec.from_preset(preset).to_dict()["rope"]
+            positions = POSITIONS + ("," + MROPE_GRID if mrope else "")  # as the command does
+            cache[preset] = ropecheck.golden(preset, positions=positions, heads=1, dtypes=("f32", "f16", "bf16"))
         return cache[preset]
     return get
 
@@ -47,6 +50,7 @@ def cell(adapter: Adapter, g: ropecheck.Golden, dtype: str) -> dict:
 ONNX_MEASURED = {
     ("llama-3.1-8b", "f32"): ("f32-reduced", 0.19, 1),   # half-split, llama3 scaling
     ("llama-3.1-8b", "f16"): ("f16-table", 0.31, 4),
+    ("qwen2-vl-7b", "f32"): ("f32-reduced", 0.19, 1),    # mrope, with an image block
     ("gpt-j-6b", "f32"): ("f32-reduced", 0.19, 1),       # interleaved, partial rotary 64 of 256
     ("gpt-j-6b", "f16"): ("f16-table", 0.32, 1),
 }
@@ -159,7 +163,7 @@ OPT_IN_MEASURED = {
     "hf-transformers": {("llama-3.1-8b", "f32"): "fp32-angle", ("llama-3.1-8b", "f16"): "f16-table",
                         ("llama-3.1-8b", "bf16"): "bf16-table", ("gpt-oss-20b", "bf16"): "bf16-table",
                         ("deepseek-v3", "f32"): "fp32-angle", ("gemma-3-4b-global", "bf16"): "bf16-table",
-                        ("gpt-j-6b", "f16"): "fp32-angle"},
+                        ("gpt-j-6b", "f16"): "fp32-angle", ("qwen2-vl-7b", "bf16"): "bf16-table"},
     "torchtune": {("llama-3.1-8b", "f32"): "fp32-angle", ("llama-3.1-8b", "bf16"): "fp32-angle",
                   ("gpt-j-6b", "f16"): "fp32-angle"},
     "liger-kernel": {("llama-3.1-8b", "f32"): "fp32-angle", ("llama-3.1-8b", "f16"): "f16-table"},
