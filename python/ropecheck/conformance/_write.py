@@ -19,15 +19,20 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
+def _md(text: str) -> str:
+    """Free text (reasons, diagnoses, titles) inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+
+
 def markdown(m: Matrix) -> str:
     lines = [f"Conformance matrix, {m.date}: `{m.command}`", "",
              f"Golden inputs: positions `{m.positions}`, {m.heads} heads, seed {m.seed}. Versions: "
              + ", ".join(f"{k} {v}" for k, v in sorted(m.versions.items())) + ".", ""]
     lines += ["| implementation | state | versions | install |", "|---|---|---|---|"]
     for a in m.adapters:
-        state = "run" if a.state == "run" else f"**not run**: {a.reason}"
+        state = "run" if a.state == "run" else f"**not run**: {_md(a.reason)}"
         vers = ", ".join(f"{k} {v}" for k, v in a.versions.items())
-        lines.append(f"| `{a.name}` ({a.title}) | {state} | {vers} | `{a.install}` |")
+        lines.append(f"| `{a.name}` ({_md(a.title)}) | {state} | {vers} | `{a.install}` |")
     lines += ["", "| implementation | model | dtype | verdict | strictest class held | expected | worst error / bound "
               "(expected class) | first violating position, stricter classes | diagnosis |", "|---|---|---|---|---|---|---|---|---|"]
     for c in m.cells:
@@ -41,13 +46,13 @@ def markdown(m: Matrix) -> str:
             stricter.append(f"{name} {info['first_violating_position']}")
         verdict = f"**{c.state}**" if c.state in ("fail", "error") else c.state
         if c.reason and c.state != "pass":
-            verdict += f": {c.reason}"
+            verdict += f": {_md(c.reason)}"
         lines.append(f"| {c.impl} | {c.preset} | {c.dtype} | {verdict} | {c.strictest or '(none)' if c.classes else '-'} | "
-                     f"{c.expected or '-'} | {_fmt(c.worst_score)} | {', '.join(stricter) or '-'} | {c.diagnosis or '-'} |")
+                     f"{c.expected or '-'} | {_fmt(c.worst_score)} | {', '.join(stricter) or '-'} | {_md(c.diagnosis or '-')} |")
     na = [c for c in m.cells if c.state == "not-applicable" and c.dtype == "-"]
     if na:
         lines += ["", "Not applicable (the implementation cannot express the variant): "
-                  + "; ".join(f"{c.impl} × {c.preset} ({c.reason})" for c in na) + "."]
+                  + "; ".join(f"{c.impl} × {c.preset} ({_md(c.reason)})" for c in na) + "."]
     lines += ["", f"Verdict: **{m.verdict()}**.", ""]
     return "\n".join(lines)
 

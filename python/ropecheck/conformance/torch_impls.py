@@ -99,7 +99,7 @@ class _Torch(Adapter):
 
 class HfTransformers(_Torch):
     name = "hf-transformers"
-    title = "Hugging Face transformers <Family>RotaryEmbedding + apply_rotary_pos_emb, torch CPU"
+    title = "Hugging Face transformers: the model family's RotaryEmbedding + apply_rotary_pos_emb, torch CPU"
     distributions = ("transformers", "torch")
 
     def load(self) -> None:
@@ -199,7 +199,8 @@ class LigerRope(HfTransformers):
     name = "liger-kernel"
     title = "Liger-Kernel liger_rotary_pos_emb (Triton; TRITON_INTERPRET=1 without a GPU) on HF cos / sin"
     distributions = ("liger-kernel", "triton", "transformers", "torch")
-    install = "pip install torch==2.15.0 transformers==5.23.0 liger-kernel==0.8.5 (triton comes with torch)"
+    install = ("scripts/install-deps --torch (pip install torch==2.15.0 transformers==5.23.0 liger-kernel==0.8.5; "
+               "triton comes with torch)")
 
     def load(self) -> None:
         import torch
@@ -246,7 +247,7 @@ class Torchtune(_Torch):
     name = "torchtune"
     title = "torchtune RotaryPositionalEmbeddings / Llama3ScaledRoPE, torch CPU"
     distributions = ("torchtune", "torch")
-    install = "pip install torch==2.15.0 torchtune==0.6.1 torchao==0.10.0"
+    install = "scripts/install-deps --torch (pip install torch==2.15.0 torchtune==0.6.1 torchao==0.10.0)"
     # torchtune rotates in float32 whatever the activation dtype and rounds once at the end.
     expected = {"f32": "fp32-angle", "f16": "fp32-angle", "bf16": "fp32-angle"}
 

@@ -207,7 +207,7 @@ class _Stub(Adapter):
 
     def run(self, golden, dtype):
         if self.behaviour == "raises":
-            raise RuntimeError("kernel exploded")
+            raise RuntimeError("kernel exploded <a|b>")
         if self.behaviour == "not-tested":
             raise conformance.NotTested("emulator known to be wrong")
         if self.behaviour == "zeros":  # a broken kernel: fails, and is diagnosed
@@ -228,7 +228,8 @@ def test_cell_states_and_the_run_verdict(behaviour, state, verdict, tmp_path):
     if behaviour == "zeros":
         assert c.strictest is None and c.diagnosis and c.classes["f32-reduced"]["first_violating_position"] == 0
     if behaviour == "raises":
-        assert c.reason.startswith("RuntimeError: kernel exploded (") and "test_conformance.py" in c.reason
+        assert c.reason.startswith("RuntimeError: kernel exploded <a|b> (") and "test_conformance.py" in c.reason
+        assert "kernel exploded &lt;a\\|b> (" in conformance.markdown(m)  # the table cell stays one cell
     md = conformance.markdown(m)
     row = "stub × llama-3.2-1b (layout not expressible)" if behaviour == "unsupported" else "| stub | llama-3.2-1b |"
     assert row in md and f"Verdict: **{verdict}**" in md
