@@ -4,8 +4,9 @@ not-run adapters listed with their install line. Adapters whose package is missi
 the install line (ONNX Runtime is pinned in tests/python/requirements.txt, so it runs in CI)."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import os
 import subprocess
 import sys
 
@@ -94,20 +95,36 @@ def test_onnxruntime_with_bf16_rounded_caches_fails_and_is_diagnosed(golden_sets
 
 
 def run_command(*args: str, missing: str | None = None) -> subprocess.CompletedProcess:
-    """python -m ropecheck.conformance ARGS; `missing`: a module made unimportable first."""
-    code = "import sys\n"
+    """The command's main(ARGS) in this process (stdout, stderr and the exit code captured);
+    `missing`: a module made unimportable meanwhile. test_command_writes_the_matrix runs the real
+    `python -m ropecheck.conformance` once."""
+    from ropecheck.conformance.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.modules.get(missing) if missing else None
     if missing:
-        code += f"sys.modules[{missing!r}] = None\n"
-    code += "from ropecheck.conformance.__main__ import main\nsys.exit(main(sys.argv[1:]))\n"
-    return subprocess.run([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, env=dict(os.environ, KERAS_BACKEND="jax"))
+        sys.modules[missing] = None  # type: ignore[assignment]  import then raises ImportError
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse's errors
+                code = int(e.code or 0)
+    finally:
+        if missing:
+            if saved is None:
+                del sys.modules[missing]
+            else:
+                sys.modules[missing] = saved
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def test_command_writes_the_matrix(tmp_path):
     needs(conformance.adapters(["onnxruntime"])[0])
     out = tmp_path / "m"
-    r = run_command("--impl", "onnxruntime", "--presets", "llama-3.2-1b,gpt-j-6b", "--positions", POSITIONS,
-                    "--heads", "1", "--dtypes", "f32,f16", "--out", str(out))
+    r = subprocess.run([sys.executable, "-m", "ropecheck.conformance", "--impl", "onnxruntime", "--presets",
+                        "llama-3.2-1b,gpt-j-6b", "--positions", POSITIONS, "--heads", "1", "--dtypes", "f32,f16",
+                        "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert r.returncode == 0, r.stderr
     assert "conformance: onnxruntime gpt-j-6b f16: pass, strictest class f16-table" in r.stderr  # progress
     m = json.loads((out / "matrix.json").read_text())
