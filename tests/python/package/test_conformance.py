@@ -268,3 +268,19 @@ def test_command_list(tmp_path):
     names = [line.split(":")[0] for line in r.stdout.splitlines()]
     assert names == [a.name for a in conformance.ADAPTERS]
     assert not (tmp_path / "m").exists()
+
+
+def test_keras_hub_yarn_truncate_flipped_is_caught_and_diagnosed(golden_sets):
+    """gpt-oss's YaRN has truncate: false (llama.cpp's gpt-oss path rounds anyway): the layer built
+    with the flag flipped fails and the diagnosis names that mistake."""
+    adapter = needs(conformance.adapters(["keras-hub"])[0])
+    build = adapter.layer
+
+    def flipped(spec, dtype):
+        layer = build(spec, dtype)
+        layer.truncate = not layer.truncate
+        return layer
+
+    adapter.layer = flipped
+    c = cell(adapter, golden_sets("gpt-oss-20b"), "f32")
+    assert (c["state"], c["diagnosis_match"]) == ("fail", "yarn-truncate-flipped"), c
