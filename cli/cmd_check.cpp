@@ -9,7 +9,8 @@
 // golden set that fails its manifest or hashes, an unreadable candidate, mismatched names / shapes /
 // dtypes, a plugin that cannot be loaded). A plugin call that crashes, hangs, exits or breaks its
 // buffers is a failure (exit 1) naming what happened (golden/plugin_client.hpp). With exit 2 nothing is written: stdout stays
-// empty, --report is not created, and stderr has one line "ropecheck: error: ...".
+// empty, --report is not created, and stderr has one line "ropecheck: error: ...". With --shard I/N the
+// same codes are the verdict on that part's tokens only; `ropecheck merge` of the parts gives the run's.
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,11 +32,13 @@
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/kernel_run.hpp"
 #include "ropecheck/golden/kernel_source.hpp"
+#include "ropecheck/golden/check_part.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/diagnose.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/npy.hpp"
 #include "ropecheck/golden/safetensors.hpp"
+#include "ropecheck/golden/sha256.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
 
 namespace ropecheck::cli {
@@ -61,6 +64,7 @@ struct CheckCliOptions {
   int threads = 0;
   bool diagnose = false, no_diagnose = false;
   std::string layout = "thd";
+  std::string shard;
   golden::PluginClientOptions plugin;
   CLI::Option* class_opt = nullptr;
   CLI::Option* max_ulp_opt = nullptr;
@@ -192,6 +196,10 @@ Command add_check_command(CLI::App& app) {
                   "how the candidate's q_rot / k_rot are laid out: thd ([tokens, heads, head_dim], default), bshd or "
                   "bhsd ([1, seq, heads, head_dim] / [1, heads, seq, head_dim], rewritten before the check)")
       ->capture_default_str();
+  cmd->add_option("--shard", o->shard,
+                  "I/N: check only shard I of N (the golden set's tokens split in N contiguous ranges) and write a part "
+                  "report to --report; `ropecheck merge` joins the N parts into the report one run writes "
+                  "(golden/CHECK_REPORT.md, \"Sharded checks\")");
   add_kernel_isolation_options(*cmd, o->plugin);
 
   return {cmd, [o] {
@@ -210,6 +218,16 @@ Command add_check_command(CLI::App& app) {
               if (e > b) opt.only.push_back(o->only.substr(b, e - b));
             }
             if (!o->only.empty() && opt.only.empty()) throw TensorError("--only: empty list");
+            std::optional<Shard> shard;
+            if (!o->shard.empty()) {
+              shard = parse_shard(o->shard);
+              if (o->report.empty()) throw TensorError("--shard needs --report PART.json (the part `ropecheck merge` joins)");
+              for (const auto& [given, name] : {std::pair{!o->baseline.empty(), "--baseline"}, std::pair{!o->junit.empty(), "--junit"},
+                                                std::pair{o->diagnose, "--diagnose"}})
+                if (given)
+                  throw TensorError(std::string(name) + ": not with --shard (a part is not a verdict on the whole run; give it "
+                                                        "to a run over the whole set)");
+            }
             opt.worst_count = o->worst;
             opt.threads = o->threads;
             const auto started = std::chrono::steady_clock::now();
@@ -251,6 +269,28 @@ Command add_check_command(CLI::App& app) {
               source = {{"kind", "file"}, {"path", o->candidate}};
             }
             golden::apply_candidate_layout(candidate, *layout);
+            if (shard) {
+              const golden::CheckPart part = golden::check_candidate_part(g, candidate, opt, *shard);
+              // What every part of one run shares besides the set and the criterion: the candidate's identity
+              // (a file's content, not its path; a kernel's source without what its run noted) and the options.
+              nlohmann::json id = source;
+              if (o->kernel.empty()) id = {{"kind", "file"}, {"sha256", golden::sha256_file(o->candidate)}};
+              id.erase("notes");
+              id.erase("failures");
+              const nlohmann::json run = {{"candidate", id},          {"only", opt.only}, {"map", o->maps},
+                                          {"layout", o->layout},      {"kernel_failed", kernel_failed}};
+              golden::write_file_atomically(o->report,
+                                            golden::part_to_json(part, run, source).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                                            "--report");
+              const golden::CheckReport prep = golden::finalize(part);
+              for (const std::string& line : header) fmt::print("{}\n", line);
+              if (!header.empty()) fmt::print("\n");
+              fmt::print("{}", prep.summary());
+              fmt::print("PART {}: tokens [{}, {}) of {}; not a verdict on the whole run: `ropecheck merge` the {} parts\n",
+                         shard->text(), part.first_token, part.last_token, part.total_tokens, shard->count);
+              std::fflush(stdout);
+              return exit_code(kernel_failed ? Verdict::fail : prep.verdict);
+            }
             const golden::CheckReport rep = golden::check_candidate(g, candidate, opt);
             std::optional<golden::Diagnosis> diagnosis;  // a failing check, or asked for; not a crashed kernel's NaNs
             if (!kernel_failed && !o->no_diagnose && (o->diagnose || rep.verdict == Verdict::fail)) {
