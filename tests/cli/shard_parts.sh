@@ -1,5 +1,5 @@
-# Sourced by the `--shard I/N` + `ropecheck merge` tests (test_check_shard.sh, test_props_shard.sh,
-# test_drift_shard.sh); they set rc_bin and tmp first.
+# Sourced by the `--shard I/N` + `ropecheck merge` tests (test_shard_merge.sh, test_check_shard.sh,
+# test_props_shard.sh, test_drift_shard.sh); they set rc_bin and tmp first.
 fail() { echo "FAIL: $*"; exit 1; }
 
 # run_parts NAME N OUT_OPTION EXT ARGS...: `ropecheck ARGS --shard I/N OUT_OPTION $tmp/NAME.N.partI.EXT` for
