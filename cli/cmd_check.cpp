@@ -26,6 +26,7 @@
 
 #include <fmt/core.h>
 
+#include "check_rediagnose.hpp"
 #include "commands.hpp"
 #include "junit.hpp"
 #include "ropecheck/golden/baseline.hpp"
@@ -144,8 +145,68 @@ std::map<std::string, std::string> name_map_of(const std::vector<std::string>& m
   return m;
 }
 
-// Refuses a --report destination that cannot be written, before any work is done.
+// The candidate of a check: a tensor file, or a kernel run on the golden inputs (its header lines, its
+// candidate_source, whether a plugin call failed), laid out as ropecheck's [tokens, heads, head_dim].
+struct LoadedCandidate {
+  std::vector<golden::Tensor> tensors;
+  std::vector<std::string> header;
+  nlohmann::json source;
+  bool kernel_failed = false;
+};
+
+LoadedCandidate load_candidate(const std::string& file, const std::string& kernel, const golden::GoldenSet& g, int threads,
+                               const golden::PluginClientOptions& plugin, golden::CandidateLayout layout) {
+  LoadedCandidate c;
+  if (!kernel.empty()) {
+    golden::KernelSourceOptions ko;
+    ko.cpu.threads = threads;
+    ko.plugin = plugin;
+    golden::KernelSource ks = golden::open_kernel_source(kernel, ko);
+    golden::KernelRun run = golden::run_kernel(*ks.kernel, g);
+    c.header.push_back(fmt::format("{}: {} output tensors", ks.title, run.tensors.size()));
+    for (const std::string& n : run.notes) c.header.push_back("note: " + n);
+    nlohmann::json failures = nlohmann::json::array();
+    for (const golden::KernelFailure& f : run.failures) {
+      c.header.push_back("KERNEL FAILURE: " + f.message);
+      failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
+    }
+    c.kernel_failed = !run.failures.empty();
+    c.source = std::move(ks.source);
+    c.source["notes"] = run.notes;
+    if (c.source.contains("failures") || c.kernel_failed) c.source["failures"] = failures;
+    c.tensors = std::move(run.tensors);
+  } else {
+    c.tensors = read_candidate(file, g);
+    c.source = {{"kind", "file"}, {"path", file}};
+  }
+  golden::apply_candidate_layout(c.tensors, layout);
+  return c;
+}
+
 }  // namespace
+
+std::optional<golden::Diagnosis> rediagnose_check(const golden::CheckReport& rep, const nlohmann::json& run,
+                                                  const nlohmann::json& source, int threads) {
+  if (rep.verdict != Verdict::fail || run.value("kernel_failed", false)) return std::nullopt;  // as one run
+  const std::string kind = source.value("kind", "");
+  const std::string file = kind == "file" ? source.value("path", "") : "";
+  const std::string kernel =
+      kind == "kernel" ? source.value("path", "") : (kind == "builtin" || kind == "cuda" ? source.value("name", "") : "");
+  if (file.empty() && kernel.empty())
+    throw TensorError("merge --diagnose: the parts do not say which candidate to read again (candidate_source " +
+                      source.dump() + ")");
+  const std::optional<golden::CandidateLayout> layout = golden::parse_candidate_layout(run.value("layout", "thd"));
+  if (!layout) throw TensorError("merge --diagnose: the parts name an unknown --layout");
+  const golden::GoldenSet g = golden::load_golden_set(rep.golden_dir);
+  if (golden::golden_fingerprint(g) != rep.golden_fingerprint)
+    throw TensorError("merge --diagnose: " + rep.golden_dir + " is not the golden set the parts checked (its fingerprint differs)");
+  LoadedCandidate c = load_candidate(file, kernel, g, threads, golden::PluginClientOptions{}, *layout);
+  if (!file.empty() && run.contains("candidate") && golden::sha256_file(file) != run["candidate"].value("sha256", ""))
+    throw TensorError("merge --diagnose: " + file + " is not the candidate the parts checked (its SHA-256 differs)");
+  golden::DiagnoseOptions dopt;
+  dopt.threads = threads;
+  return golden::diagnose(g, c.tensors, rep, dopt, false);
+}
 
 Command add_check_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -242,33 +303,11 @@ Command add_check_command(CLI::App& app) {
 
             const golden::GoldenSet g = golden::load_golden_set(o->golden_dir);
             if (baseline) golden::require_same_setup(*baseline, golden::golden_fingerprint(g), opt.criterion);
-            std::vector<golden::Tensor> candidate;
-            std::vector<std::string> header;
-            nlohmann::json source;
-            bool kernel_failed = false;  // a plugin call failed: its tensors are NaN, the check fails
-            if (!o->kernel.empty()) {
-              golden::KernelSourceOptions ko;
-              ko.cpu.threads = o->threads;
-              ko.plugin = o->plugin;
-              golden::KernelSource ks = golden::open_kernel_source(o->kernel, ko);
-              golden::KernelRun run = golden::run_kernel(*ks.kernel, g);
-              header.push_back(fmt::format("{}: {} output tensors", ks.title, run.tensors.size()));
-              for (const std::string& n : run.notes) header.push_back("note: " + n);
-              nlohmann::json failures = nlohmann::json::array();
-              for (const golden::KernelFailure& f : run.failures) {
-                header.push_back("KERNEL FAILURE: " + f.message);
-                failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
-              }
-              kernel_failed = !run.failures.empty();
-              source = std::move(ks.source);
-              source["notes"] = run.notes;
-              if (source.contains("failures") || kernel_failed) source["failures"] = failures;
-              candidate = std::move(run.tensors);
-            } else {
-              candidate = read_candidate(o->candidate, g);
-              source = {{"kind", "file"}, {"path", o->candidate}};
-            }
-            golden::apply_candidate_layout(candidate, *layout);
+            LoadedCandidate loaded = load_candidate(o->candidate, o->kernel, g, o->threads, o->plugin, *layout);
+            std::vector<golden::Tensor>& candidate = loaded.tensors;
+            const std::vector<std::string>& header = loaded.header;
+            const nlohmann::json& source = loaded.source;
+            const bool kernel_failed = loaded.kernel_failed;  // a plugin call failed: its tensors are NaN, the check fails
             if (shard) {
               const golden::CheckPart part = golden::check_candidate_part(g, candidate, opt, *shard);
               // What every part of one run shares besides the set and the criterion: the candidate's identity

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "check_rediagnose.hpp"
 #include "commands.hpp"
 #include "memory_option.hpp"
 #include "props_part.hpp"
@@ -38,19 +39,23 @@ nlohmann::json read_part(const fs::path& p) {
 
 // Check parts: the merged report, as `check` writes it without --shard, and the verdict's exit code.
 int merge_check(const std::vector<nlohmann::json>& parts, const std::vector<std::string>& names, const fs::path& out,
-                bool overwrite) {
+                bool overwrite, bool diagnose, int threads) {
   const golden::MergedCheck m = golden::merge_check_parts(parts, names);
   const golden::CheckReport rep = golden::finalize(m.whole);
   const bool kernel_failed = m.run.value("kernel_failed", false);
+  if (!overwrite && fs::exists(out)) throw TensorError("--out " + out.string() + " exists (give --overwrite to replace it)");
+  const std::optional<golden::Diagnosis> diagnosis =
+      diagnose ? rediagnose_check(rep, m.run, m.source, threads) : std::nullopt;
   nlohmann::json j = rep.to_json();
   j["candidate_source"] = m.source;
+  if (diagnosis) j["diagnosis"] = diagnosis->to_json();
   if (kernel_failed) {
     j["pass"] = false;
     j["verdict"] = "fail";
   }
-  if (!overwrite && fs::exists(out)) throw TensorError("--out " + out.string() + " exists (give --overwrite to replace it)");
   golden::write_file_atomically(out, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out");
   fmt::print("{}", rep.summary());
+  if (diagnosis) fmt::print("{}", diagnosis->summary());
   if (kernel_failed && rep.verdict != Verdict::fail) fmt::print("FAIL: the kernel failed (see the parts' KERNEL FAILURE)\n");
   fmt::print("merged {} check parts into {}\n", parts.size(), out.string());
   return exit_code(kernel_failed ? Verdict::fail : rep.verdict);
@@ -106,7 +111,14 @@ Command add_merge_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "output folder or report file (must not exist unless --overwrite)")->required();
   cmd->add_flag("--overwrite", o->overwrite, "replace an existing output");
   add_max_memory_option(*cmd, *max_memory);
-  return {cmd, [o, parts, max_memory] {
+  auto diagnose = std::make_shared<bool>(false);
+  auto threads = std::make_shared<int>(0);
+  cmd->add_flag("--diagnose", *diagnose,
+                "check parts: diagnose a failing merged check as one run does, reading the golden set and the "
+                "candidate the parts name again (their paths must be readable here); without it the merged report "
+                "is one run's with --no-diagnose");
+  cmd->add_option("--threads", *threads, "with --diagnose: worker threads (default: all cores)")->check(CLI::Range(0, 1024));
+  return {cmd, [o, parts, max_memory, diagnose, threads] {
             std::size_t files = 0;
             for (const std::string& p : *parts) files += fs::is_regular_file(p);
             if (files > 0 && files < parts->size())
@@ -119,11 +131,14 @@ Command add_merge_command(CLI::App& app) {
                 if (docs[i]["format"] != format)
                   throw TensorError("merge: " + (*parts)[0] + " and " + (*parts)[i] + " are parts of different commands (" +
                                     format + ", " + docs[i]["format"].get<std::string>() + ")");
-              if (format == "ropecheck-check-part") return merge_check(docs, *parts, o->out, o->overwrite);
+              if (format == "ropecheck-check-part")
+                return merge_check(docs, *parts, o->out, o->overwrite, *diagnose, *threads);
+              if (*diagnose) throw TensorError("--diagnose: only for check parts");
               if (format == "ropecheck-drift-part") return merge_drift(docs, *parts, o->out, o->overwrite);
               if (format == "ropecheck-props-part") return merge_props(docs, *parts, o->out, o->overwrite);
               throw TensorError("merge: " + (*parts)[0] + ": unknown part format '" + format + "'");
             }
+            if (*diagnose) throw TensorError("--diagnose: only for check parts");
             o->parts.assign(parts->begin(), parts->end());
             o->max_memory = max_memory_bytes(*max_memory);
             const nlohmann::json m = golden::merge_golden_shards(*o);

@@ -4,7 +4,7 @@
 # and merge exits with the run's exit code: a built-in kernel failing its class (exit 1), a candidate
 # file that leaves outputs untested (exit 3) and a passing sinusoidal one (exit 0). Parts of different
 # runs, duplicate or missing shards, and bad --shard uses are refused with one line and exit 2,
-# leaving no output. The GNU parallel example (examples/scale-out/parallel-check.sh) gives the same
+# leaving no output. `merge --diagnose` gives one run's report with its diagnosis. The GNU parallel example (examples/scale-out/parallel-check.sh) gives the same
 # report and exit code (skipped with a message when GNU parallel is not installed).
 # Usage: test_check_shard.sh ROPECHECK EXAMPLES_DIR
 set -u
@@ -38,6 +38,17 @@ for c in "${cases[@]}"; do
   done
 done
 
+# merge --diagnose reads the set and the candidate again and diagnoses as one run does by default.
+"$rc_bin" check --golden "$tmp/llama" --kernel builtin:hf --class f32-reduced --worst 5 --report "$tmp/hf.diag.json" >/dev/null
+grep -q '"diagnosis"' "$tmp/hf.diag.json" || fail "one failing run wrote no diagnosis"
+for n in 3; do
+  "$rc_bin" merge "$tmp"/hf.$n.part*.json --diagnose --out "$tmp/hf.$n.diag.json" >"$tmp/out" 2>"$tmp/err"
+  code=$?
+  [ "$code" -eq 1 ] || { cat "$tmp/err"; fail "merge --diagnose of $n exited $code, expected 1"; }
+  cmp "$tmp/hf.diag.json" "$tmp/hf.$n.diag.json" || fail "merge --diagnose of $n differs from one run"
+  grep -q "^diagnosis: " "$tmp/out" || fail "merge --diagnose printed no diagnosis"
+done
+
 # ---- refusals: one line, exit 2, no output --------------------------------------------------------
 P="$tmp/hf.3.part"
 L="$tmp/llama"
@@ -56,6 +67,14 @@ expect2 "parts of different commands" "$tmp/m9" merge "${P}1.json" "$tmp/hf.one.
 echo '{' >"$tmp/bad.json"
 expect2 "neither a shard folder nor a part report" "$tmp/m10" merge "$tmp/bad.json" --out "$tmp/m10"
 expect2 "exists" "" merge "${P}1.json" "${P}2.json" "${P}3.json" --out "$tmp/hf.one.json"
+expect2 "--diagnose: only for check parts" "$tmp/m11" merge "$L" --diagnose --out "$tmp/m11"
+# A failing file candidate (another seed's outputs: other q, k), then changed after its part was written.
+"$rc_bin" golden --preset llama-3.1-8b --positions log:131071:4 --heads 2 --dtypes f32,bf16 --seed 2 --out "$tmp/seed2" --quiet >/dev/null
+cp "$tmp/seed2/outputs_bf16.safetensors" "$tmp/cand.safetensors"
+"$rc_bin" check --golden "$L" --candidate "$tmp/cand.safetensors" --shard 1/1 --report "$tmp/cand.json" >/dev/null
+[ $? -eq 1 ] || fail "another seed's outputs did not fail"
+cp "$L/outputs_bf16.safetensors" "$tmp/cand.safetensors"
+expect2 "is not the candidate the parts checked" "$tmp/m12" merge "$tmp/cand.json" --diagnose --out "$tmp/m12"
 expect2 "--shard needs --report" "" check --golden "$L" --kernel builtin:hf --shard 1/2
 expect2 "--baseline: not with --shard" "$tmp/r1" check --golden "$L" --kernel builtin:hf --shard 1/2 --baseline "$tmp/hf.one.json" --report "$tmp/r1"
 expect2 "--diagnose: not with --shard" "$tmp/r2" check --golden "$L" --kernel builtin:hf --shard 1/2 --diagnose --report "$tmp/r2"
