@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `drift --shard I/N --out PART.json` + `ropecheck merge PARTS --out DIR`: for N in 1, 2, 3, 7 parts, run
+# `drift --shard I/N --out PART.json` + `ropecheck merge PARTS --out DIR`: for N in 1, 2, 3, 7 parts (every N on the first case, one N on the others), run
 # as separate processes in parallel, the merged folder equals one run's: every file byte for byte, and
 # drift.json apart from its timing fields (`seconds` at the top, per candidate and per uniqueness pass).
 # Parts of different runs, duplicate or missing shards, and bad --shard uses are refused with one
@@ -29,16 +29,16 @@ same_folder() {  # same_folder ONE MERGED: every file equal, drift.json apart fr
   done
 }
 
-# name | drift arguments
+# name | part counts | drift arguments
 cases=(
-  "llama|--preset llama-3.1-8b --recipes hf,bf16-table,f16-positions --max-pos 4096 --window 16 --per-octave 8 --heads 2"
-  "qwen2vl|--preset qwen2-vl-7b --recipes meta,bf16-positions --dtype f32 --max-pos 3000 --window 8 --per-octave 4 --no-uniqueness --shifts 1,7"
+  "llama|1 2 3 7|--preset llama-3.1-8b --recipes hf,bf16-table,f16-positions --max-pos 4096 --window 16 --per-octave 8 --heads 2"
+  "qwen2vl|3|--preset qwen2-vl-7b --recipes meta,bf16-positions --dtype f32 --max-pos 3000 --window 8 --per-octave 4 --no-uniqueness --shifts 1,7"
 )
 for c in "${cases[@]}"; do
-  name="${c%%|*}"; args="${c#*|}"
+  IFS='|' read -r name counts args <<<"$c"
   # shellcheck disable=SC2086
   "$rc_bin" drift $args --no-plots --quiet --threads 1 --out "$tmp/$name.one" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; fail "$name: drift"; }
-  for n in 1 2 3 7; do
+  for n in $counts; do
     # shellcheck disable=SC2086
     run_parts "$name" "$n" --out json drift $args --no-plots --quiet --threads 1
     "$rc_bin" merge "${parts[@]}" --out "$tmp/$name.$n.merged" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; fail "$name: merge of $n"; }
@@ -62,4 +62,4 @@ expect2 "--compare: not with --shard" "$tmp/r1" "${D[@]}" --compare hf,meta --sh
 expect2 "plugin candidates are not split" "$tmp/r2" "${D[@]}" --recipes hf,plugin:/nonexistent.so --shard 1/2 --out "$tmp/r2"
 expect2 "shards are numbered 1..2" "$tmp/r3" "${D[@]}" --recipes hf --shard 3/2 --out "$tmp/r3"
 expect2 "cannot be split into 100000 non-empty shards" "$tmp/r4" "${D[@]}" --recipes hf --shard 1/100000 --out "$tmp/r4"
-echo "PASS: drift parts merged equal one run (timing fields aside) for N = 1, 2, 3, 7 over ${#cases[@]} sweeps; refusals exit 2"
+echo "PASS: drift parts merged equal one run (timing fields aside) (N = 1, 2, 3, 7; 3) over ${#cases[@]} sweeps; refusals exit 2"

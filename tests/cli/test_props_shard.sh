@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `props --shard I/N --report PART` + `ropecheck merge PARTS --out REPORT`: for N in 1, 2, 3, 7 parts,
+# `props --shard I/N --report PART` + `ropecheck merge PARTS --out REPORT`: for N in 1, 2, 3, 7 parts (every N on the first case, one N on the others),
 # run as separate processes in parallel, the merged report equals one run's --report (with
 # --no-diagnose) byte for byte, reproduce lines included, and merge exits with the run's exit code:
 # a correct target (exit 0), a mutant that fails (exit 1) and saturated bounds (exit 3). Parts of
@@ -12,20 +12,19 @@ trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=shard_parts.sh
 source "$(dirname "$0")/shard_parts.sh"
 
-# name | expected exit | props arguments
+# name | expected exit | part counts | props arguments
 cases=(
-  "hf|0|--target hf-fp32 --preset llama-3.1-8b --cases 5 --max-pos 65536 --dtype f32"
-  "mutant|1|--target mutant:bf16-inv-freq --preset llama-3.1-8b --cases 5 --max-pos 65536 --dtype f32 --only norm,inverse,composition,attention_factor,head_independence,yarn_frequencies,linear_scaling"
-  "saturated|3|--target hf-fp32 --preset llama-3.1-8b --cases 5 --dtype f32 --only norm,composition,relative_shift"
+  "hf|0|1 2 3 7|--target hf-fp32 --preset llama-3.1-8b --cases 5 --max-pos 65536 --dtype f32"
+  "mutant|1|3|--target mutant:bf16-inv-freq --preset llama-3.1-8b --cases 5 --max-pos 65536 --dtype f32 --only norm,inverse,composition,attention_factor,head_independence,yarn_frequencies,linear_scaling"
+  "saturated|3|2|--target hf-fp32 --preset llama-3.1-8b --cases 5 --dtype f32 --only norm,composition,relative_shift"
 )
 for c in "${cases[@]}"; do
-  IFS='|' read -r name want args <<<"$c"
+  IFS='|' read -r name want counts args <<<"$c"
   # shellcheck disable=SC2086
   "$rc_bin" props $args --no-diagnose --report "$tmp/$name.one.json" >/dev/null 2>"$tmp/err"
   code=$?
   [ "$code" -eq "$want" ] || { cat "$tmp/err"; fail "$name: one run exited $code, expected $want"; }
-  for n in 1 2 3 7; do
-    [ "$name" = saturated ] && [ "$n" = 7 ] && continue  # three properties
+  for n in $counts; do
     # shellcheck disable=SC2086
     run_parts "$name" "$n" --report json props $args
     merge_expect "$name" "$n" "$want"
@@ -47,4 +46,4 @@ expect2 "exists" "" merge "${P}1.json" "${P}2.json" "${P}3.json" --out "$tmp/hf.
 expect2 "--shard needs --report" "" "${A[@]}" --cases 5 --shard 1/2
 expect2 "--junit: not with --shard" "$tmp/r1" "${A[@]}" --cases 5 --shard 1/2 --report "$tmp/r1" --junit "$tmp/j.xml"
 expect2 "cannot be split into 4 non-empty shards" "$tmp/r2" "${A[@]}" --cases 5 --only inverse,norm,composition --shard 1/4 --report "$tmp/r2"
-echo "PASS: props parts merged equal one run byte for byte for N = 1, 2, 3, 7 over ${#cases[@]} runs (exit 0, 1, 3); refusals exit 2"
+echo "PASS: props parts merged equal one run byte for byte (N = 1, 2, 3, 7; 3; 2) over ${#cases[@]} runs (exit 0, 1, 3); refusals exit 2"
