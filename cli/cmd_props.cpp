@@ -101,6 +101,7 @@ int run_props(const PropsCliOptions& o) {
   golden::register_cuda_targets();     // cuda:RECIPE, cuda:RECIPE-bf16out
   if (o.self_test) {
     if (!o.target.empty() || !o.kernel.empty()) throw SpecError("--self-test takes no --target / --kernel");
+    if (!o.shard.empty()) throw SpecError("--shard: not with --self-test (it runs whole)");
     if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
     set_rapidcheck_seed(o.seed);
     return run_self_test(o);

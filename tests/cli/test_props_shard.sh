@@ -44,6 +44,7 @@ expect2 "shard 1/3 is missing" "$tmp/m4" merge "${P}2.json" "${P}3.json" --out "
 expect2 "differ in shard_count" "$tmp/m5" merge "${P}1.json" "$tmp/hf.2.part2.json" "${P}3.json" --out "$tmp/m5"
 expect2 "exists" "" merge "${P}1.json" "${P}2.json" "${P}3.json" --out "$tmp/hf.one.json"
 expect2 "--shard needs --report" "" "${A[@]}" --cases 5 --shard 1/2
+expect2 "--shard: not with --self-test" "$tmp/r0" props --self-test --shard 1/2 --report "$tmp/r0"
 expect2 "--junit: not with --shard" "$tmp/r1" "${A[@]}" --cases 5 --shard 1/2 --report "$tmp/r1" --junit "$tmp/j.xml"
 expect2 "cannot be split into 4 non-empty shards" "$tmp/r2" "${A[@]}" --cases 5 --only inverse,norm,composition --shard 1/4 --report "$tmp/r2"
 echo "PASS: props parts merged equal one run byte for byte (N = 1, 2, 3, 7; 3; 2) over ${#cases[@]} runs (exit 0, 1, 3); refusals exit 2"
