@@ -9,7 +9,8 @@
 // golden set that fails its manifest or hashes, an unreadable candidate, mismatched names / shapes /
 // dtypes, a plugin that cannot be loaded). A plugin call that crashes, hangs, exits or breaks its
 // buffers is a failure (exit 1) naming what happened (golden/plugin_client.hpp). With exit 2 nothing is written: stdout stays
-// empty, --report is not created, and stderr has one line "ropecheck: error: ...".
+// empty, --report is not created, and stderr has one line "ropecheck: error: ...". With --shard I/N the
+// same codes are the verdict on that part's tokens only; `ropecheck merge` of the parts gives the run's.
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,17 +26,20 @@
 
 #include <fmt/core.h>
 
+#include "check_rediagnose.hpp"
 #include "commands.hpp"
 #include "junit.hpp"
 #include "ropecheck/golden/baseline.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/kernel_run.hpp"
 #include "ropecheck/golden/kernel_source.hpp"
+#include "ropecheck/golden/check_part.hpp"
 #include "ropecheck/golden/checker.hpp"
 #include "ropecheck/golden/diagnose.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/npy.hpp"
 #include "ropecheck/golden/safetensors.hpp"
+#include "ropecheck/golden/sha256.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
 
 namespace ropecheck::cli {
@@ -61,6 +65,7 @@ struct CheckCliOptions {
   int threads = 0;
   bool diagnose = false, no_diagnose = false;
   std::string layout = "thd";
+  std::string shard;
   golden::PluginClientOptions plugin;
   CLI::Option* class_opt = nullptr;
   CLI::Option* max_ulp_opt = nullptr;
@@ -140,8 +145,68 @@ std::map<std::string, std::string> name_map_of(const std::vector<std::string>& m
   return m;
 }
 
-// Refuses a --report destination that cannot be written, before any work is done.
+// The candidate of a check: a tensor file, or a kernel run on the golden inputs (its header lines, its
+// candidate_source, whether a plugin call failed), laid out as ropecheck's [tokens, heads, head_dim].
+struct LoadedCandidate {
+  std::vector<golden::Tensor> tensors;
+  std::vector<std::string> header;
+  nlohmann::json source;
+  bool kernel_failed = false;
+};
+
+LoadedCandidate load_candidate(const std::string& file, const std::string& kernel, const golden::GoldenSet& g, int threads,
+                               const golden::PluginClientOptions& plugin, golden::CandidateLayout layout) {
+  LoadedCandidate c;
+  if (!kernel.empty()) {
+    golden::KernelSourceOptions ko;
+    ko.cpu.threads = threads;
+    ko.plugin = plugin;
+    golden::KernelSource ks = golden::open_kernel_source(kernel, ko);
+    golden::KernelRun run = golden::run_kernel(*ks.kernel, g);
+    c.header.push_back(fmt::format("{}: {} output tensors", ks.title, run.tensors.size()));
+    for (const std::string& n : run.notes) c.header.push_back("note: " + n);
+    nlohmann::json failures = nlohmann::json::array();
+    for (const golden::KernelFailure& f : run.failures) {
+      c.header.push_back("KERNEL FAILURE: " + f.message);
+      failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
+    }
+    c.kernel_failed = !run.failures.empty();
+    c.source = std::move(ks.source);
+    c.source["notes"] = run.notes;
+    if (c.source.contains("failures") || c.kernel_failed) c.source["failures"] = failures;
+    c.tensors = std::move(run.tensors);
+  } else {
+    c.tensors = read_candidate(file, g);
+    c.source = {{"kind", "file"}, {"path", file}};
+  }
+  golden::apply_candidate_layout(c.tensors, layout);
+  return c;
+}
+
 }  // namespace
+
+std::optional<golden::Diagnosis> rediagnose_check(const golden::CheckReport& rep, const nlohmann::json& run,
+                                                  const nlohmann::json& source, int threads) {
+  if (rep.verdict != Verdict::fail || run.value("kernel_failed", false)) return std::nullopt;  // as one run
+  const std::string kind = source.value("kind", "");
+  const std::string file = kind == "file" ? source.value("path", "") : "";
+  const std::string kernel =
+      kind == "kernel" ? source.value("path", "") : (kind == "builtin" || kind == "cuda" ? source.value("name", "") : "");
+  if (file.empty() && kernel.empty())
+    throw TensorError("merge --diagnose: the parts do not say which candidate to read again (candidate_source " +
+                      source.dump() + ")");
+  const std::optional<golden::CandidateLayout> layout = golden::parse_candidate_layout(run.value("layout", "thd"));
+  if (!layout) throw TensorError("merge --diagnose: the parts name an unknown --layout");
+  const golden::GoldenSet g = golden::load_golden_set(rep.golden_dir);
+  if (golden::golden_fingerprint(g) != rep.golden_fingerprint)
+    throw TensorError("merge --diagnose: " + rep.golden_dir + " is not the golden set the parts checked (its fingerprint differs)");
+  LoadedCandidate c = load_candidate(file, kernel, g, threads, golden::PluginClientOptions{}, *layout);
+  if (!file.empty() && run.contains("candidate") && golden::sha256_file(file) != run["candidate"].value("sha256", ""))
+    throw TensorError("merge --diagnose: " + file + " is not the candidate the parts checked (its SHA-256 differs)");
+  golden::DiagnoseOptions dopt;
+  dopt.threads = threads;
+  return golden::diagnose(g, c.tensors, rep, dopt, false);
+}
 
 Command add_check_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -192,6 +257,10 @@ Command add_check_command(CLI::App& app) {
                   "how the candidate's q_rot / k_rot are laid out: thd ([tokens, heads, head_dim], default), bshd or "
                   "bhsd ([1, seq, heads, head_dim] / [1, heads, seq, head_dim], rewritten before the check)")
       ->capture_default_str();
+  cmd->add_option("--shard", o->shard,
+                  "I/N: check only shard I of N (the golden set's tokens split in N contiguous ranges) and write a part "
+                  "report to --report; `ropecheck merge` joins the N parts into the report one run writes "
+                  "(golden/CHECK_REPORT.md, \"Sharded checks\")");
   add_kernel_isolation_options(*cmd, o->plugin);
 
   return {cmd, [o] {
@@ -210,6 +279,16 @@ Command add_check_command(CLI::App& app) {
               if (e > b) opt.only.push_back(o->only.substr(b, e - b));
             }
             if (!o->only.empty() && opt.only.empty()) throw TensorError("--only: empty list");
+            std::optional<Shard> shard;
+            if (!o->shard.empty()) {
+              shard = parse_shard(o->shard);
+              if (o->report.empty()) throw TensorError("--shard needs --report PART.json (the part `ropecheck merge` joins)");
+              for (const auto& [given, name] : {std::pair{!o->baseline.empty(), "--baseline"}, std::pair{!o->junit.empty(), "--junit"},
+                                                std::pair{o->diagnose, "--diagnose"}})
+                if (given)
+                  throw TensorError(std::string(name) + ": not with --shard (a part is not a verdict on the whole run; give it "
+                                                        "to a run over the whole set)");
+            }
             opt.worst_count = o->worst;
             opt.threads = o->threads;
             const auto started = std::chrono::steady_clock::now();
@@ -224,33 +303,33 @@ Command add_check_command(CLI::App& app) {
 
             const golden::GoldenSet g = golden::load_golden_set(o->golden_dir);
             if (baseline) golden::require_same_setup(*baseline, golden::golden_fingerprint(g), opt.criterion);
-            std::vector<golden::Tensor> candidate;
-            std::vector<std::string> header;
-            nlohmann::json source;
-            bool kernel_failed = false;  // a plugin call failed: its tensors are NaN, the check fails
-            if (!o->kernel.empty()) {
-              golden::KernelSourceOptions ko;
-              ko.cpu.threads = o->threads;
-              ko.plugin = o->plugin;
-              golden::KernelSource ks = golden::open_kernel_source(o->kernel, ko);
-              golden::KernelRun run = golden::run_kernel(*ks.kernel, g);
-              header.push_back(fmt::format("{}: {} output tensors", ks.title, run.tensors.size()));
-              for (const std::string& n : run.notes) header.push_back("note: " + n);
-              nlohmann::json failures = nlohmann::json::array();
-              for (const golden::KernelFailure& f : run.failures) {
-                header.push_back("KERNEL FAILURE: " + f.message);
-                failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
-              }
-              kernel_failed = !run.failures.empty();
-              source = std::move(ks.source);
-              source["notes"] = run.notes;
-              if (source.contains("failures") || kernel_failed) source["failures"] = failures;
-              candidate = std::move(run.tensors);
-            } else {
-              candidate = read_candidate(o->candidate, g);
-              source = {{"kind", "file"}, {"path", o->candidate}};
+            LoadedCandidate loaded = load_candidate(o->candidate, o->kernel, g, o->threads, o->plugin, *layout);
+            std::vector<golden::Tensor>& candidate = loaded.tensors;
+            const std::vector<std::string>& header = loaded.header;
+            const nlohmann::json& source = loaded.source;
+            const bool kernel_failed = loaded.kernel_failed;  // a plugin call failed: its tensors are NaN, the check fails
+            if (shard) {
+              const golden::CheckPart part = golden::check_candidate_part(g, candidate, opt, *shard);
+              // What every part of one run shares besides the set and the criterion: the candidate's identity
+              // (a file's content, not its path; a kernel's source without what its run noted) and the options.
+              nlohmann::json id = source;
+              if (o->kernel.empty()) id = {{"kind", "file"}, {"sha256", golden::sha256_file(o->candidate)}};
+              id.erase("notes");
+              id.erase("failures");
+              const nlohmann::json run = {{"candidate", id},          {"only", opt.only}, {"map", o->maps},
+                                          {"layout", o->layout},      {"kernel_failed", kernel_failed}};
+              golden::write_file_atomically(o->report,
+                                            golden::part_to_json(part, run, source).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                                            "--report");
+              const golden::CheckReport prep = golden::finalize(part);
+              for (const std::string& line : header) fmt::print("{}\n", line);
+              if (!header.empty()) fmt::print("\n");
+              fmt::print("{}", prep.summary());
+              fmt::print("PART {}: tokens [{}, {}) of {}; not a verdict on the whole run: `ropecheck merge` the {} parts\n",
+                         shard->text(), part.first_token, part.last_token, part.total_tokens, shard->count);
+              std::fflush(stdout);
+              return exit_code(kernel_failed ? Verdict::fail : prep.verdict);
             }
-            golden::apply_candidate_layout(candidate, *layout);
             const golden::CheckReport rep = golden::check_candidate(g, candidate, opt);
             std::optional<golden::Diagnosis> diagnosis;  // a failing check, or asked for; not a crashed kernel's NaNs
             if (!kernel_failed && !o->no_diagnose && (o->diagnose || rep.verdict == Verdict::fail)) {

@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "props_part.hpp"
 #include "junit.hpp"
 #include "ropecheck/props/rapidcheck_seed.hpp"
 #include "numeric_options.hpp"
@@ -37,6 +38,7 @@ namespace {
 struct PropsCliOptions {
   std::string junit;
   std::string target, kernel, report, only, accuracy_class = "fp32-angle", dtype, baseline;
+  std::string shard;  // --shard I/N: --report is the part file
   double max_growth = 2;
   int cases = 100;
   std::uint64_t seed = 20261121;
@@ -99,6 +101,7 @@ int run_props(const PropsCliOptions& o) {
   golden::register_cuda_targets();     // cuda:RECIPE, cuda:RECIPE-bf16out
   if (o.self_test) {
     if (!o.target.empty() || !o.kernel.empty()) throw SpecError("--self-test takes no --target / --kernel");
+    if (!o.shard.empty()) throw SpecError("--shard: not with --self-test (it runs whole)");
     if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
     set_rapidcheck_seed(o.seed);
     return run_self_test(o);
@@ -116,6 +119,14 @@ int run_props(const PropsCliOptions& o) {
   if (o.max_pos < 0) throw SpecError("--max-pos must be >= 0, got " + std::to_string(o.max_pos));
   if (o.max_pos > kMaxPosition)  // every other position input stops at 2^53 too
     throw SpecError("--max-pos must be at most 2^53 = 9007199254740992, got " + std::to_string(o.max_pos));
+  std::optional<Shard> shard;
+  if (!o.shard.empty()) {
+    shard = parse_shard(o.shard);
+    if (o.report.empty()) throw SpecError("--shard needs --report PART.json (the part `ropecheck merge` joins)");
+    if (!o.baseline.empty() || !o.junit.empty())
+      throw SpecError(std::string(o.baseline.empty() ? "--junit" : "--baseline") +
+                      ": not with --shard (a part is not a verdict on the whole run)");
+  }
   if (!o.report.empty()) golden::check_file_destination(o.report, "--report");  // before the suite runs
   if (!o.junit.empty()) golden::check_file_destination(o.junit, "--junit");
   if (!(o.max_growth >= 1 && std::isfinite(o.max_growth)))
@@ -155,6 +166,7 @@ int run_props(const PropsCliOptions& o) {
   so.max_position = o.max_pos;
   so.only = split_commas(o.only);
   so.dtypes = dtypes;
+  if (shard) so.shard = *shard;
   set_rapidcheck_seed(o.seed);
   if (baseline) {  // before the run: a baseline of another setup is refused without running anything
     std::vector<std::string> names = so.only;
@@ -181,7 +193,9 @@ int run_props(const PropsCliOptions& o) {
   }
   // Counterexamples replayed as a golden-set check and diagnosed (props_diagnosis.hpp): each distinct
   // (spec, position, dtype) once, at most three per run.
-  const std::optional<std::string> diag_kernel = o.no_diagnose ? std::nullopt : check_kernel_of(o.target, o.kernel);
+  // A part is not diagnosed: the run's three diagnoses are chosen across every property (as a check part).
+  const std::optional<std::string> diag_kernel =
+      o.no_diagnose || shard ? std::nullopt : check_kernel_of(o.target, o.kernel);
   std::map<std::size_t, nlohmann::json> diagnoses;  // outcome index -> its "diagnosis"
   std::map<std::string, std::string> diagnosed;       // (spec, position, dtype) -> conclusion printed
   for (std::size_t i = 0; i < rep.outcomes.size(); ++i) {
@@ -221,6 +235,7 @@ int run_props(const PropsCliOptions& o) {
     nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o); });
     for (auto& [i, dj] : diagnoses) j["properties"][i]["diagnosis"] = std::move(dj);
     if (cmp) j["baseline"] = cmp->to_json();
+    if (shard) j = props_part_json(j, *shard, rep.verdict());
     golden::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
                                   "--report");
   }
@@ -233,6 +248,8 @@ int run_props(const PropsCliOptions& o) {
     golden::write_file_atomically(o.junit, junit_xml("ropecheck props", cases, took.count()), "--junit");
   }
   const Verdict v = rep.verdict();
+  if (shard) fmt::print("PART {} of the properties: not a verdict on the whole run: `ropecheck merge` the {} parts\n",
+                        shard->text(), shard->count);
   if (v == Verdict::pass) {
     fmt::print("all properties hold\n");
   } else if (v == Verdict::fail) {
@@ -266,6 +283,10 @@ Command add_props_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "RapidCheck seed")->capture_default_str()->check(unsigned_64());
   sub->add_option("--max-pos", o->max_pos, "largest position generated (0: 2^24)")->capture_default_str();
   sub->add_option("--report", o->report, "write the JSON report here");
+  sub->add_option("--shard", o->shard,
+                  "I/N: run only shard I of N of the properties (split in N contiguous ranges, every output dtype) and "
+                  "write a part to --report; `ropecheck merge` joins the N parts into the report one run writes "
+                  "(props/PROPERTIES.md, \"Sharded runs\")");
   sub->add_option("--junit", o->junit,
                   "write JUnit XML for CI systems here: one testcase per property and dtype, not tested = skipped");
   sub->add_option("--baseline", o->baseline,

@@ -23,6 +23,7 @@
 #include "memory_option.hpp"
 #include "numeric_options.hpp"
 #include "ropecheck/drift/candidate.hpp"
+#include "ropecheck/drift/part.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/drift/sweep.hpp"
 #include "ropecheck/drift/writers.hpp"
@@ -51,6 +52,7 @@ struct DriftCliOptions {
   bool no_uniqueness = false, no_plots = false, quiet = false;
   int threads = 0;
   std::string max_memory;
+  std::string shard;  // --shard I/N: --out is the part file
   golden::PluginClientOptions plugin;
   CLI::Option* max_pos_opt = nullptr;  // given or not (0 is out of range, not "default")
 };
@@ -120,6 +122,12 @@ int run_drift_command(const DriftCliOptions& o) {
     throw SpecError("--max-pos must be in [1, 2^24 = 16777216], got " + std::to_string(N));
   }
 
+  std::optional<Shard> shard;
+  if (!o.shard.empty()) {
+    shard = parse_shard(o.shard);
+    if (o.out.empty()) throw SpecError("--shard needs --out PART.json (the part `ropecheck merge` joins)");
+    if (!o.compare.empty()) throw SpecError("--compare: not with --shard (compare two candidates in one run)");
+  }
   if (!o.junit.empty() && o.compare.empty())
     throw SpecError("--junit needs --compare: a sweep of recipes has no verdict to report");
   if (!o.junit.empty()) golden::check_file_destination(o.junit, "--junit");
@@ -138,6 +146,11 @@ int run_drift_command(const DriftCliOptions& o) {
   for (const std::string& n : names)
     if (!n.starts_with("plugin:") && !kernels::parse_recipe(n.starts_with("cuda:") ? n.substr(5) : n))
       throw SpecError("unknown recipe '" + n + "' (known: " + drift::recipe_names() + ", cuda:RECIPE, or plugin:PATH.so)");
+  if (shard)
+    for (const std::string& n : names)
+      if (n.starts_with("plugin:"))
+        throw SpecError("--shard: plugin candidates are not split (their kernel failures do not merge); run " + n +
+                        " in a sweep of its own");
 
   drift::DriftOptions d;
   d.sampling.max_pos = N;
@@ -164,7 +177,7 @@ int run_drift_command(const DriftCliOptions& o) {
   drift::require_memory(spec, d, names.size());  // the size, before the output folder is made
 
   std::string gnuplot;
-  if (!o.no_plots) {
+  if (!o.no_plots && !shard) {
     gnuplot = drift::find_gnuplot();
     if (gnuplot.empty())
       throw SpecError("gnuplot not found (install gnuplot-nox, set ROPECHECK_GNUPLOT, or pass --no-plots)");
@@ -178,6 +191,20 @@ int run_drift_command(const DriftCliOptions& o) {
   cmd += o.compare.empty() ? " --recipes " + o.recipes : " --compare " + o.compare;
   cmd += fmt::format(" --dtype {} --max-pos {}", to_string(*dt), N);
 
+  if (shard) {  // a part: one JSON file, no folder (drift/DRIFT.md, "Sharded sweeps")
+    d.shard = *shard;
+    if (!o.overwrite && std::filesystem::exists(o.out))
+      throw SpecError("--out " + o.out + " exists (give --overwrite to replace it)");
+    golden::check_file_destination(o.out, "--out");
+    const drift::DriftResult r = drift::run_drift(spec, names, d);
+    const nlohmann::json run = {{"command_line", cmd}, {"plots", !o.no_plots}};
+    golden::write_file_atomically(o.out, drift::part_to_json(r, run).dump() + "\n", "--out");
+    fmt::print("{}: positions 0..{}, part {}: sampled positions [{}, {}) of {}, {} candidates; `ropecheck merge` the "
+               "{} parts\n",
+               spec.name, N - 1, shard->text(), r.first_sample, r.last_sample, r.plan.positions.size(),
+               r.candidates.size(), shard->count);
+    return 0;
+  }
   const std::string out = o.out.empty() ? default_out(spec) : o.out;
   drift::OutputDir dir(out, o.overwrite);
   const bool tty = !o.quiet && ::isatty(STDERR_FILENO);
@@ -295,6 +322,10 @@ Command add_drift_command(CLI::App& app) {
   sub->add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   add_kernel_isolation_options(*sub, o->plugin);
   add_max_memory_option(*sub, o->max_memory);
+  sub->add_option("--shard", o->shard,
+                  "I/N: measure only shard I of N (the sampled positions split in N contiguous ranges; the uniqueness "
+                  "passes spread over the shards by candidate) and write a part file to --out; `ropecheck merge` joins "
+                  "the N parts into the folder one run writes (drift/DRIFT.md, \"Sharded sweeps\")");
   sub->add_flag("--quiet", o->quiet, "no progress lines");
   return {sub, [o] { return run_drift_command(*o); }};
 }

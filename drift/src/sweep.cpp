@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include <fmt/core.h>
 
@@ -212,12 +213,13 @@ CandidateResult sweep_candidate(const Setup& s, Candidate& c) {
   const std::size_t nc = cb.classes.size();
   const std::int64_t n = s.samples();
   r.positions.resize(sz(n));
+  const auto [first, last] = shard_range(n, s.opt.shard, "sampled positions");
   std::vector<BreakdownTracker> trackers(sz(s.threads), BreakdownTracker(nc));
 
   detail::ChunkOutput out;
   const std::int64_t HD = s.heads * s.D;
-  for (std::int64_t begin = 0; begin < n; begin += detail::kSamplesPerChunk) {
-    const std::int64_t end = std::min(n, begin + detail::kSamplesPerChunk);
+  for (std::int64_t begin = first; begin < last; begin += detail::kSamplesPerChunk) {
+    const std::int64_t end = std::min(last, begin + detail::kSamplesPerChunk);
     const detail::Chunk chunk = detail::make_chunk(s, begin, end);
     detail::run_chunk(c, s, chunk, out);
     detail::parallel_for(end - begin, s.threads, [&](std::int64_t b, std::int64_t e, int worker) {
@@ -241,11 +243,7 @@ CandidateResult sweep_candidate(const Setup& s, Candidate& c) {
     });
   }
 
-  r.bins.assign(s.plan.bins.size(), Metrics{});
-  for (Metrics& b : r.bins) b.shift.assign(sz(s.S), Stat{});
-  r.total.shift.assign(sz(s.S), Stat{});
-  for (std::int64_t i = 0; i < n; ++i) r.bins[sz(s.plan.bin_of[sz(i)])].merge(r.positions[sz(i)]);
-  for (const Metrics& b : r.bins) r.total.merge(b);
+  summarize_positions(r, s.plan, sz(s.S));
 
   for (std::size_t ci = 0; ci < nc; ++ci) {
     Breakdown b;
@@ -271,6 +269,15 @@ CandidateResult sweep_candidate(const Setup& s, Candidate& c) {
 
 }  // namespace
 
+void summarize_positions(CandidateResult& r, const SamplingPlan& plan, std::size_t shifts) {
+  r.bins.assign(plan.bins.size(), Metrics{});
+  for (Metrics& b : r.bins) b.shift.assign(shifts, Stat{});
+  r.total = Metrics{};
+  r.total.shift.assign(shifts, Stat{});
+  for (std::size_t i = 0; i < r.positions.size(); ++i) r.bins[sz(plan.bin_of[i])].merge(r.positions[i]);
+  for (const Metrics& b : r.bins) r.total.merge(b);
+}
+
 DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> names, const DriftOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (names.empty()) throw SpecError("--recipes: no recipe given");
@@ -285,10 +292,12 @@ DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> nam
   res.plan = s.plan;
   res.seq_len = s.seq_len;
   res.attention_factor = s.att_f64;
-  for (auto& c : cands) {
+  std::tie(res.first_sample, res.last_sample) = shard_range(s.samples(), options.shard, "sampled positions");
+  for (std::size_t k = 0; k < cands.size(); ++k) {
+    Candidate* c = cands[k].get();
     CandidateResult r = sweep_candidate(s, *c);
     const double sweep_s = r.seconds;
-    if (options.uniqueness) {
+    if (options.uniqueness && static_cast<int>(k % static_cast<std::size_t>(options.shard.count)) == options.shard.index - 1) {
       r.uniqueness = measure_uniqueness(*c, spec.rope, options.sampling.max_pos, s.edges, s.threads);
       r.seconds += r.uniqueness->seconds;
     }

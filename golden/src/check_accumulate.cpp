@@ -1,6 +1,8 @@
-// The checker's per-tensor pass: every element of one candidate tensor against the truth (the
-// golden set's f64 copy) under the error model, accumulated per chunk of tokens on worker threads
-// and merged in order (metrics, per-class violations, position bins, the worst elements).
+// The checker's per-tensor pass: every element of a token range of one candidate tensor against the
+// truth (the golden set's f64 copy) under the error model, accumulated per worker thread into
+// statistics that merge exactly (check_part.hpp): counts, maxima, first positions, the worst elements
+// under a total order, and sums taken per token in double, then added exactly (ExactSum), so the result
+// does not depend on the thread count or on how the tokens are split over `--shard` processes.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -52,42 +54,70 @@ struct Ranked {  // an element in the worst list
 inline bool ranks_before(const Ranked& a, const Ranked& b) { return a.score != b.score ? a.score > b.score : a.index < b.index; }
 
 constexpr std::size_t kClasses = accuracy::kAccuracyClasses.size();
-constexpr std::size_t kBins = 64;
+constexpr std::size_t kBins = kPositionBins;
 
-struct ClassAcc {
-  std::int64_t violations = 0;
-  std::optional<std::int64_t> first;
-  double worst = 0;
-};
-struct BinAcc {
-  std::int64_t elements = 0, violations = 0, saturated = 0;
-  double max_pair = 0, max_ulps = 0;
+// One token's sums, in double in element order, added exactly to the statistics when the token ends.
+struct TokenSums {
+  double sum_ulps = 0, sum_pair = 0, sum_sq_err = 0, sum_sq_truth = 0;
   ErrorStatsAcc err;
+  int bins = 0;  // the bins the token's elements fall in (one per stream position; the rare fifth flushes)
+  std::array<int, 4> bin{};
+  std::array<ErrorStatsAcc, 4> bin_err{};
 };
-// Everything one chunk of tokens contributes; chunks are merged in order.
+
+void add_exact(ErrorSums& into, const ErrorStatsAcc& a) {
+  into.n += a.n;
+  into.max_b = std::max(into.max_b, a.max_b);
+  into.max_u = std::max(into.max_u, a.max_u);
+  into.sum_b.add(a.sum_b);
+  into.sq_b.add(a.sq_b);
+  into.sum_u.add(a.sum_u);
+  into.sq_u.add(a.sq_u);
+}
+
+// What one worker accumulates.
 struct Acc {
-  std::int64_t identical = 0, nan = 0, inf = 0, mismatches = 0, finite = 0;
-  double max_ulps = 0, sum_ulps = 0, max_abs = 0, max_rel = 0, sum_sq_err = 0, sum_sq_truth = 0, max_pair = 0,
-         sum_pair = 0;
-  std::array<ClassAcc, kClasses> cls{};
-  std::int64_t violations = 0, saturated = 0;
-  std::optional<std::int64_t> first, first_saturated;
-  double worst_score = 0;
-  std::array<BinAcc, kBins> bins{};
-  ErrorStatsAcc err;
-  std::vector<Ranked> heap;  // the chunk's worst, a heap whose front ranks last
+  TensorStats s;
+  std::vector<Ranked> heap;  // the worker's worst, a heap whose front ranks last
+  TokenSums tok;
+
+  ErrorStatsAcc& token_bin(int b) {
+    for (int k = 0; k < tok.bins; ++k)
+      if (tok.bin[static_cast<std::size_t>(k)] == b) return tok.bin_err[static_cast<std::size_t>(k)];
+    if (tok.bins == static_cast<int>(tok.bin.size())) flush_bins();
+    const std::size_t k = static_cast<std::size_t>(tok.bins++);
+    tok.bin[k] = b;
+    tok.bin_err[k] = {};
+    return tok.bin_err[k];
+  }
+  void flush_bins() {
+    for (int k = 0; k < tok.bins; ++k)
+      add_exact(s.bins[static_cast<std::size_t>(tok.bin[static_cast<std::size_t>(k)])].err,
+                tok.bin_err[static_cast<std::size_t>(k)]);
+    tok.bins = 0;
+  }
+  void end_token() {
+    s.sum_ulps.add(tok.sum_ulps);
+    s.sum_pair.add(tok.sum_pair);
+    s.sum_sq_err.add(tok.sum_sq_err);
+    s.sum_sq_truth.add(tok.sum_sq_truth);
+    add_exact(s.err, tok.err);
+    flush_bins();
+    tok.sum_ulps = tok.sum_pair = tok.sum_sq_err = tok.sum_sq_truth = 0;
+    tok.err = {};
+  }
 };
 
 }  // namespace
 
-TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt) {
-  TensorReport rep;
+TensorStats check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt,
+                         std::int64_t first_token, std::int64_t last_token) {
+  TensorStats rep;
   rep.golden_name = golden_name;
   rep.candidate_name = cand.name;
   rep.base = base_of(golden_name);
   rep.dtype = cand.dtype;
   rep.shape = cand.shape;
-  rep.elements = cand.numel();
   const DType dt = *float_dtype(cand.dtype);
   const FormatInfo& fi = format_info(dt);
   const double u_dt = unit_roundoff(dt);
@@ -110,7 +140,10 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
   const std::size_t K = static_cast<std::size_t>(std::max(0, opt.worst_count));
 
   // One element: index, position of its driving stream, quantity, angle, magnitude M.
-  auto eval = [&](Acc& a, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) {
+  auto eval = [&](Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) {
+    TensorStats& a = acc.s;
+    TokenSums& tk = acc.tok;
+    ++a.elements;
     const double c = cand_r(i), y = truth_r(i), gv = same_r(i);
     const bool identical = c == gv || (std::isnan(c) && std::isnan(gv));
     a.identical += identical;
@@ -122,10 +155,10 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
       e = std::fabs(c - y);
       ulps = e / fast_ulp(y, fi.precision, fi.min_normal_exp);
       pair_rel = M > 0 ? e / (M * u_dt) : (e == 0 ? 0 : kInf);
-      a.sum_ulps += ulps;
-      a.sum_pair += pair_rel;
-      a.sum_sq_err += e * e;
-      a.sum_sq_truth += y * y;
+      tk.sum_ulps += ulps;
+      tk.sum_pair += pair_rel;
+      tk.sum_sq_err += e * e;
+      tk.sum_sq_truth += y * y;
       ++a.finite;
       a.max_abs = std::max(a.max_abs, e);
       if (y != 0) a.max_rel = std::max(a.max_rel, e / std::fabs(y));
@@ -152,7 +185,7 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
         margin = mismatch ? kInf : e / bounds[k][static_cast<std::size_t>(q)].allowed(angle, M);
         violated = margin > 1;
       }
-      ClassAcc& ca = a.cls[k];
+      ClassStats& ca = a.classes[k];
       if (margin > ca.worst) ca.worst = margin;
       if (violated) {
         ++ca.violations;
@@ -180,13 +213,14 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
       }
     }
     if (score > a.worst_score) a.worst_score = score;
-    BinAcc& b = a.bins[static_cast<std::size_t>(bin_of(pos))];
+    const int bin = bin_of(pos);
+    BinStats& b = a.bins[static_cast<std::size_t>(bin)];
     ++b.elements;
     if (pair_rel > b.max_pair) b.max_pair = pair_rel;
     if (ulps > b.max_ulps) b.max_ulps = ulps;
     if (std::isfinite(c) && std::isfinite(y)) {  // error statistics: finite elements only (error_stats.hpp)
-      a.err.add(score, pair_rel);
-      b.err.add(score, pair_rel);
+      tk.err.add(score, pair_rel);
+      acc.token_bin(bin).add(score, pair_rel);
     }
     if (fails) {
       ++a.violations;
@@ -199,13 +233,14 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
     }
     if (K > 0 && score > 0) {
       const Ranked r{score, i};
-      if (a.heap.size() < K) {
-        a.heap.push_back(r);
-        std::push_heap(a.heap.begin(), a.heap.end(), ranks_before);
-      } else if (ranks_before(r, a.heap.front())) {
-        std::pop_heap(a.heap.begin(), a.heap.end(), ranks_before);
-        a.heap.back() = r;
-        std::push_heap(a.heap.begin(), a.heap.end(), ranks_before);
+      auto& heap = acc.heap;
+      if (heap.size() < K) {
+        heap.push_back(r);
+        std::push_heap(heap.begin(), heap.end(), ranks_before);
+      } else if (ranks_before(r, heap.front())) {
+        std::pop_heap(heap.begin(), heap.end(), ranks_before);
+        heap.back() = r;
+        std::push_heap(heap.begin(), heap.end(), ranks_before);
       }
     }
   };
@@ -215,13 +250,15 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
     const auto& pos = *geo.positions;
     switch (geo.kind) {
       case Geometry::Kind::pair_table:
-        for (std::int64_t t = t0; t < t1; ++t)
+        for (std::int64_t t = t0; t < t1; ++t) {
           for (int j = 0; j < geo.P; ++j) {
             const std::int64_t p = geo.stream_position(t, j);
             const std::size_t jj = static_cast<std::size_t>(j);
             eval(a, t * geo.P + j, p, Quantity::table,
                  {std::fabs(static_cast<double>(p) * geo.freq[jj]), geo.log_freq[jj]}, 1.0);
           }
+          a.end_token();
+        }
         break;
       case Geometry::Kind::pe:
         for (std::int64_t t = t0; t < t1; ++t) {
@@ -234,10 +271,11 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
                                                       geo.log_freq[static_cast<std::size_t>(f)]};
             eval(a, t * geo.D + c, p, Quantity::table, angle, 1.0);
           }
+          a.end_token();
         }
         break;
       case Geometry::Kind::rotated:
-        for (std::int64_t t = t0; t < t1; ++t)
+        for (std::int64_t t = t0; t < t1; ++t) {
           for (std::int64_t h = 0; h < geo.H; ++h) {
             const std::int64_t base = (t * geo.H + h) * geo.D;
             for (std::int64_t ch = 0; ch < geo.D; ++ch) {
@@ -256,105 +294,26 @@ TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, co
                    M);
             }
           }
+          a.end_token();
+        }
         break;
     }
   };
 
-  // Fixed chunks of tokens (independent of the thread count, so the sums are too), merged in order.
-  const std::int64_t T = g.tokens();
+  // Chunks of tokens taken by the workers in any order: every merge below is order-independent.
   const std::int64_t per_token = std::max<std::int64_t>(1, geo.per_token());
   const std::int64_t chunk_tokens = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / per_token);
-  const std::int64_t chunks = (T + chunk_tokens - 1) / chunk_tokens;
-  std::vector<Acc> accs(static_cast<std::size_t>(chunks));
-  for_each_chunk(chunks, opt.threads, [&](std::int64_t k) {
-    run_chunk(accs[static_cast<std::size_t>(k)], k * chunk_tokens, std::min(T, (k + 1) * chunk_tokens));
+  const std::int64_t chunks = (last_token - first_token + chunk_tokens - 1) / chunk_tokens;
+  std::vector<Acc> accs(static_cast<std::size_t>(chunk_workers(chunks, opt.threads)));
+  for_each_chunk_on(chunks, opt.threads, [&](std::int64_t k, int w) {
+    const std::int64_t t0 = first_token + k * chunk_tokens;
+    run_chunk(accs[static_cast<std::size_t>(w)], t0, std::min(last_token, t0 + chunk_tokens));
   });
 
-  Acc tot;
   std::vector<Ranked> worst;
   for (const Acc& a : accs) {
-    tot.identical += a.identical;
-    tot.nan += a.nan;
-    tot.inf += a.inf;
-    tot.mismatches += a.mismatches;
-    tot.finite += a.finite;
-    tot.max_ulps = std::max(tot.max_ulps, a.max_ulps);
-    tot.sum_ulps += a.sum_ulps;
-    tot.max_abs = std::max(tot.max_abs, a.max_abs);
-    tot.max_rel = std::max(tot.max_rel, a.max_rel);
-    tot.sum_sq_err += a.sum_sq_err;
-    tot.sum_sq_truth += a.sum_sq_truth;
-    tot.max_pair = std::max(tot.max_pair, a.max_pair);
-    tot.sum_pair += a.sum_pair;
-    for (std::size_t k = 0; k < kClasses; ++k) {
-      tot.cls[k].violations += a.cls[k].violations;
-      if (a.cls[k].first) note_first(tot.cls[k].first, *a.cls[k].first);
-      tot.cls[k].worst = std::max(tot.cls[k].worst, a.cls[k].worst);
-    }
-    tot.violations += a.violations;
-    if (a.first) note_first(tot.first, *a.first);
-    tot.saturated += a.saturated;
-    if (a.first_saturated) note_first(tot.first_saturated, *a.first_saturated);
-    tot.worst_score = std::max(tot.worst_score, a.worst_score);
-    for (std::size_t b = 0; b < kBins; ++b) {
-      tot.bins[b].elements += a.bins[b].elements;
-      tot.bins[b].violations += a.bins[b].violations;
-      tot.bins[b].saturated += a.bins[b].saturated;
-      tot.bins[b].max_pair = std::max(tot.bins[b].max_pair, a.bins[b].max_pair);
-      tot.bins[b].max_ulps = std::max(tot.bins[b].max_ulps, a.bins[b].max_ulps);
-      tot.bins[b].err.merge(a.bins[b].err);
-    }
-    tot.err.merge(a.err);
+    rep.merge_counts(a.s);
     worst.insert(worst.end(), a.heap.begin(), a.heap.end());
-  }
-
-  rep.identical = tot.identical;
-  rep.nan_count = tot.nan;
-  rep.inf_count = tot.inf;
-  rep.nonfinite_mismatches = tot.mismatches;
-  rep.max_ulps = tot.max_ulps;
-  rep.max_abs_error = tot.max_abs;
-  rep.max_rel_error = tot.max_rel;
-  rep.max_pair_relative = tot.max_pair;
-  rep.error = tot.err.result();
-  if (tot.finite > 0) {
-    rep.mean_ulps = tot.sum_ulps / static_cast<double>(tot.finite);
-    rep.mean_pair_relative = tot.sum_pair / static_cast<double>(tot.finite);
-  }
-  rep.nmse = tot.mismatches > 0 ? kInf
-                                : (tot.sum_sq_truth > 0 ? tot.sum_sq_err / tot.sum_sq_truth : (tot.sum_sq_err == 0 ? 0 : kInf));
-  for (std::size_t k = 0; k < kClasses; ++k)
-    rep.classes.push_back({accuracy::kAccuracyClasses[k], tot.cls[k].violations == 0, tot.cls[k].violations,
-                           tot.cls[k].first, tot.cls[k].worst});
-  rep.saturated = tot.saturated;
-  rep.first_saturated_position = tot.first_saturated;
-  if (tot.violations > 0) {
-    rep.verdict = ropecheck::Verdict::fail;
-    rep.reason = fmt::format("{} element{} violate {} (first at position {})", tot.violations,
-                             tot.violations == 1 ? "" : "s", cr.to_string(), tot.first.value_or(-1));
-  } else if (tot.saturated > 0) {
-    rep.verdict = ropecheck::Verdict::not_tested;
-    rep.reason = fmt::format("{} of {} elements not discriminated by {} (saturated: bound >= the pair's magnitude, an "
-                             "all-zero output passes) from position {}; {}",
-                             tot.saturated, rep.elements, cr.to_string(), *tot.first_saturated,
-                             ropecheck::kSaturationAdvice);
-  }
-  rep.pass = rep.verdict == ropecheck::Verdict::pass;
-  rep.violations = tot.violations;
-  rep.first_violating_position = tot.first;
-  rep.worst_score = tot.worst_score;
-  for (std::size_t b = 0; b < kBins; ++b) {
-    if (tot.bins[b].elements == 0) continue;
-    PositionBin pb;
-    pb.lo = b == 0 ? 0 : std::int64_t{1} << (b - 1);
-    pb.hi = b == 0 ? 1 : (b < 63 ? std::int64_t{1} << b : std::numeric_limits<std::int64_t>::max());
-    pb.elements = tot.bins[b].elements;
-    pb.max_pair_relative = tot.bins[b].max_pair;
-    pb.max_ulps = tot.bins[b].max_ulps;
-    pb.violations = tot.bins[b].violations;
-    pb.error = tot.bins[b].err.result();
-    pb.saturated = tot.bins[b].saturated;
-    rep.bins.push_back(pb);
   }
 
   // The worst elements, described.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ropecheck/golden/check_part.hpp"
 #include "ropecheck/golden/checker.hpp"
 
 namespace ropecheck::golden::check_detail {
@@ -50,27 +51,39 @@ inline std::string g4(double v) {
   return fmt::format("{:.4g}", v);
 }
 
-// Runs chunk(k) for k in [0, chunks) on `threads` workers (0: hardware concurrency); chunks are taken in
-// order, so per-chunk results merged in order do not depend on the thread count.
+// The number of workers for_each_chunk runs: `threads` (0: hardware concurrency), at most `chunks`.
+inline int chunk_workers(std::int64_t chunks, int threads) {
+  const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, chunks)));
+}
+
+// Runs chunk(k, w) for k in [0, chunks) on chunk_workers() workers, w the worker's number; chunks are
+// taken in order, so per-chunk results merged in order do not depend on the thread count.
 template <class Chunk>
-void for_each_chunk(std::int64_t chunks, int threads, Chunk&& chunk) {
-  int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  n = static_cast<int>(std::min<std::int64_t>(n, chunks));
+void for_each_chunk_on(std::int64_t chunks, int threads, Chunk&& chunk) {
+  const int n = chunk_workers(chunks, threads);
   std::atomic<std::int64_t> next{0};
-  auto worker = [&] {
-    for (std::int64_t k; (k = next.fetch_add(1)) < chunks;) chunk(k);
+  auto worker = [&](int w) {
+    for (std::int64_t k; (k = next.fetch_add(1)) < chunks;) chunk(k, w);
   };
   if (n <= 1) {
-    worker();
+    worker(0);
     return;
   }
   std::vector<std::thread> pool;
-  for (int i = 0; i < n; ++i) pool.emplace_back(worker);
+  for (int i = 0; i < n; ++i) pool.emplace_back(worker, i);
   for (std::thread& th : pool) th.join();
 }
 
-// Checks one candidate tensor against the golden output golden_name (check_accumulate.cpp).
-TensorReport check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand,
-                          const CheckOptions& opt);
+// Runs chunk(k) for k in [0, chunks) on `threads` workers (for_each_chunk_on).
+template <class Chunk>
+void for_each_chunk(std::int64_t chunks, int threads, Chunk&& chunk) {
+  for_each_chunk_on(chunks, threads, [&](std::int64_t k, int) { chunk(k); });
+}
+
+// Checks tokens [first_token, last_token) of one candidate tensor against the golden output
+// golden_name (check_accumulate.cpp).
+TensorStats check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt,
+                         std::int64_t first_token, std::int64_t last_token);
 
 }  // namespace ropecheck::golden::check_detail

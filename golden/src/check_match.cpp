@@ -4,8 +4,10 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "check_internal.hpp"
+#include "ropecheck/golden/check_part.hpp"
 #include "ropecheck/golden/baseline.hpp"
 #include "ropecheck/golden/diagnose.hpp"
 #include "tensor_io_detail.hpp"
@@ -36,7 +38,8 @@ std::vector<AccuracyClass> CheckReport::satisfied_classes() const {
   return out;
 }
 
-CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options) {
+CheckPart check_candidate_part(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options,
+                               const Shard& shard) {
   if (options.criterion.kind == Criterion::Kind::max_ulp && !(options.criterion.max_ulp >= 0))
     throw TensorError("--max-ulp must be a non-negative number");
   if (options.criterion.kind == Criterion::Kind::tolerance &&
@@ -144,14 +147,17 @@ CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& 
     }
   }
 
-  CheckReport rep;
+  CheckPart part;
+  part.shard = shard;
+  part.total_tokens = golden.tokens();
+  std::tie(part.first_token, part.last_token) = shard_range(part.total_tokens, shard, "tokens of the golden set");
+  part.worst_count = options.worst_count;
+  CheckReport& rep = part.header;
   rep.golden_dir = golden.dir().string();
   rep.spec_name = golden.spec().name;
   rep.golden_fingerprint = golden_fingerprint(golden);
   rep.criterion = options.criterion;
   rep.ignored_candidate = ignored;
-  rep.verdict = ropecheck::Verdict::pass;
-  std::int64_t saturated_tensors = 0;
   for (const std::string& o : outputs) {
     const auto it = match.find(o);
     if (it == match.end() || !asked.count(o)) {
@@ -159,28 +165,13 @@ CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& 
       if (asked.count(o)) rep.not_tested.push_back(o);
       continue;
     }
-    rep.tensors.push_back(check_tensor(golden, o, candidate[it->second], options));
-    rep.verdict = ropecheck::combine(rep.verdict, rep.tensors.back().verdict);
-    saturated_tensors += rep.tensors.back().verdict == ropecheck::Verdict::not_tested;
+    part.tensors.push_back(check_tensor(golden, o, candidate[it->second], options, part.first_token, part.last_token));
   }
-  if (!rep.not_tested.empty()) rep.verdict = ropecheck::combine(rep.verdict, ropecheck::Verdict::not_tested);
-  if (rep.verdict == ropecheck::Verdict::fail) {
-    std::int64_t failing = 0;
-    for (const TensorReport& t : rep.tensors) failing += t.verdict == ropecheck::Verdict::fail;
-    rep.reason = fmt::format("{} of {} tensors fail {}", failing, rep.tensors.size(), options.criterion.to_string());
-  } else if (rep.verdict == ropecheck::Verdict::not_tested) {
-    std::vector<std::string> why;
-    if (!rep.not_tested.empty())
-      why.push_back("no candidate tensor for " + std::to_string(rep.not_tested.size()) + " asked-for golden output" +
-                    (rep.not_tested.size() == 1 ? "" : "s") + " (" + join(rep.not_tested, 8) +
-                    "; name what the kernel produces with --only)");
-    if (saturated_tensors > 0)
-      why.push_back(std::to_string(saturated_tensors) + " tensor" + (saturated_tensors == 1 ? "" : "s") +
-                    " with saturated bounds (" + std::string(ropecheck::kSaturationAdvice) + ")");
-    for (const std::string& w : why) rep.reason += (rep.reason.empty() ? "" : "; ") + w;
-  }
-  rep.pass = rep.verdict == ropecheck::Verdict::pass;
-  return rep;
+  return part;
+}
+
+CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options) {
+  return finalize(check_candidate_part(golden, candidate, options, Shard{}));
 }
 
 }  // namespace ropecheck::golden

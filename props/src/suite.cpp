@@ -237,6 +237,8 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
     for (const auto& d : detail::property_defs()) defs.push_back(&d);
   else
     for (const auto& n : options.only) defs.push_back(&find_def(n));
+  const auto [first, last] = shard_range(static_cast<std::int64_t>(defs.size()), options.shard, "properties");
+  defs = {defs.begin() + first, defs.begin() + last};
 
   SuiteReport report = suite_header(target, spec, options);
   std::map<std::string, std::vector<std::string>> spec_reports;

@@ -9,7 +9,8 @@ set -u
 rc_bin="$1"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=shard_parts.sh
+source "$(dirname "$0")/shard_parts.sh"  # fail, expect2
 
 hashes() { (cd "$1" && sha256sum -- * | sort -k2); }
 
@@ -48,15 +49,6 @@ for c in "${cases[@]}"; do
 done
 
 # ---- refusals: one line, exit 2, no output --------------------------------------------------------
-expect2() {  # expect2 WHAT OUT ARGS...: exit 2, one stderr line containing WHAT, OUT not created
-  local what="$1" out="$2"; shift 2
-  "$rc_bin" "$@" >"$tmp/out" 2>"$tmp/err"
-  local code=$?
-  [ "$code" -eq 2 ] || { cat "$tmp/err"; fail "$* exited $code, expected 2"; }
-  [ "$(wc -l <"$tmp/err")" -eq 1 ] || { cat "$tmp/err"; fail "$*: stderr is not one line"; }
-  grep -q -- "$what" "$tmp/err" || { cat "$tmp/err"; fail "$*: stderr does not say '$what'"; }
-  [ -z "$out" ] || [ ! -e "$out" ] || fail "$*: left $out behind"
-}
 L="$tmp/llama"
 "$rc_bin" golden --preset llama-2-7b --positions 0:21 --dtypes bf16 --shard 1/3 --out "$tmp/other.part1" --quiet >/dev/null
 "$rc_bin" golden --preset llama-3.1-8b --positions log:131071:4 --heads 2 --dtypes f32,bf16 --shard 2/2 --seed 5 \

@@ -18,6 +18,7 @@
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/shard.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/core/verdict.hpp"
 
@@ -38,6 +39,9 @@ struct DriftOptions {
   accuracy::AccuracyClass compare_class = accuracy::AccuracyClass::fp32_angle;
   golden::PluginClientOptions plugin;    // how plugin: candidates run (isolated, timeout)
   std::uint64_t max_memory = 0;          // refuse runs estimated to need more (bytes); 0: the machine's memory
+  // Part of a sweep split over processes (drift/part.hpp): the sampled positions are split in N
+  // contiguous ranges, and candidate k's uniqueness pass runs in shard (k mod N) + 1.
+  Shard shard;
   // Told one line per finished step ("hf: sweep 0.41 s"); may be empty.
   std::function<void(const std::string&)> progress;
 };
@@ -66,7 +70,7 @@ struct CandidateResult {
   std::optional<DType> table_dtype;  // recipes
   bool has_rows = false;             // angles and f32 cos / sin measured
   bool has_table = false;
-  std::vector<Metrics> positions;    // per sampled position (plan.positions order)
+  std::vector<Metrics> positions;    // per sampled position (plan.positions order; a shard's only in its range)
   std::vector<Metrics> bins;         // per bin (plan.bins order)
   Metrics total;
   std::vector<Breakdown> breakdown;  // one per accuracy::kAccuracyClasses entry, same order
@@ -83,7 +87,12 @@ struct DriftResult {
   std::vector<CandidateResult> candidates;
   std::vector<std::string> kernel_failures;  // per plugin with failed calls: "N of M calls lost: FIRST"
   double seconds = 0;
+  std::int64_t first_sample = 0, last_sample = 0;  // the sampled positions measured: plan indices [first, last)
 };
+
+// A candidate's bins and total from its per-position metrics, folded in plan order (what one run and
+// a merge of parts both do).
+void summarize_positions(CandidateResult& c, const SamplingPlan& plan, std::size_t shifts);
 
 // Throws SpecError for a sinusoidal spec (drift is RoPE-only), an unknown recipe or bad options;
 // golden::TensorError for a plugin that does not load or fails; std::invalid_argument for a bad

@@ -22,6 +22,7 @@
 
 #include "ropecheck/props/margin_stats.hpp"
 #include "ropecheck/props/target.hpp"
+#include "ropecheck/core/shard.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/core/verdict.hpp"
 
@@ -43,6 +44,11 @@ struct SuiteOptions {
   // the probe calls is reported in SuiteReport::dtype_notes, not run). Given: exactly those; a dtype the
   // target does not offer throws std::invalid_argument.
   std::vector<DType> dtypes;
+  // Part of a run split over processes (`props --shard I/N`): the properties run (every one, or
+  // `only`'s) are split in N contiguous ranges and this runs range I, every output dtype; each
+  // property runs its cases as in one run, so the parts' outcomes together are one run's. SpecError
+  // when fewer properties than N are run.
+  Shard shard;
 };
 
 struct PropertyInfo {
