@@ -112,8 +112,19 @@ std::vector<ropecheck::Position> positions_of(const std::int64_t* p, std::int64_
   return out;
 }
 
-std::optional<std::int64_t> seq_len_of(const ropecheck_rope_params& r) {
-  return r.seq_len > 0 ? std::optional<std::int64_t>(r.seq_len) : std::nullopt;
+// What both RoPE entry points take from their problem, as the kernel under test takes it (seq_len 0:
+// none given). problem() points into `positions`.
+struct RopeInputs {
+  const ropecheck::EncodingSpec* spec = nullptr;
+  std::vector<ropecheck::Position> positions;
+  std::optional<std::int64_t> seq_len;
+  kut::RopeProblem problem() const { return {spec, seq_len, positions, "kernel ABI call"}; }
+};
+
+template <class Problem>
+RopeInputs rope_inputs(const Problem& p) {
+  return {&spec_of(p.spec_json), positions_of(p.positions, p.tokens, p.position_streams),
+          p.rope.seq_len > 0 ? std::optional<std::int64_t>(p.rope.seq_len) : std::nullopt};
 }
 
 // Parses the options; empty when fine, else the reason.
@@ -174,12 +185,11 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_rope_apply(const ropecheck_rope_problem* p
   return guarded(p->message, p->message_capacity, [&] {
     const std::optional<DType> out = dtype_of(p->out_dtype);
     if (!out) return ROPECHECK_UNSUPPORTED;
-    const ropecheck::EncodingSpec& spec = spec_of(p->spec_json);
-    const std::vector<ropecheck::Position> pos = positions_of(p->positions, p->tokens, p->position_streams);
+    const RopeInputs in = rope_inputs(*p);
     const auto n = static_cast<std::size_t>(p->tokens) * static_cast<std::size_t>(p->heads) *
                    static_cast<std::size_t>(p->rope.head_dim);
     kut::RopeApplyCall call;
-    call.problem = {&spec, seq_len_of(p->rope), pos, "kernel ABI call"};
+    call.problem = in.problem();
     call.input = p->input_name ? p->input_name : "q";
     call.heads = p->heads;
     call.x = {DType::f32, std::as_bytes(std::span(p->x, n))};
@@ -192,11 +202,10 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_rope_cos_sin(const ropecheck_table_problem
   return guarded(p->message, p->message_capacity, [&] {
     const std::optional<DType> out = dtype_of(p->out_dtype);
     if (!out) return ROPECHECK_UNSUPPORTED;
-    const ropecheck::EncodingSpec& spec = spec_of(p->spec_json);
-    const std::vector<ropecheck::Position> pos = positions_of(p->positions, p->tokens, p->position_streams);
+    const RopeInputs in = rope_inputs(*p);
     const std::size_t bytes = static_cast<std::size_t>(p->tokens) * static_cast<std::size_t>(p->rope.pairs) * element_size(*out);
     kut::RopeTableCall call;
-    call.problem = {&spec, seq_len_of(p->rope), pos, "kernel ABI call"};
+    call.problem = in.problem();
     call.cos = {*out, std::span(static_cast<std::byte*>(p->cos), bytes)};
     call.sin = {*out, std::span(static_cast<std::byte*>(p->sin), bytes)};
     return answer(state().kernel->rope_cos_sin(call), p->message, p->message_capacity);
