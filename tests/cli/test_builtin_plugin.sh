@@ -13,14 +13,7 @@ set -u
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
 BIN=$(abspath "$1")
 LIB=$(abspath "$2")
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ropecheck_builtin_plugin.XXXXXX") || exit 2
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP" || exit 2
-PASS=0
-FAIL=0
-pass() { PASS=$((PASS + 1)); printf 'PASS  %s\n' "$1"; }
-fail() { FAIL=$((FAIL + 1)); printf 'FAIL  %s\n' "$1"; }
-check() { if [ -z "$2" ]; then pass "$1"; else fail "$1: $2"; fi; }
+. "$(dirname "$0")/harness.sh" builtin_plugin
 
 "$BIN" golden --preset llama-3.1-8b --positions log:131071:6 --heads 2 --dtypes f32,bf16,f16 --out g >/dev/null 2>&1 &&
   "$BIN" golden --preset qwen2-vl-7b --positions 0:16 --heads 2 --dtypes f32,bf16 --out gv >/dev/null 2>&1 &&
@@ -98,5 +91,4 @@ expect_input_error() {  # DESCRIPTION PATTERN ARGS...
 expect_input_error "check --kernel LIB:no-such-recipe" "unknown option 'no-such-recipe'" check --golden g --kernel "$LIB:no-such-recipe"
 expect_input_error "props --kernel LIB:hf:threads=x" "threads must be" props --kernel "$LIB:hf:threads=x" --preset llama-3.1-8b --cases 2
 
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+finish
