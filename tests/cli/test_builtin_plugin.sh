@@ -6,7 +6,8 @@
 #   props --kernel LIB:RECIPE       the same exit code, per-property verdicts and margins as --target
 #                                   kernel:RECIPE (given its class and dtype)
 #   drift --recipes plugin:LIB:R    the same breakdown positions per class as the recipe R
-# and unusable options exit 2 with one line.
+# and unusable options exit 2 with one line. The plugin runs with `:threads=1` (the same bytes at any
+# thread count; OpenMP's idle workers in the kernel host would spin for most of the test's CPU time).
 #
 #   bash tests/cli/test_builtin_plugin.sh ROPECHECK LIBROPECHECK_BUILTIN_KERNELS
 set -u
@@ -25,7 +26,7 @@ for args in "g hf fp32-angle" "g accurate f32-reduced" "gv hf bf16-table" "gs ac
   set -- $args
   set_dir=$1 recipe=$2 cls=$3
   "$BIN" check --golden "$set_dir" --kernel "builtin:$recipe" --class "$cls" --report builtin.json >builtin.txt 2>builtin.err; rc_b=$?
-  "$BIN" check --golden "$set_dir" --kernel "$LIB:$recipe" --class "$cls" --report abi.json >abi.txt 2>abi.err; rc_a=$?
+  "$BIN" check --golden "$set_dir" --kernel "$LIB:$recipe:threads=1" --class "$cls" --report abi.json >abi.txt 2>abi.err; rc_a=$?
   p=""
   [ "$rc_b" -le 1 ] || p+="builtin exit $rc_b ($(head -c 200 builtin.err)); "
   [ "$rc_a" -eq "$rc_b" ] || p+="exit $rc_a, builtin $rc_b ($(head -c 200 abi.err)); "
@@ -56,7 +57,7 @@ body() { grep -vE '^(target |output )' "$1"; }
 for c in "accurate f32-reduced f32 accurate" "hf-bf16out bf16-table bf16 hf"; do
   set -- $c
   "$BIN" props --target "kernel:$1" --preset llama-3.1-8b --cases 6 --seed 7 >b.txt 2>b.err; rc_b=$?
-  "$BIN" props --kernel "$LIB:$4" --class "$2" --dtype "$3" --preset llama-3.1-8b --cases 6 --seed 7 >a.txt 2>a.err; rc_a=$?
+  "$BIN" props --kernel "$LIB:$4:threads=1" --class "$2" --dtype "$3" --preset llama-3.1-8b --cases 6 --seed 7 >a.txt 2>a.err; rc_a=$?
   p=""
   [ "$rc_a" -eq "$rc_b" ] || p+="exit $rc_a, kernel:$1 $rc_b ($(head -c 200 a.err)); "
   grep -qE '^[a-z_0-9]+ +cases ' a.txt || p+="no property lines; "
@@ -65,7 +66,7 @@ for c in "accurate f32-reduced f32 accurate" "hf-bf16out bf16-table bf16 hf"; do
 done
 
 # ---- drift: the same breakdown positions -------------------------------------------------------------
-"$BIN" drift --preset llama-3.1-8b --recipes "hf,plugin:$LIB:hf" --dtype f32 --max-pos 1024 --out d >drift.txt 2>drift.err; rc=$?
+"$BIN" drift --preset llama-3.1-8b --recipes "hf,plugin:$LIB:hf:threads=1" --dtype f32 --max-pos 1024 --out d >drift.txt 2>drift.err; rc=$?
 p=""
 [ "$rc" -eq 0 ] || p+="exit $rc ($(head -c 300 drift.err)); "
 python3 - d/drift.json <<'PY' || p+="drift.json: plugin:LIB:hf does not break down where hf does; "
