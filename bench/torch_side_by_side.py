@@ -9,15 +9,19 @@ One process, one run, the same buffers: q [tokens, 32 heads, 128] and k [tokens,
            are what HF's attention holds: the projection output [1, S, H, D] viewed as [1, H, S, D]
            by .transpose(1, 2), unsqueeze_dim=1. Timed twice: "cos/sin + apply" (the rotary module
            and the apply, what one forward pays) and "apply only" (cos / sin computed beforehand).
-  ours     rope_apply of kernels/rope_kernels.hpp through ctypes (bench/rope_ctypes_shim.cpp), in
-           place on the same [1, S, H, D] storage, positions read from the same int64 tensor. It
-           computes cos / sin inline, so its one time compares with both torch times.
+  ours     ropecheck's CPU kernels through their kernel ABI library (ropecheck/kernel_abi.h,
+           libropecheck_builtin_kernels.so) with ctypes (bench/kernel_abi_ctypes.py):
+           ropecheck_rope_apply for q, then for k, reading float32 inputs (the ABI's x: the stored
+           values, exact) and writing into the same [1, S, H, D] storage torch reads, positions from
+           the same int64 tensor; recipe and threads set with ropecheck_kernel_configure before each
+           pair of calls. It computes cos / sin inline, so its one time compares with both torch times.
 
 Timing: torch.set_num_threads(n) and our threads = n for each n of --threads; --warmup untimed
 calls of each implementation, then --reps rounds calling each once in turn (load changes on a shared
 machine hit all alike); best and median reported, ratios from the best. GB/s counts the
 bytes a single pass must move: q and k read once and written once (2 x (|q| + |k|) x element size);
-torch moves more (temporaries), which is the point of the comparison.
+torch moves more (temporaries), which is the point of the comparison; ours reads float32 inputs (the
+kernel ABI's), so in bf16 / f16 it moves 1.5 times that.
 
 Accuracy (once, on fresh copies of the inputs): both outputs against a float64 evaluation in numpy
 (exact-enough frequencies base^(-2j/D), angle, cos / sin and rotation in binary64, from the inputs
@@ -28,15 +32,15 @@ as stored), max and mean absolute error; and whether our `hf` recipe reproduces 
     python3 bench/torch_side_by_side.py --json out.json --reps 9
     python3 bench/torch_side_by_side.py --tokens 512 --reps 1 --warmup 0   # smoke run
 
-The shim library: --shim PATH, or $ROPECHECK_SHIM, or build/release/bench/librope_ctypes_shim.so.
-Exit status: 0 done, 2 unusable input (bad option, no torch, no shim). Needs torch (opt-in:
+The kernel library: --kernel-lib PATH, or $ROPECHECK_BUILTIN_KERNELS, or
+build/release/kut/libropecheck_builtin_kernels.so.
+Exit status: 0 done, 2 unusable input (bad option, no torch, no kernel library). Needs torch (opt-in:
 scripts/install-deps --torch), numpy and ml_dtypes.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -48,8 +52,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-DEFAULT_SHIM = os.path.join(REPO, "build", "release", "bench", "librope_ctypes_shim.so")
-SHIM_ABI_VERSION = 1
+DEFAULT_KERNEL_LIB = os.path.join(REPO, "build", "release", "kut", "libropecheck_builtin_kernels.so")
+sys.path.insert(0, HERE)
+from kernel_abi_ctypes import ABI_VERSION, KernelLibrary  # noqa: E402  (bench/kernel_abi_ctypes.py)
 
 
 def fail(message: str, code: int = 2) -> "NoReturn":  # type: ignore[name-defined]
@@ -103,48 +108,28 @@ def apply_rotary_pos_emb(torch, q, k, cos, sin, unsqueeze_dim: int = 1):
 # Our kernel through ctypes.
 # --------------------------------------------------------------------------------------------------
 
-class Shim:
-    def __init__(self, path: str):
+class Ours:
+    """rope_apply of ropecheck's CPU kernels through the kernel ABI (ropecheck/kernel_abi.h) with ctypes:
+    libropecheck_builtin_kernels.so, configured "RECIPE:threads=N" before each call."""
+
+    def __init__(self, path: str, spec: dict):
         try:
-            self.lib = ctypes.CDLL(path)
-        except OSError as e:
-            fail(f"cannot load the shim {path}: {e} (build it: cmake --build <build dir> --target rope_ctypes_shim)")
-        lib = self.lib
-        lib.rc_shim_abi_version.restype = ctypes.c_int
-        lib.rc_shim_last_error.restype = ctypes.c_char_p
-        lib.rc_shim_cpu_path.restype = ctypes.c_char_p
-        lib.rc_shim_plan_new.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64,
-                                         ctypes.POINTER(ctypes.c_void_p)]
-        lib.rc_shim_plan_new.restype = ctypes.c_int
-        lib.rc_shim_plan_free.argtypes = [ctypes.c_void_p]
-        lib.rc_shim_plan_free.restype = None
-        lib.rc_shim_rope_apply.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64,
-                                           ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                           ctypes.c_void_p, ctypes.c_int]
-        lib.rc_shim_rope_apply.restype = ctypes.c_int
-        version = lib.rc_shim_abi_version()
-        if version != SHIM_ABI_VERSION:
-            fail(f"shim {path} has ABI version {version}, this script needs {SHIM_ABI_VERSION}")
-        self.cpu_path = lib.rc_shim_cpu_path().decode()
+            self.lib = KernelLibrary(path)
+        except (OSError, AttributeError) as e:
+            fail(f"cannot load the kernel library {path}: {e} (build it: cmake --build <build dir> "
+                 "--target ropecheck_builtin_kernels)")
+        if self.lib.version != ABI_VERSION:
+            fail(f"kernel library {path} has kernel ABI version {self.lib.version}, this script speaks {ABI_VERSION}")
+        self.lib.set_spec(spec)
+        name = self.lib.name  # "builtin:accurate (avx512)"
+        self.cpu_path = name[name.find("(") + 1:name.rfind(")")] if "(" in name else name
 
-    def error(self) -> str:
-        return self.lib.rc_shim_last_error().decode()
-
-    def plan(self, spec_json: str, recipe: str) -> ctypes.c_void_p:
-        out = ctypes.c_void_p()
-        rc = self.lib.rc_shim_plan_new(spec_json.encode(), recipe.encode(), -1, ctypes.byref(out))
-        if rc != 0:
-            fail(self.error(), rc)
-        return out
-
-    def apply(self, plan, dtype: str, q, k, positions, threads: int) -> None:
-        """In place on torch tensors q [1 or S, ..] and k laid out [S, H, D] contiguous."""
-        tokens, q_heads, head_dim = q.shape[-3:]
-        k_heads = k.shape[-2]
-        rc = self.lib.rc_shim_rope_apply(plan, dtype.encode(), q.data_ptr(), q_heads, k.data_ptr(), k_heads,
-                                         tokens, head_dim, positions.data_ptr(), threads)
-        if rc != 0:
-            raise RuntimeError(self.error())
+    def apply(self, recipe: str, dtype: str, xq, xk, q, k, positions, threads: int) -> None:
+        """Rotates the float32 inputs xq, xk [.., S, H, D] (contiguous) into q, k (same shape, `dtype`)."""
+        self.lib.configure(f"{recipe}:threads={threads}")
+        tokens, q_heads, _ = q.shape[-3:]
+        for name, x, out, heads in (("q", xq, q, q_heads), ("k", xk, k, k.shape[-2])):
+            self.lib.rope_apply(dtype, name, x.data_ptr(), out.data_ptr(), tokens, heads, positions.data_ptr())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -200,8 +185,8 @@ def bits(np, t):
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shim", default=os.environ.get("ROPECHECK_SHIM", DEFAULT_SHIM),
-                    help="librope_ctypes_shim.so (default $ROPECHECK_SHIM or build/release/bench/...)")
+    ap.add_argument("--kernel-lib", default=os.environ.get("ROPECHECK_BUILTIN_KERNELS", DEFAULT_KERNEL_LIB),
+                    help="libropecheck_builtin_kernels.so (default $ROPECHECK_BUILTIN_KERNELS or build/release/kut/...)")
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--q-heads", type=int, default=32)
     ap.add_argument("--k-heads", type=int, default=8)
@@ -246,20 +231,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for d in dtype_names:
         if d not in torch_dtypes:
             fail(f"unknown dtype '{d}' in --dtypes (f32, bf16, f16)")
-    if not os.path.exists(args.shim):
-        fail(f"no shim at {args.shim} (build the rope_ctypes_shim target, or pass --shim)")
-    shim = Shim(args.shim)
-    spec = json.dumps({"name": "torch-side-by-side", "family": "rope",
-                       "rope": {"head_dim": args.head_dim, "rotary_dim": args.head_dim, "base": args.base,
-                                "layout": "half_split", "max_position_embeddings": args.tokens,
-                                "scaling": {"type": "none"}}})
-    plans = {r: shim.plan(spec, r) for r in dict.fromkeys(recipes + ["hf"])}
+    if not os.path.exists(args.kernel_lib):
+        fail(f"no kernel library at {args.kernel_lib} (build the ropecheck_builtin_kernels target, or pass --kernel-lib)")
+    spec = {"name": "torch-side-by-side", "family": "rope",
+            "rope": {"head_dim": args.head_dim, "rotary_dim": args.head_dim, "base": args.base,
+                     "layout": "half_split", "max_position_embeddings": args.tokens, "scaling": {"type": "none"}}}
+    ours_lib = Ours(args.kernel_lib, spec)
+    plans = list(dict.fromkeys(recipes + ["hf"]))
+    for r in plans:  # an unknown recipe: exit 2 with the library's message
+        try:
+            ours_lib.lib.configure(r)
+        except Exception as e:
+            fail(str(e))
 
     S, Hq, Hk, D = args.tokens, args.q_heads, args.k_heads, args.head_dim
     load_start = os.getloadavg()
     omp = openmp_runtimes()
     print(f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}), numpy {np.__version__}, "
-          f"python {platform.python_version()}; our CPU path: {shim.cpu_path}; "
+          f"python {platform.python_version()}; our CPU path: {ours_lib.cpu_path}; "
           f"OpenMP runtime(s) loaded: {', '.join(omp) or 'unknown'}")
     print(f"q [{S}, {Hq}, {D}], k [{S}, {Hk}, {D}], positions 0..{S - 1}, base {args.base:g}, half-split; "
           f"inputs N(0,1) from torch.Generator seed {args.seed}; warmup {args.warmup}, reps {args.reps}")
@@ -281,6 +270,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         q_store = q32.to(dt, copy=True)
         k_store = k32.to(dt, copy=True)
         q_hf, k_hf = q_store.transpose(1, 2), k_store.transpose(1, 2)
+        # Our kernels take float32 inputs (the kernel ABI's x), here the stored values exactly.
+        q_x, k_x = q_store.to(torch.float32, copy=True), k_store.to(torch.float32, copy=True)
         elem = q_store.element_size()
         useful_bytes = 2 * (q_store.numel() + k_store.numel()) * elem
 
@@ -293,7 +284,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             ours = {}
             for r in plans:
                 oq, ok = q_store.clone(), k_store.clone()
-                shim.apply(plans[r], dname, oq, ok, position_ids, max(threads_list))
+                ours_lib.apply(r, dname, q_x, k_x, oq, ok, position_ids, max(threads_list))
                 ours[r] = (oq, ok)
             pos_np = position_ids[0].numpy()
             entry: Dict[str, object] = {"dtype": dname}
@@ -328,8 +319,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             runs: List[Tuple[str, Callable[[], object]]] = [("torch cos/sin+apply", torch_full),
                                                             ("torch apply only", torch_apply)]
             for r in recipes:
-                # In place on the same storage torch reads: repeated rotations keep values bounded.
-                runs.append((f"ours {r}", lambda r=r: shim.apply(plans[r], dname, q_store, k_store, position_ids, n)))
+                # From the float32 inputs into the storage torch reads (the values stay bounded).
+                runs.append((f"ours {r}", lambda r=r: ours_lib.apply(r, dname, q_x, k_x, q_store, k_store, position_ids, n)))
             row_times = time_round_robin(runs, args.warmup, args.reps)
             for impl, _ in runs:
                 ts = row_times[impl]
@@ -343,7 +334,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 if str(res["impl"]).startswith("ours"):
                     res["ratio_vs_torch_full"] = res["best_ms"] / (full_best * 1e3)
                     res["ratio_vs_torch_apply"] = res["best_ms"] / (apply_best * 1e3)
-        del q_store, k_store, q_hf, k_hf, cos_pre, sin_pre
+        del q_store, k_store, q_x, k_x, q_hf, k_hf, cos_pre, sin_pre
     load_end = os.getloadavg()
 
     # ---- report ----------------------------------------------------------------------------------
@@ -390,7 +381,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "warmup": args.warmup, "seed": args.seed},
             "environment": {"torch": torch.__version__, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
                             "numpy": np.__version__, "python": platform.python_version(),
-                            "our_cpu_path": shim.cpu_path, "openmp_runtimes": omp, "cpus": os.cpu_count(),
+                            "our_cpu_path": ours_lib.cpu_path, "openmp_runtimes": omp, "cpus": os.cpu_count(),
                             "load_start": list(load_start), "load_end": list(load_end)},
             "timings": results,
             "accuracy": accuracy,
@@ -398,8 +389,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
         print(f"wrote {args.json}")
-    for p in plans.values():
-        shim.lib.rc_shim_plan_free(p)
     return 0
 
 

@@ -57,6 +57,11 @@ install(TARGETS ${ropecheck_export_libraries} ropecheck
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The process kernel plugins run in (golden/include/ropecheck/golden/plugin_client.hpp finds it there).
 install(TARGETS ropecheck_kernel_host RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/ropecheck)
+# ropecheck's CPU kernels as a kernel_abi.h plugin (kut/src/builtin_plugin.cpp), for `--kernel
+# <prefix>/lib/ropecheck/libropecheck_builtin_kernels.so:RECIPE` and ctypes clients; loaded, never linked.
+if(TARGET ropecheck_builtin_kernels)
+  install(TARGETS ropecheck_builtin_kernels LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/ropecheck)
+endif()
 # props_gtest in an export set of its own: the config file loads it only when GoogleTest is found,
 # so a consumer without GoogleTest still gets reference and props.
 if(TARGET ropecheck_props_gtest)

@@ -4,7 +4,7 @@
 set(ropecheck_layering_lines "")
 foreach(t ropecheck_core ropecheck_accuracy ropecheck_formulas ropecheck_reference ropecheck_kernels
           ropecheck_cuda_kernels ropecheck_kut ropecheck_kut_cuda ropecheck_golden ropecheck_plugin_target ropecheck_props ropecheck_props_gtest
-          ropecheck_drift)
+          ropecheck_drift ropecheck_builtin_kernels)
   if(TARGET ${t})
     get_target_property(type ${t} TYPE)
     if(type STREQUAL "INTERFACE_LIBRARY")

@@ -188,6 +188,7 @@ T* offset_ptr(std::size_t off) {
 
 struct KernelPlugin::State {
   std::filesystem::path path, absolute;
+  std::string kernel_options;  // for ropecheck_kernel_configure ("" = none)
   std::string name;
   PluginClientOptions options;
   std::uint32_t abi_version = 0;
@@ -283,7 +284,7 @@ struct KernelPlugin::State {
     const std::string host = kernel_host_path().string();
     const std::string lib = absolute.string(), parent = std::to_string(::getpid());
     std::vector<char*> argv = {const_cast<char*>(host.c_str()), const_cast<char*>(lib.c_str()),
-                               const_cast<char*>(parent.c_str()), nullptr};
+                               const_cast<char*>(parent.c_str()), const_cast<char*>(kernel_options.c_str()), nullptr};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, theirs, 3);
@@ -576,7 +577,17 @@ std::filesystem::path kernel_host_path() {
   return detail::kernel_host_build_path;
 }
 
-KernelPlugin load_kernel_plugin(const std::filesystem::path& library, const PluginClientOptions& options) {
+std::pair<std::filesystem::path, std::string> split_kernel_options(const std::string& name) {
+  std::error_code ec;
+  if (std::filesystem::exists(name, ec)) return {name, ""};
+  const std::size_t slash = name.rfind('/');
+  const std::size_t colon = name.find(':', slash == std::string::npos ? 0 : slash + 1);
+  if (colon == std::string::npos) return {name, ""};
+  return {name.substr(0, colon), name.substr(colon + 1)};
+}
+
+KernelPlugin load_kernel_plugin(const std::filesystem::path& name, const PluginClientOptions& options) {
+  const auto [library, kernel_options] = split_kernel_options(name.string());
   const std::string where = "kernel library " + detail::sanitize(library.string());
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::status(library, ec);
@@ -585,14 +596,15 @@ KernelPlugin load_kernel_plugin(const std::filesystem::path& library, const Plug
   if (!(options.timeout_s > 0) || !std::isfinite(options.timeout_s))
     throw TensorError("--kernel-timeout: must be a positive number of seconds");
   auto s = std::make_unique<KernelPlugin::State>();
-  s->path = library;
+  s->path = name;
+  s->kernel_options = kernel_options;
   s->absolute = std::filesystem::absolute(library, ec);
   if (ec) detail::fail(where, "cannot resolve the path: " + ec.message());
   s->options = options;
   s->arena.open();
   if (options.in_process) {
     std::string dl;
-    const std::string problem = pp::open_kernel_library(s->absolute.c_str(), s->in_process, dl);
+    const std::string problem = pp::open_kernel_library(s->absolute.c_str(), s->kernel_options, s->in_process, dl);
     if (!problem.empty()) detail::fail(where, problem + (dl.empty() ? std::string() : detail::sanitize(dl, 400)));
     s->abi_version = s->in_process.abi_version;
     s->name = s->in_process.name;

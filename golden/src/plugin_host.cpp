@@ -1,6 +1,7 @@
 // ropecheck-kernel-host: the process a kernel plugin runs in (plugin_client.cpp starts it).
 //
-//   ropecheck-kernel-host LIBRARY PARENT_PID      socket on fd 3, the arena memfd on fd 4
+//   ropecheck-kernel-host LIBRARY PARENT_PID OPTIONS   socket on fd 3, the arena memfd on fd 4
+//                                                     (OPTIONS: for ropecheck_kernel_configure, "" = none)
 //
 // Loads LIBRARY (its constructors run here), says hello, then serves calls until the socket closes
 // (plugin_protocol.hpp). Everything the kernel can break is in this process; the client reads the
@@ -47,14 +48,14 @@ void copy(char* dst, std::size_t cap, const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) return 64;
+  if (argc != 4) return 64;
   // Die with ropecheck: the host must never outlive the process it serves.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (std::to_string(::getppid()) != argv[2]) return 65;
 
   pp::Symbols s;
   std::string dl;
-  const std::string problem = pp::open_kernel_library(argv[1], s, dl);
+  const std::string problem = pp::open_kernel_library(argv[1], argv[3], s, dl);
   pp::Hello hello;
   hello.ok = problem.empty() ? 1 : 0;
   hello.abi_version = s.abi_version;

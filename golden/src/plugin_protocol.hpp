@@ -49,10 +49,12 @@ struct Symbols {
 };
 
 // The only dlopen of a kernel in ropecheck: opens `absolute_path` (absolute, so the loader never
-// searches LD_LIBRARY_PATH or system folders) and resolves the ABI. Returns "" on success, else the
+// searches LD_LIBRARY_PATH or system folders), resolves the ABI and hands `options` ("" = none) to
+// ropecheck_kernel_configure, when exported, before asking the name. Returns "" on success, else the
 // problem in words (for "kernel library PATH: <problem>"); `dl` gets dlerror's text when dlopen
 // itself failed. Runs the library's constructors: call it where a misbehaving one cannot hurt.
-inline std::string open_kernel_library(const char* absolute_path, Symbols& s, std::string& dl) {
+inline std::string open_kernel_library(const char* absolute_path, const std::string& options, Symbols& s,
+                                       std::string& dl) {
   ::dlerror();
   s.handle = ::dlopen(absolute_path, RTLD_NOW | RTLD_LOCAL);
   if (!s.handle) {
@@ -73,6 +75,18 @@ inline std::string open_kernel_library(const char* absolute_path, Symbols& s, st
   if (s.abi_version != ROPECHECK_KERNEL_ABI_VERSION)
     return "kernel ABI version " + std::to_string(s.abi_version) + ", but this ropecheck speaks version " +
            std::to_string(ROPECHECK_KERNEL_ABI_VERSION) + " only (rebuild the kernel against this kernel_abi.h)";
+  // Called without options too (""): a library already loaded in this process (--in-process, twice)
+  // must not keep an earlier configuration.
+  if (void* configure = symbol("ropecheck_kernel_configure")) {
+    char message[512] = {};
+    const int rc = reinterpret_cast<ropecheck_kernel_configure_fn>(configure)(options.c_str(), message, sizeof message);
+    message[sizeof message - 1] = '\0';
+    if (rc != ROPECHECK_OK)
+      return "ropecheck_kernel_configure rejected the options ':" + options + "' (returned " + std::to_string(rc) +
+             (message[0] ? std::string(": ") + message : std::string()) + ")";
+  } else if (!options.empty()) {
+    return "options ':" + options + "' given, but the kernel takes none (it does not export ropecheck_kernel_configure)";
+  }
   const char* n = reinterpret_cast<ropecheck_kernel_name_fn>(name)();
   if (!n) return "ropecheck_kernel_name() returned NULL";
   s.name.assign(n, ::strnlen(n, 256));

@@ -42,6 +42,10 @@ RULES = {
     "ropecheck_reference": (TESTING + ["ropecheck_kernels", "ropecheck_kut", "ropecheck_golden", "ropecheck_props", "ropecheck_drift"],
                             TEST_HEADERS + ["ropecheck/kernels/", "ropecheck/kut/", "ropecheck/golden/",
                                             "ropecheck/drift/"]),
+    # ropecheck's CPU kernels as a kernel_abi.h plugin (kut/src/builtin_plugin.cpp): the kernels and
+    # kut only, so the plugin a user loads carries no MPFR, reference or checker.
+    "ropecheck_builtin_kernels": (MPFR + TESTING + ["ropecheck_reference", "ropecheck_accuracy", "ropecheck_golden",
+                                                    "ropecheck_props", "ropecheck_drift"], []),
     "ropecheck_golden": (TESTING + ["ropecheck_props", "ropecheck_drift"],
                          TEST_HEADERS + ["ropecheck/drift/"]),
     "ropecheck_drift": (TESTING + ["ropecheck_props"], TEST_HEADERS),
@@ -52,7 +56,7 @@ RULES = {
 MODULE_DIRS = {
     "ropecheck_core": ["core"], "ropecheck_accuracy": ["accuracy"], "ropecheck_kernels": ["kernels"],
     "ropecheck_reference": ["reference"], "ropecheck_golden": ["golden"], "ropecheck_drift": ["drift"],
-    "ropecheck_kut": ["kut"],
+    "ropecheck_kut": ["kut"], "ropecheck_builtin_kernels": [],
     "ropecheck_props": ["props"],
 }
 NOT_IN_MODULE = {  # sources in the folder that build another target (CMakeLists says which)

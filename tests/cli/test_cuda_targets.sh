@@ -11,14 +11,7 @@ set -u
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
 BIN=$(abspath "$1")
 HAVE_CUDA="$2"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ropecheck_cuda.XXXXXX") || exit 2
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP" || exit 2
-PASS=0
-FAIL=0
-pass() { PASS=$((PASS + 1)); printf 'PASS  %s\n' "$1"; }
-fail() { FAIL=$((FAIL + 1)); printf 'FAIL  %s\n' "$1"; }
-check() { if [ -z "$2" ]; then pass "$1"; else fail "$1: $2"; fi; }
+. "$(dirname "$0")/harness.sh" cuda
 
 # One line on stderr naming the problem, nothing on stdout, exit 2.
 expect_input_error() {  # DESCRIPTION PATTERN ARGS...
@@ -39,8 +32,7 @@ if [ "$HAVE_CUDA" != "ON" ]; then
   expect_input_error "check --kernel builtin-cuda:hf: built without CUDA" "built without CUDA" check --golden g --kernel builtin-cuda:hf
   expect_input_error "props --target cuda:hf: built without CUDA" "built without CUDA" props --target cuda:hf --preset llama-3.1-8b --cases 5
   expect_input_error "drift --recipes cuda:hf: built without CUDA" "built without CUDA" drift --preset llama-3.1-8b --recipes cuda:hf --max-pos 64 --out d
-  echo "$PASS passed, $FAIL failed"
-  [ "$FAIL" -eq 0 ]
+  finish
   exit
 fi
 
@@ -112,5 +104,4 @@ assert first(a) == first(b), (first(a), first(b))
 PY
 check "drift --recipes hf,cuda:hf (emulated): exit 0, cuda:hf breaks down where hf does" "$p"
 
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+finish

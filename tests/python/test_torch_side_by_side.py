@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Checks bench/torch_side_by_side.py and its ctypes shim (bench/rope_ctypes_shim.cpp).
+"""Checks bench/torch_side_by_side.py and ropecheck's kernels through the kernel ABI with ctypes
+(libropecheck_builtin_kernels.so, kut/src/builtin_plugin.cpp; bench/kernel_abi_ctypes.py).
 
-    python3 tests/python/test_torch_side_by_side.py --shim build/release/bench/librope_ctypes_shim.so
+    python3 tests/python/test_torch_side_by_side.py --kernel-lib build/release/kut/libropecheck_builtin_kernels.so
 
-1. Without torch (numpy only): the shim's C contract (ABI version, one-line errors with code 2 for an
-   unknown recipe / dtype / preset, malformed spec JSON, a null pointer, a shape that does not match
-   the plan), and our kernel through it against a float64 evaluation, element by element, within the
+1. Without torch (numpy only): the library's C contract as ctypes meets it (ABI version 1, its name,
+   ropecheck_kernel_configure refusing an unknown recipe or a bad thread count with one line,
+   ROPECHECK_UNSUPPORTED for an unknown output dtype, a sinusoidal spec or a head_dim that does not
+   match the spec, a failure (2) with one line for malformed spec JSON), and our kernel through it
+   against a float64 evaluation, element by element, within the
    bound of the accuracy class the recipe promises (accuracy/ERROR_MODEL.md, the class table): hf in f32
    -> fp32-angle, hf in bf16 -> bf16-table, accurate in f32 -> f32-reduced (the binary64 angle term,
    fp32-angle's constant), accurate in bf16 and f64 -> fp64-angle. Positions reach 2^20 so that the
@@ -37,6 +40,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(REPO, "bench", "torch_side_by_side.py")
+sys.path.insert(0, os.path.join(REPO, "bench"))
+from kernel_abi_ctypes import AbiError, KernelLibrary  # noqa: E402
 SEED = 4242
 
 U = {"f64": 2.0 ** -53, "f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
@@ -52,10 +57,10 @@ def check(ok: bool, what: str) -> None:
         print(f"FAIL: {what}")
 
 
-def spec_json(head_dim: int, base: float) -> str:
-    return json.dumps({"name": "side-by-side-test", "family": "rope",
-                       "rope": {"head_dim": head_dim, "rotary_dim": head_dim, "base": base,
-                                "layout": "half_split", "scaling": {"type": "none"}}})
+def rope_spec(head_dim: int, base: float) -> dict:
+    return {"name": "side-by-side-test", "family": "rope",
+            "rope": {"head_dim": head_dim, "rotary_dim": head_dim, "base": base,
+                     "layout": "half_split", "scaling": {"type": "none"}}}
 
 
 # ---- the float64 evaluation and the class bounds -----------------------------------------------
@@ -123,101 +128,87 @@ def random_inputs(rng, tokens: int, heads: int, d: int, dt: str) -> np.ndarray:
     return rng.standard_normal((tokens, heads, d)).astype(np.float32).astype(NP_DTYPE[dt])
 
 
-# ---- the shim through ctypes -------------------------------------------------------------------
+# ---- the kernel library through ctypes ------------------------------------------------------
 
-class Shim:
-    def __init__(self, path: str):
-        lib = ctypes.CDLL(path)
-        lib.rc_shim_abi_version.restype = ctypes.c_int
-        lib.rc_shim_last_error.restype = ctypes.c_char_p
-        lib.rc_shim_cpu_path.restype = ctypes.c_char_p
-        lib.rc_shim_plan_new.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64,
-                                         ctypes.POINTER(ctypes.c_void_p)]
-        lib.rc_shim_plan_free.argtypes = [ctypes.c_void_p]
-        lib.rc_shim_plan_free.restype = None
-        lib.rc_shim_rope_apply.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64,
-                                           ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                           ctypes.c_void_p, ctypes.c_int]
-        self.lib = lib
-
-    def error(self) -> str:
-        return self.lib.rc_shim_last_error().decode()
-
-    def plan(self, spec: str, recipe: str):
-        out = ctypes.c_void_p()
-        rc = self.lib.rc_shim_plan_new(spec.encode(), recipe.encode(), -1, ctypes.byref(out))
-        return rc, out
-
-    def apply(self, plan, dt: str, q: np.ndarray, k, positions: np.ndarray, threads: int = 1) -> int:
-        return self.lib.rc_shim_rope_apply(plan, dt.encode(), q.ctypes.data, q.shape[1],
-                                           None if k is None else k.ctypes.data, 0 if k is None else k.shape[1],
-                                           q.shape[0], q.shape[2], positions.ctypes.data, threads)
+def call(lib: KernelLibrary, dt: str, x: np.ndarray, out: np.ndarray, positions: np.ndarray, name: str = "q"):
+    """rope_apply of float32 x [S, H, D] into out; (rc, message), rc 0 when it returned ROPECHECK_OK."""
+    try:
+        lib.rope_apply(dt, name, x.ctypes.data, out.ctypes.data, x.shape[0], x.shape[1], positions.ctypes.data)
+        return 0, ""
+    except AbiError as e:
+        return e.rc, e.message
 
 
-def shim_contract(shim: Shim) -> None:
-    check(shim.lib.rc_shim_abi_version() == 1, "rc_shim_abi_version() is 1")
-    path = shim.lib.rc_shim_cpu_path().decode()
-    check(path in ("avx512", "portable"), f"rc_shim_cpu_path() is avx512 or portable, got '{path}'")
-    spec = spec_json(128, 500000.0)
+def abi_contract(lib: KernelLibrary) -> None:
+    check(lib.version == 1, f"ropecheck_kernel_abi_version() is 1, got {lib.version}")
+    caps = lib.lib.ropecheck_kernel_capabilities
+    caps.restype = ctypes.c_uint64
+    check(caps() == (1 | 0xF00), f"capabilities: negative positions and all four output dtypes, got {caps():#x}")
+    lib.configure("hf")
+    check(lib.name in ("builtin:hf (avx512)", "builtin:hf (portable)"), f"name after configure('hf'): '{lib.name}'")
 
-    def expect_plan_error(s: str, recipe: str, needle: str) -> None:
-        rc, p = shim.plan(s, recipe)
-        msg = shim.error()
-        check(rc == 2 and not p.value and needle in msg and "\n" not in msg,
-              f"plan_new({s[:30]!r}, {recipe!r}) -> rc 2, one line naming {needle!r}; got rc {rc}, '{msg}'")
+    def expect_refused(options: str, needle: str) -> None:
+        try:
+            lib.configure(options)
+            check(False, f"configure('{options}') is refused")
+        except AbiError as e:
+            check(e.rc != 0 and needle in e.message and "\n" not in e.message,
+                  f"configure('{options}') -> nonzero, one line naming {needle!r}; got {e.rc}, '{e.message}'")
 
-    expect_plan_error(spec, "no-such-recipe", "no-such-recipe")
-    expect_plan_error("no-such-preset", "hf", "no-such-preset")
-    expect_plan_error("{\"name\": ", "hf", "malformed")
-    expect_plan_error("transformer-base", "hf", "sinusoidal")
+    expect_refused("no-such-recipe", "no-such-recipe")
+    expect_refused("hf:threads=-1", "threads")
+    expect_refused("hf:threads=two", "two")
+    check(lib.name.startswith("builtin:hf "), f"a refused configuration keeps the last one: '{lib.name}'")
 
-    rc, plan = shim.plan("llama-3-8b", "hf")
-    check(rc == 0 and bool(plan.value), f"plan_new(llama-3-8b, hf) succeeds: rc {rc}, '{shim.error()}'")
-    q = np.zeros((2, 1, 128), np.float32)
+    lib.set_spec(rope_spec(128, 500000.0))
+    x = np.zeros((2, 1, 128), np.float32)
+    out = np.zeros((2, 1, 128), np.float32)
     pos = np.arange(2, dtype=np.int64)
-    for args, needle in [((plan, "f8", q, None, pos), "f8"),
-                         ((None, "f32", q, None, pos), "plan"),
-                         ((plan, "f32", np.zeros((2, 1, 64), np.float32), None, pos), "")]:
-        rc = shim.apply(*args)
-        msg = shim.error()
-        check(rc == 2 and needle in msg and msg and "\n" not in msg,
-              f"rope_apply with bad input ({needle or 'head_dim 64 for a 128 plan'}) -> rc 2, one line; "
-              f"got rc {rc}, '{msg}'")
-    rc = shim.lib.rc_shim_rope_apply(plan, b"f32", None, 1, None, 0, 2, 128, pos.ctypes.data, 1)
-    check(rc == 2 and "null" in shim.error(), f"rope_apply with q null -> rc 2; got {rc}, '{shim.error()}'")
-    check(shim.apply(plan, "f32", q, None, pos) == 0 and shim.error() == "", "a good call clears the last error")
-    shim.lib.rc_shim_plan_free(plan)
-    shim.lib.rc_shim_plan_free(None)  # like free(NULL)
+    rc, msg = call(lib, "f32", x, out, pos)
+    check(rc == 0 and msg == "", f"a good call returns OK without a message; got {rc}, '{msg}'")
+    lib.set_spec(rope_spec(64, 500000.0))  # the problem's head_dim 64, its spec JSON's 128: sizes disagree
+    lib._spec = json.dumps(rope_spec(128, 500000.0)).encode()
+    rc, msg = call(lib, "f32", np.zeros((2, 1, 64), np.float32), np.zeros((2, 1, 64), np.float32), pos)
+    check(rc == 1 and "match" in msg and "\n" not in msg, f"head_dim 64 for a 128 spec -> UNSUPPORTED; got {rc}, '{msg}'")
+    lib.set_spec(rope_spec(128, 500000.0))
+    lib._spec = b'{"name": '
+    rc, msg = call(lib, "f32", x, out, pos)
+    check(rc == 2 and msg and "\n" not in msg, f"malformed spec JSON -> 2 with one line; got {rc}, '{msg}'")
+    with open(os.path.join(REPO, "reference", "presets", "transformer-base.json")) as f:
+        lib._spec = f.read().encode()
+    rc, msg = call(lib, "f32", x, out, pos)
+    check(rc == 1 and "RoPE" in msg, f"a sinusoidal spec -> UNSUPPORTED naming RoPE; got {rc}, '{msg}'")
+    lib.set_spec(rope_spec(128, 500000.0))
+    try:
+        lib.rope_apply("f8", "q", x.ctypes.data, out.ctypes.data, 2, 1, pos.ctypes.data)
+        check(False, "dtype f8 is refused")
+    except ValueError as e:
+        check("f8" in str(e), f"dtype f8 is refused naming it: '{e}'")
 
 
-def shim_accuracy(shim: Shim) -> None:
+def abi_accuracy(lib: KernelLibrary) -> None:
     rng = np.random.default_rng(SEED)
     base, d, tokens = 500000.0, 128, 160
-    spec = spec_json(d, base)
+    lib.set_spec(rope_spec(d, base))
     pos = test_positions(tokens)
     cases = [("hf", "f32", "fp32-angle"), ("hf", "bf16", "bf16-table"),
              ("accurate", "f32", "f32-reduced"), ("accurate", "bf16", "fp64-angle"),
              ("accurate", "f64", "fp64-angle")]
     for recipe, dt, cls in cases:
-        rc, plan = shim.plan(spec, recipe)
-        check(rc == 0, f"plan_new({recipe}) rc {rc}: {shim.error()}")
-        if rc:
-            continue
         for threads in (1, 2):
-            q = random_inputs(rng, tokens, 4, d, dt)
-            k = random_inputs(rng, tokens, 2, d, dt)
-            q_in, k_in = q.copy(), k.copy()
-            rc = shim.apply(plan, dt, q, k, pos, threads)
-            check(rc == 0, f"rope_apply({recipe}, {dt}, threads {threads}) rc {rc}: {shim.error()}")
-            if rc:
-                continue
-            for name, got, x_in in (("q", q, q_in), ("k", k, k_in)):
+            lib.configure(f"{recipe}:threads={threads}")
+            for name, heads in (("q", 4), ("k", 2)):
+                x_in = random_inputs(rng, tokens, heads, d, dt)
+                got = np.zeros_like(x_in)
+                rc, msg = call(lib, dt, x_in.astype(np.float32), got, pos, name)
+                check(rc == 0, f"rope_apply({recipe}, {dt}, threads {threads}, {name}) rc {rc}: {msg}")
+                if rc:
+                    continue
                 r, where, err = worst_ratio(got, x_in, pos, base, cls, dt)
                 print(f"  ours {recipe:8} {dt:4} threads {threads} {name}: worst error / {cls} bound = {r:.3f}")
                 check(r <= 1.0, f"ours {recipe} {dt} threads {threads}: {name} error {err:.3e} at (token, head, "
                                 f"channel) {where}, position {pos[where[0]]}, exceeds the {cls} bound by {r:.3f}x "
                                 f"(seed {SEED}, positions test_positions({tokens}))")
-        shim.lib.rc_shim_plan_free(plan)
 
 
 # ---- with torch --------------------------------------------------------------------------------
@@ -229,14 +220,14 @@ def load_script():
     return mod
 
 
-def torch_checks(torch, shim: Shim, shim_path: str) -> None:
+def torch_checks(torch, lib: KernelLibrary, lib_path: str) -> None:
     mod = load_script()
     base, d, tokens = 500000.0, 128, 160
     pos = test_positions(tokens)
     rotary = mod.HfRotary(torch, d, base)
     gen = torch.Generator().manual_seed(SEED)
-    rc, plan = shim.plan(spec_json(d, base), "hf")
-    check(rc == 0, f"plan_new(hf): {shim.error()}")
+    lib.set_spec(rope_spec(d, base))
+    lib.configure("hf:threads=1")
     for dt, tdt, cls in (("f32", torch.float32, "fp32-angle"), ("bf16", torch.bfloat16, "bf16-table")):
         q_store = torch.randn(1, tokens, 4, d, generator=gen).to(tdt)
         k_store = torch.randn(1, tokens, 2, d, generator=gen).to(tdt)
@@ -246,9 +237,12 @@ def torch_checks(torch, shim: Shim, shim_path: str) -> None:
         tq, tk = mod.apply_rotary_pos_emb(torch, q_hf, k_hf, cos, sin)
         tq, tk = tq.transpose(1, 2).contiguous(), tk.transpose(1, 2).contiguous()
         oq, ok = q_store.clone(), k_store.clone()
-        rc = shim.lib.rc_shim_rope_apply(plan, dt.encode(), oq.data_ptr(), 4, ok.data_ptr(), 2, tokens, d,
-                                         position_ids.data_ptr(), 1)
-        check(rc == 0, f"rope_apply on torch buffers ({dt}): {shim.error()}")
+        for name, x, o in (("q", q_store, oq), ("k", k_store, ok)):
+            x32 = x.float().contiguous()
+            try:
+                lib.rope_apply(dt, name, x32.data_ptr(), o.data_ptr(), tokens, o.shape[-2], position_ids.data_ptr())
+            except AbiError as e:
+                check(False, f"rope_apply into torch buffers ({dt}, {name}): {e}")
         equal = total = 0
         for name, t_out, o_out, x_in in (("q", tq, oq, q_store), ("k", tk, ok, k_store)):
             x = x_in[0].float().numpy()
@@ -266,12 +260,11 @@ def torch_checks(torch, shim: Shim, shim_path: str) -> None:
             b = 2 * bound(x64, theta, w, cls, dt)
             check(bool(np.all(diff <= b)), f"ours hf vs torch {dt} {name}: differ by more than two {cls} bounds")
         print(f"  ours hf vs torch {dt}: {equal}/{total} elements bit-identical ({100 * equal / total:.2f} %)")
-    shim.lib.rc_shim_plan_free(plan)
 
     # End to end, small: exit 0 and every row in the JSON.
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "side.json")
-        cmd = [sys.executable, SCRIPT, "--shim", shim_path, "--tokens", "256", "--reps", "2", "--warmup", "1",
+        cmd = [sys.executable, SCRIPT, "--kernel-lib", lib_path, "--tokens", "256", "--reps", "2", "--warmup", "1",
                "--threads", "1,2", "--json", out]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, f"{' '.join(cmd)} exits 0; got {p.returncode}: {p.stderr.strip()}")
@@ -286,7 +279,7 @@ def torch_checks(torch, shim: Shim, shim_path: str) -> None:
                   "every ours row has its ratios")
             check(len(doc["accuracy"]) == 2 and all(0 <= a["hf_vs_torch"]["fraction_equal"] <= 1
                                                     for a in doc["accuracy"]), "accuracy entries for f32 and bf16")
-    p = subprocess.run([sys.executable, SCRIPT, "--shim", shim_path, "--dtypes", "f8"], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, SCRIPT, "--kernel-lib", lib_path, "--dtypes", "f8"], capture_output=True, text=True)
     msg = p.stderr.strip()
     check(p.returncode == 2 and "f8" in msg and "\n" not in msg,
           f"script with --dtypes f8 exits 2 with one line; got {p.returncode}: '{msg}'")
@@ -294,26 +287,26 @@ def torch_checks(torch, shim: Shim, shim_path: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shim", required=True, help="librope_ctypes_shim.so")
+    ap.add_argument("--kernel-lib", required=True, help="libropecheck_builtin_kernels.so")
     args = ap.parse_args()
-    print(f"seed {SEED}; shim {args.shim}")
-    # torch before the shim, as the script does (its bundled libgomp.so.1 is then the one OpenMP runtime).
+    print(f"seed {SEED}; kernel library {args.kernel_lib}")
+    # torch before the library, as the script does (its bundled libgomp.so.1 is then the one OpenMP runtime).
     try:
         import torch
     except ImportError as e:
         torch, why = None, str(e)
-    shim = Shim(args.shim)
-    shim_contract(shim)
-    shim_accuracy(shim)
+    lib = KernelLibrary(args.kernel_lib)
+    abi_contract(lib)
+    abi_accuracy(lib)
     if failures:
         print(f"{len(failures)} failure(s); reproduce: python3 {' '.join(sys.argv)}")
         return 1
     if torch is None:
-        print(f"SKIP: torch is not importable ({why}); the shim checks above passed. torch is opt-in: "
+        print(f"SKIP: torch is not importable ({why}); the kernel library checks above passed. torch is opt-in: "
               "scripts/install-deps --torch")
         return 77
     print(f"torch {torch.__version__}")
-    torch_checks(torch, shim, args.shim)
+    torch_checks(torch, lib, args.kernel_lib)
     if failures:
         print(f"{len(failures)} failure(s); reproduce: python3 {' '.join(sys.argv)}")
         return 1

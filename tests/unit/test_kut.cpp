@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <limits>
 #include <cstring>
+#include <filesystem>
+#include <optional>
+#include <utility>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "ropecheck/golden/plugin_kernel.hpp"
+#include "ropecheck/golden/tensor.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/kut/cuda_source.hpp"
@@ -180,6 +184,118 @@ TEST(Kut, PluginSource) {
   rope_apply(*kt, p, DType::f64, &res);  // the HF C plugin has no f64 output: its UNSUPPORTED and reason passed on
   EXPECT_EQ(res.status, kut::CallResult::Status::unsupported);
   EXPECT_NE(res.message.find("f32, f16 and bf16 only"), std::string::npos) << res.message;
+}
+
+// ropecheck's CPU kernels exported through kernel_abi.h (libropecheck_builtin_kernels.so): through the
+// plugin client, isolated and in process, every recipe gives the bytes builtin:RECIPE gives, for every
+// entry point and output dtype, with multimodal, negative and explicit-seq_len problems.
+TEST(Kut, BuiltinPluginIsTheCpuKernel) {
+  struct Case {
+    const char* preset;
+    std::optional<std::int64_t> seq_len;
+  };
+  const std::vector<Case> cases = {{"llama-3.1-8b", std::nullopt}, {"qwen2.5-7b-yarn", std::nullopt},
+                                   {"phi-3.5-mini", 8192}, {"qwen3-vl-8b", std::nullopt}, {"gpt-j-6b", std::nullopt},
+                                   {"fairseq-transformer", std::nullopt}};
+  // hf (isolated) over every case and dtype; every other recipe (in process) on the first case. One
+  // thread: on problems this small, OpenMP's idle workers would spin for most of the test's CPU time.
+  k::KernelOptions one_thread;
+  one_thread.threads = 1;
+  for (const k::RecipeInfo& info : k::recipes()) {
+    const std::unique_ptr<kut::KernelUnderTest> cpu = kut::make_cpu_kernel(info.recipe, one_thread);
+    const bool in_process = info.recipe != k::Recipe::hf;
+    const std::size_t n_cases = in_process ? 1 : cases.size();
+    golden::PluginClientOptions opt;
+    opt.in_process = in_process;
+    const std::unique_ptr<golden::PluginKernel> abi =
+        golden::load_plugin_kernel(std::string(ropecheck::test::builtin_kernels()) + ":" + std::string(info.name) + ":threads=1", opt);
+    EXPECT_EQ(abi->plugin().name(), kut::cpu_kernel_name(info.recipe));
+    EXPECT_TRUE(abi->info().capabilities.negative_positions);
+    EXPECT_EQ(abi->info().capabilities.output_dtypes.size(), 4u);
+    for (std::size_t ci = 0; ci < n_cases; ++ci) {
+      const Case& c = cases[ci];
+      const EncodingSpec spec = load_preset(c.preset);
+      const std::string what = std::string(info.name) + " " + c.preset + (in_process ? " in process" : " isolated");
+      std::vector<Position> pos;
+      std::vector<std::int64_t> flat;
+      for (std::int64_t t : {-3, 0, 1, 77, 4095, 65537, 131071}) pos.push_back({t, t / 3, t % 5}), flat.push_back(t);
+      if (spec.family == Family::rope && spec.rope.mrope == MropeMode::none)
+        for (Position& q : pos) q = Position::uniform(q.t);
+      for (DType d : {DType::f64, DType::f32, DType::f16, DType::bf16}) {
+        const std::size_t esize = static_cast<std::size_t>(format_info(d).storage_bits / 8);
+        auto same = [&](const char* entry, const kut::CallResult& a, const kut::CallResult& b,
+                        const std::vector<std::byte>& x, const std::vector<std::byte>& y) {
+          EXPECT_EQ(a.status, b.status) << entry << " " << what << " " << to_string(d) << ": " << a.message << " / " << b.message;
+          if (a.ok() && b.ok()) {
+            EXPECT_EQ(x, y) << entry << " " << what << " " << to_string(d);
+          }
+        };
+        if (spec.family == Family::sinusoidal) {
+          std::vector<std::byte> a(flat.size() * static_cast<std::size_t>(spec.sinusoidal.d_model) * esize), b(a.size());
+          kut::SinusoidalCall call{&spec, flat, "test", {d, a}};
+          const kut::CallResult ra = abi->sinusoidal(call);
+          call.out = {d, b};
+          same("sinusoidal", ra, cpu->sinusoidal(call), a, b);
+          continue;
+        }
+        const int heads = 2;
+        std::vector<float> x(pos.size() * static_cast<std::size_t>(heads * spec.rope.head_dim));
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i % 23) - 11) / 8.0f;
+        std::vector<std::byte> a(x.size() * esize), b(a.size());
+        kut::RopeApplyCall call;
+        call.problem = {&spec, c.seq_len, pos, "test"};
+        call.input = "q";
+        call.heads = heads;
+        call.x = {DType::f32, std::as_bytes(std::span(x))};
+        call.out = {d, a};
+        const kut::CallResult ra = abi->rope_apply(call);
+        call.out = {d, b};
+        same("rope_apply", ra, cpu->rope_apply(call), a, b);
+        const std::size_t table = pos.size() * static_cast<std::size_t>(rope_pairs(spec.rope)) * esize;
+        std::vector<std::byte> ca(table), sa(table), cb(table), sb(table);
+        kut::RopeTableCall tcall{{&spec, c.seq_len, pos, "test"}, {d, ca}, {d, sa}};
+        const kut::CallResult ta = abi->rope_cos_sin(tcall);
+        tcall.cos = {d, cb};
+        tcall.sin = {d, sb};
+        const kut::CallResult tb = cpu->rope_cos_sin(tcall);
+        same("rope_cos_sin cos", ta, tb, ca, cb);
+        same("rope_cos_sin sin", ta, tb, sa, sb);
+      }
+    }
+  }
+}
+
+// Options after the library's name reach ropecheck_kernel_configure; refused or unwanted options are
+// unusable input naming them, never ignored.
+TEST(Kut, PluginOptions) {
+  using golden::split_kernel_options;
+  EXPECT_EQ(split_kernel_options("lib.so:hf:threads=1"), std::make_pair(std::filesystem::path("lib.so"), std::string("hf:threads=1")));
+  EXPECT_EQ(split_kernel_options("a:b/lib.so:hf"), std::make_pair(std::filesystem::path("a:b/lib.so"), std::string("hf")));
+  EXPECT_EQ(split_kernel_options("dir/lib.so"), std::make_pair(std::filesystem::path("dir/lib.so"), std::string()));
+  const std::string lib = ropecheck::test::builtin_kernels();
+  EXPECT_EQ(split_kernel_options(lib), std::make_pair(std::filesystem::path(lib), std::string()));
+  for (bool in_process : {false, true}) {
+    golden::PluginClientOptions opt;
+    opt.in_process = in_process;
+    EXPECT_EQ(golden::load_plugin_kernel(lib, opt)->plugin().name(), kut::cpu_kernel_name(k::Recipe::accurate));
+    k::KernelOptions portable;
+    portable.portable = true;
+    EXPECT_EQ(golden::load_plugin_kernel(lib + ":hf:portable:threads=1", opt)->plugin().name(),
+              kut::cpu_kernel_name(k::Recipe::hf, portable));
+    auto refused = [&](const std::string& name, const std::string& needle) {
+      try {
+        golden::load_plugin_kernel(name, opt);
+        ADD_FAILURE() << name << " loaded";
+      } catch (const golden::TensorError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find(needle), std::string::npos) << m;
+        EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+      }
+    };
+    refused(lib + ":no-such-recipe", "unknown option 'no-such-recipe'");
+    refused(lib + ":hf:threads=-2", "threads must be");
+    refused(std::string(ropecheck::test::hf_plugin()) + ":hf", "takes none (it does not export ropecheck_kernel_configure)");
+  }
 }
 
 // A kernel whose every call fails (as a crashed plugin's do: outputs NaN) or is unsupported.

@@ -16,6 +16,20 @@
  *   optional  uint64_t    ropecheck_kernel_capabilities(void);  ROPECHECK_CAP_* bits (below); an
  *                                                               addition that changes no version-1
  *                                                               layout, so it needs no version 2
+ *   optional  int         ropecheck_kernel_configure(const char* options, char* message,
+ *                                                    uint32_t message_capacity);
+ *                                                               revision 1 (below): the kernel's own
+ *                                                               options, e.g. which of its variants runs
+ *
+ * Configuration (revision 1). A library that builds several kernels (variants, recipes, thread counts)
+ * exports ropecheck_kernel_configure. `--kernel LIB.so:OPTIONS` names such a kernel: ropecheck calls
+ * ropecheck_kernel_configure(OPTIONS, ...) once, after ropecheck_kernel_abi_version() and before
+ * ropecheck_kernel_name() and every other entry point; OPTIONS is the text after the first ':' that
+ * follows the file name, opaque to ropecheck (its meaning is the library's). It returns ROPECHECK_OK,
+ * or anything else with a one-line reason in message: ropecheck then stops with exit 2 and that
+ * reason. Without options ropecheck passes "" (the kernel's default configuration). Options given to a
+ * library without this export are an error too (never ignored). Other callers (ctypes) may call it
+ * again between calls; each call replaces the configuration.
  *
  * Every entry point returns ROPECHECK_OK (0) when it wrote the whole output,
  * ROPECHECK_UNSUPPORTED (1) when it does not implement this spec / dtype (the caller skips that output
@@ -76,6 +90,9 @@ extern "C" {
 #endif
 
 #define ROPECHECK_KERNEL_ABI_VERSION 1
+/* Optional exports added to version 1 without changing any layout: 1 = ropecheck_kernel_configure.
+   A caller of an older revision never calls them; a kernel must work unconfigured. */
+#define ROPECHECK_KERNEL_ABI_REVISION 1
 
 /* Return codes of the entry points. Any other value is a failure. */
 #define ROPECHECK_OK 0
@@ -235,6 +252,7 @@ typedef int (*ropecheck_rope_apply_fn)(const ropecheck_rope_problem* p);
 typedef int (*ropecheck_rope_cos_sin_fn)(const ropecheck_table_problem* p);
 typedef int (*ropecheck_sinusoidal_fn)(const ropecheck_sinusoidal_problem* p);
 typedef uint64_t (*ropecheck_kernel_capabilities_fn)(void);
+typedef int (*ropecheck_kernel_configure_fn)(const char* options, char* message, uint32_t message_capacity);
 
 /* Declarations a plugin defines (with ROPECHECK_KERNEL_EXPORT in front). Declared here so that a
    C or C++ plugin including this header gets its signatures checked and C linkage. */
@@ -244,6 +262,7 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_rope_apply(const ropecheck_rope_problem* p
 ROPECHECK_KERNEL_EXPORT int ropecheck_rope_cos_sin(const ropecheck_table_problem* p);
 ROPECHECK_KERNEL_EXPORT int ropecheck_sinusoidal(const ropecheck_sinusoidal_problem* p);
 ROPECHECK_KERNEL_EXPORT uint64_t ropecheck_kernel_capabilities(void);
+ROPECHECK_KERNEL_EXPORT int ropecheck_kernel_configure(const char* options, char* message, uint32_t message_capacity);
 
 #ifdef __cplusplus
 } /* extern "C" */

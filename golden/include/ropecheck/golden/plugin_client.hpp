@@ -40,6 +40,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ropecheck/kernel_abi.h"
@@ -122,7 +123,13 @@ class KernelPlugin {
   std::unique_ptr<State> s_;
 };
 
+// `library` may carry the kernel's options after the file name: "LIB.so:OPTIONS" (split_kernel_options),
+// handed to the kernel's ropecheck_kernel_configure before anything else (kernel_abi.h, revision 1).
 KernelPlugin load_kernel_plugin(const std::filesystem::path& library, const PluginClientOptions& options = {});
+
+// "DIR/LIB.so:OPTIONS" -> {"DIR/LIB.so", "OPTIONS"}: the options start at the first ':' after the last
+// '/'. A name that is an existing file as a whole (a file name with ':' in it) has no options.
+std::pair<std::filesystem::path, std::string> split_kernel_options(const std::string& name);
 
 // Where the host executable is: $ROPECHECK_KERNEL_HOST, else beside the running executable, else
 // ../libexec/ropecheck/ beside it, else the build tree's copy.
