@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (small) {
-    std::fprintf(stderr, "test scale: small (ROPECHECK_TEST_SCALE=small: shortened sweeps; ROPECHECK_TEST_SCALE=full for the release sizes)\n");
+    std::fprintf(stderr, "test scale: small (shortened sweeps; ROPECHECK_TEST_SCALE=full for the release sizes)\n");
   }
   if (std::getenv("RC_PARAMS") == nullptr) {
     const char* params = small ? kSmallParams : kDefaultParams;
