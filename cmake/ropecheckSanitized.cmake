@@ -1,5 +1,5 @@
-# AddressSanitizer + UndefinedBehaviorSanitizer copies of the project's libraries, for unit tests that
-# run under the sanitizers in CI (tests/CMakeLists.txt, label `unit`, tests named `asan.*`).
+# AddressSanitizer + UndefinedBehaviorSanitizer copies of the project's libraries, for the unit tests
+# that run under the sanitizers in CI (tests/CMakeLists.txt: test_asan_all, ctest tests test_asan_*).
 #
 # ropecheck_asan_copy(TARGET) defines TARGET_asan from TARGET's own properties (sources, include
 # directories, definitions, options, per-source options such as the AVX-512 file's, links), with the
@@ -152,13 +152,59 @@ function(ropecheck_asan_gtest name label)
   add_executable(${name} ${arg_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/support/sanitizer_defaults.cpp)
   target_link_libraries(${name} PRIVATE ${libs} ropecheck_asan_flags ropecheck_test_main GTest::gtest)
   target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support)
-  # One ctest test running every case in one process: an instrumented process takes about a second to
-  # start and exit (leak check), which per case (gtest_discover_tests) doubled the CPU time. A failure
-  # names its case; `test_asan_unit --gtest_filter=CASE` reruns it. The sanitizers' options and the one
-  # leak suppression are built in (support/sanitizer_defaults.cpp).
+  # Registered as a whole (or in GoogleTest shards by the caller), not one ctest test per case: an
+  # instrumented process takes about a second to start and exit (leak check), which per case
+  # (gtest_discover_tests) doubled the CPU time. A failure names its case; `NAME --gtest_filter=CASE`
+  # reruns it. The sanitizers' options and the small test scale are built in
+  # (support/sanitizer_defaults.cpp).
   if(arg_NO_TEST)
     return()
   endif()
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS ${label} TIMEOUT 300)
+endfunction()
+
+# ropecheck_asan_gtest_of(NAME TARGETS t...): one sanitized GoogleTest executable NAME made of the
+# sources of the given test executables, linked with the sanitized copies of the libraries they link,
+# with their include directories, compile definitions and build dependencies (plugins they load).
+# Reading the test targets keeps NAME true when a test file or a test executable is added. Not a ctest
+# test itself: the caller registers it (GoogleTest shards).
+function(ropecheck_asan_gtest_of name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "TARGETS")
+  set(sources)
+  set(libs)
+  set(includes)
+  set(definitions)
+  set(depends)
+  foreach(t IN LISTS arg_TARGETS)
+    get_target_property(dir ${t} SOURCE_DIR)
+    get_target_property(srcs ${t} SOURCES)
+    foreach(src IN LISTS srcs)
+      if(NOT IS_ABSOLUTE ${src})
+        set(src ${dir}/${src})
+      endif()
+      list(APPEND sources ${src})
+    endforeach()
+    foreach(prop_var IN ITEMS LINK_LIBRARIES:libs INCLUDE_DIRECTORIES:includes COMPILE_DEFINITIONS:definitions
+                              MANUALLY_ADDED_DEPENDENCIES:depends)
+      string(REPLACE ":" ";" pv ${prop_var})
+      list(GET pv 0 prop)
+      list(GET pv 1 var)
+      get_target_property(values ${t} ${prop})
+      if(values)
+        list(APPEND ${var} ${values})
+      endif()
+    endforeach()
+  endforeach()
+  foreach(var IN ITEMS sources libs includes definitions depends)
+    list(REMOVE_DUPLICATES ${var})
+  endforeach()
+  # The test main, the test paths and GoogleTest come with ropecheck_asan_gtest.
+  list(FILTER libs EXCLUDE REGEX "^(ropecheck_test_.*|GTest::.*)$")
+  ropecheck_asan_gtest(${name} unit NO_TEST LIBS ${libs} SOURCES ${sources})
+  target_include_directories(${name} PRIVATE ${includes})
+  target_compile_definitions(${name} PRIVATE ${definitions})
+  if(depends)
+    add_dependencies(${name} ${depends})
+  endif()
 endfunction()

@@ -30,6 +30,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_scale.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -62,24 +64,36 @@ struct Case {
   std::string preset;
   std::string positions;  // `ropecheck golden --positions` syntax
   int heads = 1;
+  bool small = false;     // also run at the small test scale (test_scale.hpp): one case per layout kind
 };
 
 // Long positions everywhere: 0..47 densely, then the log sampler to 2^24 - 1 (past 256 and 2048,
 // where bf16 / f16 positions stop being exact; past 65520, where f16 positions overflow).
-const std::vector<Case>& cases() {
+const std::vector<Case>& all_cases() {
   static const std::vector<Case> v = {
-      {"llama-3.1-8b (llama3, half-split)", "llama-3.1-8b", "0:48,log:16777215:3", 2},
-      {"deepseek-v3 (yarn + attention factor, interleaved)", "deepseek-v3", "0:48,log:16777215:3", 2},
+      {"llama-3.1-8b (llama3, half-split)", "llama-3.1-8b", "0:48,log:16777215:3", 2, true},
+      {"deepseek-v3 (yarn + attention factor, interleaved)", "deepseek-v3", "0:48,log:16777215:3", 2, true},
       {"gpt-j-6b (interleaved, partial rotary 64/256)", "gpt-j-6b", "0:48,log:16777215:3", 1},
       {"gpt-neox-20b (half-split, partial rotary 24/96)", "gpt-neox-20b", "0:48,log:16777215:3", 2},
-      {"qwen2-vl-7b (multimodal, chunked sections)", "qwen2-vl-7b", "0:16,grid:16:4:6,40/41/47,log:16777215:3", 2},
+      {"qwen2-vl-7b (multimodal, chunked sections)", "qwen2-vl-7b", "0:16,grid:16:4:6,40/41/47,log:16777215:3", 2, true},
       {"qwen2.5-7b-yarn (yarn, half-split)", "qwen2.5-7b-yarn", "0:48,log:16777215:3", 2},
       {"phi-3.5-mini (longrope, long factors)", "phi-3.5-mini", "0:48,log:16777215:3", 2},
       {"phi-3.5-mini (longrope, short factors)", "phi-3.5-mini", "0:48,log:4095:6", 2},
       {"gemma-3-4b-global (linear, head_dim 256)", "gemma-3-4b-global", "0:48,log:16777215:3", 1},
-      {"transformer-base (sinusoidal, Vaswani)", "transformer-base", "0:48,log:16777215:3", 1},
+      {"transformer-base (sinusoidal, Vaswani)", "transformer-base", "0:48,log:16777215:3", 1, true},
       {"fairseq-transformer (sinusoidal, half_dim - 1)", "fairseq-transformer", "0:48,log:16777215:3", 1},
   };
+  return v;
+}
+
+// Every case, or at the small test scale the ones marked small (each asserts what it does at full scale).
+const std::vector<Case>& cases() {
+  static const std::vector<Case> v = [] {
+    std::vector<Case> r;
+    for (const Case& c : all_cases())
+      if (!test::small_scale() || c.small) r.push_back(c);
+    return r;
+  }();
   return v;
 }
 

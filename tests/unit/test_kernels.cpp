@@ -17,6 +17,7 @@
 
 #include "../../kernels/src/kernel_detail.hpp"  // the sin / cos core, for its own accuracy tests
 #include "test_kernels_util.hpp"
+#include "test_scale.hpp"
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
@@ -290,12 +291,12 @@ TEST(KernelRows, DISABLED_AccuratePolynomialsExhaustive) {
 }
 
 // The wide sweep behind kernels/RECIPES.md's figure: 1466 positions below 2^24 (80 random per octave, seed 424242)
-// per preset, every pair, against MPFR. A few seconds.
+// per preset, every pair, against MPFR. A few seconds (4 per octave at the small test scale).
 TEST(KernelRows, AccurateWideSweep) {
   for (const char* name : {"llama-3.1-8b", "llama-2-7b", "qwen2.5-7b-yarn", "gpt-neox-20b", "phi-3.5-mini", "deepseek-v3"}) {
     const RopeSpec r = load_preset(name).rope;
     const RopePlan plan = make_rope_plan(r, Recipe::accurate);
-    std::vector<std::int64_t> pos = log_positions(1LL << 24, 80, 424242);
+    std::vector<std::int64_t> pos = log_positions(1LL << 24, ropecheck::test::scaled(80, 4), 424242);
     ExactRope exact(r, std::nullopt, 1LL << 24);
     std::vector<float> c(static_cast<std::size_t>(plan.pairs)), s(c.size());
     double worst = 0, worst_value_ulps = 0;

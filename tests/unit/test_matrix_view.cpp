@@ -16,15 +16,17 @@
 
 #include "ropecheck/reference/matrix_view.hpp"
 #include "ropecheck/reference/rope_reference.hpp"
+#include "test_scale.hpp"
 
 namespace ropecheck {
 namespace {
 
-// A small valid RoPE spec of any layout, partial rotary and scaling that needs no extra lists.
+// A small valid RoPE spec of any layout, partial rotary and scaling that needs no extra lists; head_dim
+// up to 32 (up to 8 at the small test scale: the dense MPFR matrix products cost head_dim^3).
 rc::Gen<RopeSpec> gen_rope_spec() {
   return rc::gen::exec([] {
     RopeSpec r;
-    r.head_dim = 2 * *rc::gen::inRange(1, 17);
+    r.head_dim = 2 * *rc::gen::inRange(1, test::scaled(17, 5));
     r.rotary_dim = 2 * *rc::gen::inRange(1, r.head_dim / 2 + 1);
     r.base = *rc::gen::element(1.5, 100.0, 10000.0, 500000.0, 1e6, 5e6);
     r.layout = *rc::gen::element(RopeLayout::half_split, RopeLayout::interleaved);
@@ -191,7 +193,7 @@ RC_GTEST_PROP(MatrixView, MultimodalWithEqualStreamsIsOneDimensional, ()) {
 rc::Gen<SinusoidalSpec> gen_sinusoidal_spec(bool even_only) {
   return rc::gen::exec([even_only] {
     SinusoidalSpec s;
-    s.d_model = *rc::gen::inRange(2, 40);
+    s.d_model = *rc::gen::inRange(2, test::scaled(40, 12));  // 2 .. 39 (11 at the small test scale)
     s.frequencies = *rc::gen::element(SinusoidalFrequencies::vaswani, SinusoidalFrequencies::half_dim_minus_one);
     if (even_only && s.frequencies == SinusoidalFrequencies::vaswani && s.d_model % 2) ++s.d_model;
     s.layout = *rc::gen::element(SinusoidalLayout::interleaved, SinusoidalLayout::concatenated);

@@ -8,6 +8,7 @@
 // mpfr_get_d / mpfr_get_flt, _Float16 conversion where the compiler has it, and PyTorch's
 // float->bf16 integer trick.
 #include "ropecheck/reference/rounding.hpp"
+#include "test_scale.hpp"
 
 #include <gmp.h>
 #include <gtest/gtest.h>
@@ -27,6 +28,10 @@ namespace {
 
 using ropecheck::DType;
 using ropecheck::format_info;
+using ropecheck::test::scaled;
+
+// Random samples per oracle test; fewer at the small test scale (the sanitizer run: same code paths).
+int oracle_samples() { return scaled(200000, 10000); }
 
 constexpr mpfr_prec_t kPrec = 200;  // plenty for p + 1 + 40 bits plus headroom
 constexpr std::array<DType, 4> kAllTypes = {DType::f64, DType::f32, DType::f16, DType::bf16};
@@ -178,24 +183,26 @@ class GapChecker {
   Mp v_, vp_, gap_, m_, x_, tiny_, neg_;
 };
 
+// Every positive finite pattern; every 13th at the small test scale.
 void exhaustive_grid(DType t) {
   GapChecker checker(t);
   std::uint64_t rng = 0x5EED0000ULL + static_cast<std::uint64_t>(t);
-  const std::uint64_t end = inf_bits(t);  // 0 .. max finite: every positive finite pattern
-  for (std::uint64_t bits = 0; bits < end; ++bits) checker.check(bits, rng);
+  const std::uint64_t end = inf_bits(t);  // 0 .. max finite
+  const std::uint64_t step = scaled<std::uint64_t>(1, 13);
+  for (std::uint64_t bits = 0; bits < end; bits += step) checker.check(bits, rng);
   EXPECT_EQ(checker.failures(), 0);
 }
 
 // Patterns of f32/f64 over every biased exponent (subnormal range included): edge fractions
-// (0, 1, 2, mid, all ones) plus `random_per_exp` random fractions.
-std::vector<std::uint64_t> sample_patterns(DType t, int random_per_exp) {
+// (0, 1, 2, mid, all ones) plus `random_per_exp` random fractions; every `exp_step`-th exponent.
+std::vector<std::uint64_t> sample_patterns(DType t, int random_per_exp, std::uint64_t exp_step = 1) {
   const auto& f = format_info(t);
   const int frac_bits = f.precision - 1;
   const std::uint64_t frac_max = (std::uint64_t{1} << frac_bits) - 1;
   const std::uint64_t exp_end = inf_bits(t) >> frac_bits;
   std::uint64_t rng = 0xC0FFEEULL + static_cast<std::uint64_t>(t);
   std::vector<std::uint64_t> out;
-  for (std::uint64_t ex = 0; ex < exp_end; ++ex) {
+  for (std::uint64_t ex = 0; ex < exp_end; ex += exp_step) {
     for (std::uint64_t fr : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{2}, frac_max / 2,
                              frac_max / 2 + 1, frac_max - 1, frac_max}) {
       out.push_back((ex << frac_bits) | fr);
@@ -205,13 +212,13 @@ std::vector<std::uint64_t> sample_patterns(DType t, int random_per_exp) {
   return out;
 }
 
-void sampled_grid(DType t, int random_per_exp) {
+void sampled_grid(DType t, int random_per_exp, std::uint64_t exp_step = 1) {
   GapChecker checker(t);
   std::uint64_t rng = 0xABCDULL + static_cast<std::uint64_t>(t);
-  const auto patterns = sample_patterns(t, random_per_exp);
+  const auto patterns = sample_patterns(t, random_per_exp, exp_step);
   for (std::uint64_t bits : patterns) checker.check(bits, rng);
   EXPECT_EQ(checker.failures(), 0);
-  EXPECT_GT(patterns.size(), 5000U);
+  EXPECT_GT(patterns.size(), scaled<std::size_t>(5000, 2000));
 }
 
 std::uint64_t round_bits_of_double(double d, DType t) {
@@ -345,8 +352,8 @@ TEST(RoundingBits, DoubleToBitsRejectsNonMembers) {
 
 TEST(RoundingGrid, ExhaustiveF16) { exhaustive_grid(DType::f16); }
 TEST(RoundingGrid, ExhaustiveBf16) { exhaustive_grid(DType::bf16); }
-TEST(RoundingGrid, SampledF32) { sampled_grid(DType::f32, 16); }
-TEST(RoundingGrid, SampledF64) { sampled_grid(DType::f64, 4); }
+TEST(RoundingGrid, SampledF32) { sampled_grid(DType::f32, scaled(16, 2)); }
+TEST(RoundingGrid, SampledF64) { sampled_grid(DType::f64, scaled(4, 0), scaled<std::uint64_t>(1, 4)); }
 
 // Powers of two at every exponent the format has (subnormal ones included), and the neighbours
 // just around them: below a power of two the spacing halves (normal range), so 2^e - ulp_below/2
@@ -509,7 +516,7 @@ TEST(RoundingSpecial, KnownIntegersFromResearchNotes) {
 TEST(RoundingOracle, F32MatchesHardwareConversion) {
   std::uint64_t rng = 42;
   int bad = 0;
-  for (int i = 0; i < 200000; ++i) {
+  for (int i = 0; i < oracle_samples(); ++i) {
     std::uint64_t u = splitmix64(rng);
     if (i % 2 == 1) {  // biased double exponent in [1023-160, 1023+130)
       const std::uint64_t ex = 1023 - 160 + splitmix64(rng) % 290;
@@ -540,7 +547,7 @@ TEST(RoundingOracle, MatchesMpfrGetDAndGetFlt) {
     const auto& f = format_info(t);
     const int lo = f.min_normal_exp - f.precision - 3;
     const int span = f.max_exp + 3 - lo;
-    for (int i = 0; i < 60000; ++i) {
+    for (int i = 0; i < oracle_samples() * 3 / 10; ++i) {
       const mpfr_prec_t prec = i % 3 == 0 ? f.precision + 1 : (i % 3 == 1 ? f.precision + 2 : 200);
       Mp x(prec);
       mpfr_urandomb(x, state);
@@ -564,7 +571,7 @@ TEST(RoundingOracle, MatchesMpfrGetDAndGetFlt) {
 TEST(RoundingOracle, Bf16MatchesPytorchIntegerTrick) {
   std::uint64_t rng = 99;
   int bad = 0;
-  for (int i = 0; i < 200000; ++i) {
+  for (int i = 0; i < oracle_samples(); ++i) {
     auto u = static_cast<std::uint32_t>(splitmix64(rng));
     if (i % 4 == 0) u = (u & 0xFFFF0000U) | 0x8000U;  // force exact ties
     const float fl = float_from(u);
@@ -580,7 +587,7 @@ TEST(RoundingOracle, Bf16MatchesPytorchIntegerTrick) {
 TEST(RoundingOracle, F16MatchesCompilerFloat16) {
   std::uint64_t rng = 1234;
   int bad = 0;
-  for (int i = 0; i < 200000; ++i) {
+  for (int i = 0; i < oracle_samples(); ++i) {
     std::uint64_t u = splitmix64(rng);
     const std::uint64_t ex = 1023 - 30 + splitmix64(rng) % 50;  // exponents -30 .. 19
     u = (u & 0x800FFFFFFFFFFFFFULL) | (ex << 52);
