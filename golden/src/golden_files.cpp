@@ -10,18 +10,6 @@
 
 namespace ropecheck::golden::detail {
 
-namespace {
-TensorDType tensor_dtype(DType t) {
-  switch (t) {
-    case DType::f64: return TensorDType::f64;
-    case DType::f32: return TensorDType::f32;
-    case DType::f16: return TensorDType::f16;
-    case DType::bf16: return TensorDType::bf16;
-  }
-  return TensorDType::f64;
-}
-}  // namespace
-
 GoldenFiles::GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, std::int64_t tokens, int heads,
                          std::vector<DType> dtypes, FileFormat format, bool open_writers)
     : folder_(folder), spec_(spec), heads_(heads), dtypes_(std::move(dtypes)), format_(format) {

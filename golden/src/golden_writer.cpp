@@ -36,16 +36,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-TensorDType tensor_dtype(DType t) {
-  switch (t) {
-    case DType::f64: return TensorDType::f64;
-    case DType::f32: return TensorDType::f32;
-    case DType::f16: return TensorDType::f16;
-    case DType::bf16: return TensorDType::bf16;
-  }
-  return TensorDType::f64;
-}
-
 // Stores an already-rounded value (exactly representable in t) little-endian at dst.
 void store(std::uint8_t* dst, double v, DType t) {
   switch (t) {

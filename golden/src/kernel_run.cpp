@@ -10,16 +10,6 @@ namespace ropecheck::golden {
 
 namespace {
 
-TensorDType tensor_dtype(DType d) {
-  switch (d) {
-    case DType::f64: return TensorDType::f64;
-    case DType::f32: return TensorDType::f32;
-    case DType::f16: return TensorDType::f16;
-    case DType::bf16: return TensorDType::bf16;
-  }
-  return TensorDType::f64;
-}
-
 std::vector<float> f32_values(const Tensor& t) {
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
   for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(t.value(i));

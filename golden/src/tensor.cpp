@@ -159,6 +159,16 @@ std::string_view to_string(TensorDType t) {
   throw TensorError("invalid TensorDType value " + std::to_string(static_cast<int>(t)));
 }
 
+TensorDType tensor_dtype(DType t) {
+  switch (t) {
+    case DType::f64: return TensorDType::f64;
+    case DType::f32: return TensorDType::f32;
+    case DType::f16: return TensorDType::f16;
+    case DType::bf16: return TensorDType::bf16;
+  }
+  return TensorDType::f64;
+}
+
 std::optional<TensorDType> parse_tensor_dtype(std::string_view s) {
   for (TensorDType t : {TensorDType::f64, TensorDType::f32, TensorDType::f16, TensorDType::bf16,
                         TensorDType::i64, TensorDType::i32}) {

@@ -1,10 +1,12 @@
-// A folder for one test process's files (golden sets, reports), named after the prefix and the
-// process id, created empty on first use and removed at exit.
+// Test files: a folder for one test process's files (golden sets, reports), named after the prefix
+// and the process id, created empty on first use and removed at exit; a file's bytes.
 #pragma once
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <system_error>
 
@@ -28,5 +30,13 @@ class TempRoot {
  private:
   std::filesystem::path path_;
 };
+
+// The whole file as bytes ("" when it cannot be read).
+inline std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 }  // namespace ropecheck::testing_support

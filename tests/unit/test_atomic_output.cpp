@@ -16,6 +16,7 @@
 
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/core/spec.hpp"
+#include "temp_root.hpp"
 
 namespace {
 
@@ -41,12 +42,7 @@ struct Scratch {
   }
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ropecheck::testing_support::file_bytes;
 
 std::string message_of(const std::function<void()>& f) {
   try {
@@ -69,9 +65,9 @@ TEST(AtomicFile, WritesReplacesAndLeavesNoTemporary) {
   Scratch s;
   const fs::path r = s.dir / "report.json";
   ropecheck::golden::write_file_atomically(r, "first\n", "--report");
-  EXPECT_EQ(slurp(r), "first\n");
+  EXPECT_EQ(file_bytes(r), "first\n");
   ropecheck::golden::write_file_atomically(r, "second\n", "--report");
-  EXPECT_EQ(slurp(r), "second\n");
+  EXPECT_EQ(file_bytes(r), "second\n");
   EXPECT_EQ(s.entries(), std::vector<std::string>{"report.json"});
 }
 
@@ -104,7 +100,7 @@ TEST(OutputFolderTest, TrailingSlashWritesTheFolderItself) {
   EXPECT_EQ(f.out(), s.dir / "set");
   f.write("a.txt", "a");
   f.commit();
-  EXPECT_EQ(slurp(s.dir / "set" / "a.txt"), "a");
+  EXPECT_EQ(file_bytes(s.dir / "set" / "a.txt"), "a");
   EXPECT_EQ(s.entries(), std::vector<std::string>{"set"});
 }
 
@@ -134,7 +130,7 @@ TEST(OutputFolderTest, FolderThatAppearsDuringTheRunIsNeverReplaced) {
     const std::string m = message_of([&] { f.commit(); });
     EXPECT_NE(m.find("appeared while golden was running; not replaced"), std::string::npos) << m;
   }
-  EXPECT_EQ(slurp(s.dir / "set" / "first.txt"), "first");
+  EXPECT_EQ(file_bytes(s.dir / "set" / "first.txt"), "first");
   EXPECT_FALSE(fs::exists(s.dir / "set" / "new.txt"));
   EXPECT_EQ(s.entries(), std::vector<std::string>{"set"}) << "the temporary folder is removed";
 }

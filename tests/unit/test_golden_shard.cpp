@@ -3,8 +3,6 @@
 // (seq_len and frequencies from the whole set), and merging gives one run's bytes.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "ropecheck/core/shard.hpp"
 #include "ropecheck/golden/golden_merge.hpp"
@@ -12,26 +10,14 @@
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/golden/memory_budget.hpp"
 #include "ropecheck/reference/presets.hpp"
+#include "temp_root.hpp"
 
 namespace ropecheck::golden {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_root() {
-  const fs::path p = fs::temp_directory_path() /
-                     ("ropecheck-shard-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_support::file_bytes;
 
 TEST(Shard, ParsesIOfN) {
   EXPECT_EQ(parse_shard("1/1"), (Shard{1, 1}));
@@ -70,7 +56,8 @@ TEST(Shard, RangesTileTheItemsInOrder) {
 }
 
 TEST(GoldenStreaming, DiskSpaceIsCheckedWhereOutGoes) {
-  const fs::path root = temp_root();
+  const testing_support::TempRoot tmp("ropecheck-shard-");
+  const fs::path& root = tmp.path();
   EXPECT_NO_THROW(require_disk(1, root / "not" / "yet" / "made", "x"));
   try {
     require_disk(std::uint64_t{1} << 62, root / "not" / "yet" / "made", "golden set of X");
@@ -96,7 +83,8 @@ GoldenOptions options(const std::string& preset, const std::string& positions, c
 // The longrope preset switches to its long factors when seq_len exceeds 4096: a shard holding only
 // small positions must still use the whole set's seq_len.
 TEST(GoldenShard, ShardsHoldTheirSliceAndMergeToOneRun) {
-  const fs::path root = temp_root();
+  const testing_support::TempRoot tmp("ropecheck-shard-");
+  const fs::path& root = tmp.path();
   const std::string positions = "0:10,5000,8191";
   write_golden_set(options("phi-3.5-mini", positions, root / "one"));
   std::vector<fs::path> parts;
@@ -126,13 +114,14 @@ TEST(GoldenShard, ShardsHoldTheirSliceAndMergeToOneRun) {
   const nlohmann::json m = merge_golden_shards({.parts = parts, .out = root / "merged"});
   EXPECT_EQ(m["format"], "ropecheck-golden");
   for (const auto& f : fs::directory_iterator(root / "one"))
-    EXPECT_EQ(slurp(f.path()), slurp(root / "merged" / f.path().filename())) << f.path().filename();
+    EXPECT_EQ(file_bytes(f.path()), file_bytes(root / "merged" / f.path().filename())) << f.path().filename();
 }
 
 // The writer computes and writes blocks of tokens; the bytes must not depend on the block size (nor
 // on the file format's layout: .npz members get their CRCs after the data).
 TEST(GoldenStreaming, SameBytesForAnyBlockSize) {
-  const fs::path root = temp_root();
+  const testing_support::TempRoot tmp("ropecheck-shard-");
+  const fs::path& root = tmp.path();
   for (const std::string preset : {"qwen2-vl-7b", "transformer-base"}) {
     for (const FileFormat format : {FileFormat::safetensors, FileFormat::npz}) {
       std::vector<fs::path> outs;
@@ -148,14 +137,15 @@ TEST(GoldenStreaming, SameBytesForAnyBlockSize) {
       }
       for (const auto& f : fs::directory_iterator(outs[0]))
         for (std::size_t i = 1; i < outs.size(); ++i)
-          EXPECT_EQ(slurp(f.path()), slurp(outs[i] / f.path().filename())) << preset << " " << f.path().filename();
+          EXPECT_EQ(file_bytes(f.path()), file_bytes(outs[i] / f.path().filename())) << preset << " " << f.path().filename();
       EXPECT_NO_THROW(load_golden_set(outs[2]));
     }
   }
 }
 
 TEST(GoldenShard, MergeRefusesBeforeWriting) {
-  const fs::path root = temp_root();
+  const testing_support::TempRoot tmp("ropecheck-shard-");
+  const fs::path& root = tmp.path();
   std::vector<fs::path> parts;
   for (int i = 1; i <= 2; ++i) {
     GoldenOptions o = options("qwen2-vl-7b", "0:4,grid:4:2:2", root / ("part" + std::to_string(i)));

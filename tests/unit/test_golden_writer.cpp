@@ -9,6 +9,7 @@
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/golden/safetensors.hpp"
 #include "ropecheck/reference/presets.hpp"
+#include "temp_root.hpp"
 
 namespace ropecheck::golden {
 namespace {
@@ -23,12 +24,7 @@ fs::path temp_root() {
   return p;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_support::file_bytes;
 
 GoldenOptions options(const std::string& preset, const std::string& positions, const fs::path& out) {
   GoldenOptions o;
@@ -80,7 +76,7 @@ TEST(GoldenWriter, SameBytesForAnyThreadCount) {
   write_golden_set(a);
   write_golden_set(b);
   for (const char* f : {"manifest.json", "inputs.safetensors", "outputs_f64.safetensors", "outputs_bf16.safetensors"})
-    EXPECT_EQ(slurp(root / "a" / f), slurp(root / "b" / f)) << f;
+    EXPECT_EQ(file_bytes(root / "a" / f), file_bytes(root / "b" / f)) << f;
 }
 
 TEST(GoldenWriter, NpzFormatAndSinusoidal) {
@@ -102,13 +98,13 @@ TEST(GoldenWriter, NpzFormatAndSinusoidal) {
 TEST(GoldenWriter, RefusesToOverwriteUnlessAsked) {
   const fs::path root = temp_root();
   write_golden_set(options("llama-2-7b", "0:3", root / "set"));
-  const std::string before = slurp(root / "set" / "manifest.json");
+  const std::string before = file_bytes(root / "set" / "manifest.json");
   EXPECT_THROW(write_golden_set(options("llama-2-7b", "0:4", root / "set")), SpecError);
-  EXPECT_EQ(slurp(root / "set" / "manifest.json"), before);
+  EXPECT_EQ(file_bytes(root / "set" / "manifest.json"), before);
   GoldenOptions o = options("llama-2-7b", "0:4", root / "set");
   o.overwrite = true;
   write_golden_set(o);
-  EXPECT_NE(slurp(root / "set" / "manifest.json"), before);
+  EXPECT_NE(file_bytes(root / "set" / "manifest.json"), before);
 }
 
 TEST(GoldenWriter, UnusableInputWritesNothing) {

@@ -112,6 +112,10 @@ TEST(Tensor, DtypeNamesAndSizes) {
   EXPECT_FALSE(parse_safetensors_dtype("U8"));
   EXPECT_EQ(shape_string({131072, 64}), "[131072, 64]");
   EXPECT_EQ(shape_string({}), "[]");
+  for (DType d : {DType::f64, DType::f32, DType::f16, DType::bf16}) {  // same name, storage size of the format
+    EXPECT_EQ(to_string(tensor_dtype(d)), to_string(d));
+    EXPECT_EQ(dtype_size(tensor_dtype(d)) * 8, static_cast<std::size_t>(format_info(d).storage_bits));
+  }
 }
 
 TEST(Tensor, ValuesOfEveryDtype) {

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ropecheck/core/dtype.hpp"
+
 namespace ropecheck::golden {
 
 // Thrown for any unusable tensor file or inconsistent tensor; the message is one line and
@@ -24,6 +26,7 @@ enum class TensorDType { f64, f32, f16, bf16, i64, i32 };
 std::size_t dtype_size(TensorDType t);
 std::string_view to_string(TensorDType t);        // "f64", "f32", "f16", "bf16", "i64", "i32"
 std::optional<TensorDType> parse_tensor_dtype(std::string_view s);
+TensorDType tensor_dtype(DType t);                 // the storage type of a computation dtype
 std::string_view safetensors_name(TensorDType t);  // "F64", "F32", "F16", "BF16", "I64", "I32"
 std::optional<TensorDType> parse_safetensors_dtype(std::string_view s);
 
