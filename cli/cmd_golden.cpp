@@ -28,6 +28,7 @@ struct GoldenCliOptions {
   bool quiet = false;
   std::string max_memory;
   std::string shard;
+  std::string shared_out;
 };
 
 std::vector<DType> parse_dtypes(const std::string& list) {
@@ -52,7 +53,7 @@ Command add_golden_command(CLI::App& app) {
   cmd->add_option("--positions", o->positions,
                   "positions: P, A:B, A:B:STEP, log:MAX:K (K per octave), T/H/W, grid:S:H:W; comma-separated")
       ->required();
-  cmd->add_option("--out", o->out, "output folder (must not exist unless --overwrite)")->required();
+  auto* out = cmd->add_option("--out", o->out, "output folder (must not exist unless --overwrite)");
   cmd->add_option("--dtypes", o->dtypes, "output dtypes besides f64, comma-separated (f64,f32,f16,bf16)")
       ->capture_default_str();
   cmd->add_option("--heads", o->heads, "heads per token in q and k")->capture_default_str()->check(CLI::Range(1, 4096));
@@ -68,13 +69,24 @@ Command add_golden_command(CLI::App& app) {
   cmd->add_option("--shard", o->shard,
                   "I/N: write only shard I of N (tokens split in N contiguous ranges); `ropecheck merge` joins the N "
                   "shard folders into the set one run writes, byte for byte");
+  cmd->add_option("--shared-out", o->shared_out,
+                  "DIR, with --shard I/N: write the shard's tokens straight into the set's files in DIR.staging/, "
+                  "shared with the other shards (one filesystem); `ropecheck merge --shared DIR` finishes the set "
+                  "once every shard has")
+      ->excludes(out);
   add_max_memory_option(*cmd, o->max_memory);
   cmd->add_flag("--quiet", o->quiet, "no progress display");
   return {cmd, [o] {
+            if (o->out.empty() == o->shared_out.empty())
+              throw SpecError(o->out.empty() ? "golden: give --out DIR (or --shard I/N --shared-out DIR)"
+                                             : "golden: give --out or --shared-out, not both");
+            if (!o->shared_out.empty() && o->shard.empty())
+              throw SpecError("--shared-out: needs --shard I/N (the shard this process writes)");
             golden::GoldenOptions g;
             g.spec = o->source.load();
             g.positions = golden::parse_positions(o->positions);
-            g.out = o->out;
+            g.out = o->shared_out.empty() ? o->out : o->shared_out;
+            g.shared_out = !o->shared_out.empty();
             g.dtypes = parse_dtypes(o->dtypes);
             g.heads = o->heads;
             g.seed = o->seed;
@@ -93,7 +105,13 @@ Command add_golden_command(CLI::App& app) {
               };
             const golden::GoldenSummary s = golden::write_golden_set(g);
             const auto& m = s.manifest;
-            fmt::print("wrote {}{}: {} tokens, dtypes {}, {} files\n", o->out,
+            if (g.shared_out)
+              fmt::print("wrote shard {} ({} tokens) into {}.staging; `ropecheck merge --shared {}` finishes the set once "
+                         "all {} shards have\n",
+                         g.shard->text(), m["shard"]["tokens"].get<std::int64_t>(), o->shared_out, o->shared_out,
+                         g.shard->count);
+            else
+              fmt::print("wrote {}{}: {} tokens, dtypes {}, {} files\n", o->out,
                        m.contains("shard") ? " (shard " + g.shard->text() + ", merge with `ropecheck merge`)" : "",
                        m["positions"]["tokens"].get<std::int64_t>(), m["dtypes"].dump(), m["files"].size());
             fmt::print("correct rounding: {} values on the fast path, {} recomputed with MPFR; compute {:.2f} s, write {:.2f} s\n",

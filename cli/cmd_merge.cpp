@@ -18,6 +18,7 @@
 #include "ropecheck/golden/atomic_output.hpp"
 #include "ropecheck/golden/check_part.hpp"
 #include "ropecheck/golden/golden_merge.hpp"
+#include "ropecheck/golden/golden_shared.hpp"
 #include "ropecheck/golden/tensor.hpp"
 
 namespace ropecheck::cli {
@@ -106,9 +107,12 @@ Command add_merge_command(CLI::App& app) {
   auto max_memory = std::make_shared<std::string>();
   cmd->add_option("parts", *parts,
                   "the shard folders written by `golden --shard I/N`, or the part files written by "
-                  "`check` / `props --shard I/N --report` or `drift --shard I/N --out` (any order)")
-      ->required();
-  cmd->add_option("--out", o->out, "output folder or report file (must not exist unless --overwrite)")->required();
+                  "`check` / `props --shard I/N --report` or `drift --shard I/N --out` (any order)");
+  cmd->add_option("--out", o->out, "output folder or report file (must not exist unless --overwrite)");
+  auto shared = std::make_shared<std::string>();
+  cmd->add_option("--shared", *shared,
+                  "DIR: finish the golden set that `golden --shard I/N --shared-out DIR` shards wrote into DIR.staging "
+                  "(checks every shard's completion record, hashes the files, moves them to DIR); no parts, no --out");
   cmd->add_flag("--overwrite", o->overwrite, "replace an existing output");
   add_max_memory_option(*cmd, *max_memory);
   auto diagnose = std::make_shared<bool>(false);
@@ -118,7 +122,19 @@ Command add_merge_command(CLI::App& app) {
                 "candidate the parts name again (their paths must be readable here); without it the merged report "
                 "is one run's with --no-diagnose");
   cmd->add_option("--threads", *threads, "with --diagnose: worker threads (default: all cores)")->check(CLI::Range(0, 1024));
-  return {cmd, [o, parts, max_memory, diagnose, threads] {
+  return {cmd, [o, parts, max_memory, diagnose, threads, shared] {
+            if (!shared->empty()) {
+              if (!parts->empty() || !o->out.empty())
+                throw SpecError("merge --shared DIR: takes no parts and no --out (the set goes to DIR)");
+              if (*diagnose) throw TensorError("--diagnose: only for check parts");
+              const nlohmann::json m = golden::finalize_shared_golden_set({.out = *shared, .overwrite = o->overwrite});
+              fmt::print("merged the shards in {}.staging into {}: {} tokens, dtypes {}, {} files\n", *shared, *shared,
+                         m["positions"]["tokens"].get<std::int64_t>(),
+                         m["dtypes"].dump(), m["files"].size());
+              return 0;
+            }
+            if (parts->empty()) throw SpecError("merge: give the parts (or --shared DIR)");
+            if (o->out.empty()) throw SpecError("merge: --out is required with parts");
             std::size_t files = 0;
             for (const std::string& p : *parts) files += fs::is_regular_file(p);
             if (files > 0 && files < parts->size())

@@ -220,7 +220,10 @@ int remove_stale_temporaries(const fs::path& out) {
 
 // ---- Folders -----------------------------------------------------------------------------------
 
-OutputFolder::OutputFolder(const fs::path& out, Options options) : options_(std::move(options)) {
+OutputFolder::OutputFolder(const fs::path& out, Options options) : OutputFolder(out, std::move(options), {}) {}
+
+OutputFolder::OutputFolder(const fs::path& out, Options options, fs::path adopt)
+    : options_(std::move(options)), adopt_(std::move(adopt)) {
   const std::string& opt = options_.option;
   std::string given = out.string();
   if (given.empty()) fail(opt + ": missing output folder");
@@ -241,6 +244,11 @@ OutputFolder::OutputFolder(const fs::path& out, Options options) : options_(std:
     if (ec) fail(opt + ": cannot create the parent folder '" + parent.string() + "' (" + ec.message() + ")");
   }
   remove_stale_temporaries(out_);
+  if (!adopt_.empty()) {
+    if (!fs::is_directory(adopt_, ec)) fail(opt + ": '" + adopt_.string() + "' is not a folder");
+    tmp_ = adopt_;
+    return;
+  }
   tmp_ = parent / temporary_name(out_.filename().string(), ".partial-");
   fs::remove_all(tmp_, ec);
   if (::mkdir(tmp_.c_str(), 0777) != 0)
@@ -249,7 +257,7 @@ OutputFolder::OutputFolder(const fs::path& out, Options options) : options_(std:
 }
 
 OutputFolder::~OutputFolder() {
-  if (!committed_ && !tmp_.empty()) {
+  if (!committed_ && !tmp_.empty() && adopt_.empty()) {
     std::error_code ec;
     fs::remove_all(tmp_, ec);
   }

@@ -29,25 +29,36 @@ struct GoldenMeta {
   nlohmann::json shard;  // null for a whole set; else {"index", "count", "first_token", "set_tokens"}
 };
 
+// How GoldenFiles opens its files.
+enum class FilesMode {
+  create,         // new files, written by this process (TensorFileWriter::Mode::create)
+  caller_writes,  // none opened: the caller writes them (layout(), path()) and calls set_finished()
+  shared_write,   // the full set's files, shared by the shards that write into them
+  shared_finish,  // the full set's files, all written: finish() completes and hashes them
+};
+
 class GoldenFiles {
  public:
-  // Creates the files in folder.tmp(): group 0 is the inputs file (positions, then q, k for RoPE),
-  // group 1 + d the outputs of dtypes[d] (cos, sin, q_rot, k_rot; or pe), all with `tokens` tokens.
-  // With open_writers false the files are written by the caller (layout(), path()), which hands their
-  // size and hash to set_finished() before finish().
-  GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, std::int64_t tokens, int heads,
-              std::vector<DType> dtypes, FileFormat format, bool open_writers = true);
+  // The files in folder `dir`: group 0 is the inputs file (positions, then q, k for RoPE), group 1 + d
+  // the outputs of dtypes[d] (cos, sin, q_rot, k_rot; or pe), all with `tokens` tokens. `context`
+  // starts error messages ("--out DIR").
+  GoldenFiles(std::filesystem::path dir, std::string context, const EncodingSpec& spec, std::int64_t tokens, int heads,
+              std::vector<DType> dtypes, FileFormat format, FilesMode mode = FilesMode::create);
   const TensorFileWriter& group(std::size_t g) const { return *writers_.at(g); }
+  TensorFileWriter& group(std::size_t g) { return *writers_.at(g); }
+  const std::string& file_name(std::size_t g) const { return names_.at(g); }
   std::size_t groups() const { return layout_.size(); }
   const std::vector<TensorInfo>& layout(std::size_t g) const { return layout_.at(g); }
   std::filesystem::path path(std::size_t g) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   void set_finished(std::size_t g, TensorFileWriter::Finished f) { finished_.at(g) = std::move(f); }
-  // Completes every file, then writes manifest.json (not committed); returns the manifest.
+  // Completes every file (hashing them in parallel) and returns the manifest; the caller writes it.
   nlohmann::json finish(const GoldenMeta& meta);
+  // The manifest of these files with `files` as its file list.
+  nlohmann::json manifest(const GoldenMeta& meta, nlohmann::json files) const;
 
  private:
-  const OutputFolder& folder_;
+  std::filesystem::path dir_;
   EncodingSpec spec_;
   int heads_;
   std::vector<DType> dtypes_;
@@ -58,5 +69,12 @@ class GoldenFiles {
   std::vector<std::unique_ptr<TensorFileWriter>> writers_;
   std::vector<TensorFileWriter::Finished> finished_;
 };
+
+// What every shard of one run shares: its manifest without what differs between shards (the files,
+// the tokens held and the counts of the rounding paths), with N and the file format.
+nlohmann::json run_identity(nlohmann::json manifest, int shard_count, const std::string& file_format);
+
+// The first key in which two run identities differ, the run's definition before its consequences.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b);
 
 }  // namespace ropecheck::golden::detail

@@ -1,5 +1,10 @@
 #include <mpfr.h>
 
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <thread>
+
 #include "golden_content.hpp"
 #include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/golden/input_generator.hpp"
@@ -10,9 +15,9 @@
 
 namespace ropecheck::golden::detail {
 
-GoldenFiles::GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, std::int64_t tokens, int heads,
-                         std::vector<DType> dtypes, FileFormat format, bool open_writers)
-    : folder_(folder), spec_(spec), heads_(heads), dtypes_(std::move(dtypes)), format_(format) {
+GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const EncodingSpec& spec, std::int64_t tokens,
+                         int heads, std::vector<DType> dtypes, FileFormat format, FilesMode mode)
+    : dir_(std::move(dir)), spec_(spec), heads_(heads), dtypes_(std::move(dtypes)), format_(format) {
   const bool rope = spec.family == Family::rope;
   const std::string ext = format == FileFormat::safetensors ? ".safetensors" : ".npz";
   metadata_ = {{"producer", "ropecheck " ROPECHECK_VERSION}, {"spec", spec.name}};
@@ -45,16 +50,48 @@ GoldenFiles::GoldenFiles(const OutputFolder& folder, const EncodingSpec& spec, s
     layout_.push_back(std::move(group));
   }
   finished_.resize(layout_.size());
-  if (open_writers)
+  using Mode = TensorFileWriter::Mode;
+  if (mode != FilesMode::caller_writes) {
+    const Mode m = mode == FilesMode::create         ? Mode::create
+                   : mode == FilesMode::shared_write ? Mode::shared_write
+                                                     : Mode::shared_finish;
     for (std::size_t g = 0; g < layout_.size(); ++g)
-      writers_.push_back(std::make_unique<TensorFileWriter>(path(g), layout_[g], format, metadata_, folder.out().string()));
+      writers_.push_back(std::make_unique<TensorFileWriter>(path(g), layout_[g], format, metadata_, context, m));
+  }
 }
 
-std::filesystem::path GoldenFiles::path(std::size_t g) const { return folder_.tmp() / names_.at(g); }
+std::filesystem::path GoldenFiles::path(std::size_t g) const { return dir_ / names_.at(g); }
 
 nlohmann::json GoldenFiles::finish(const GoldenMeta& meta) {
+  if (!writers_.empty()) {
+    // The files are read back and hashed in parallel: SHA-256 of one file is sequential, so the
+    // largest file sets the time when there are cores enough.
+    const std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, writers_.size());
+    std::atomic<std::size_t> next{0};
+    std::vector<std::future<void>> pool;
+    for (std::size_t w = 0; w < workers; ++w)
+      pool.push_back(std::async(std::launch::async, [&] {
+        for (std::size_t g; (g = next.fetch_add(1)) < writers_.size();) finished_[g] = writers_[g]->finish();
+      }));
+    std::exception_ptr error;
+    for (auto& f : pool) {
+      try {
+        f.get();
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+  nlohmann::json files = nlohmann::json::array();
+  for (std::size_t g = 0; g < layout_.size(); ++g)
+    files.push_back({{"file", names_[g]}, {"bytes", finished_[g].bytes}, {"sha256", finished_[g].sha256}});
+  return manifest(meta, std::move(files));
+}
+
+nlohmann::json GoldenFiles::manifest(const GoldenMeta& meta, nlohmann::json files) const {
   const bool rope = spec_.family == Family::rope;
-  nlohmann::json files = nlohmann::json::array(), tensors = nlohmann::json::array();
+  nlohmann::json tensors = nlohmann::json::array();
   auto describe = [&](const TensorInfo& t, const std::string& file, const std::string& role, const std::string& meaning,
                       bool folded) {
     nlohmann::json j = {{"name", t.name},          {"file", file},       {"dtype", std::string(to_string(t.dtype))},
@@ -65,9 +102,7 @@ nlohmann::json GoldenFiles::finish(const GoldenMeta& meta) {
   };
   std::int64_t tokens = 0;
   for (std::size_t g = 0; g < layout_.size(); ++g) {
-    const TensorFileWriter::Finished f = writers_.empty() ? finished_[g] : writers_[g]->finish();
     const std::string& file = names_[g];
-    files.push_back({{"file", file}, {"bytes", f.bytes}, {"sha256", f.sha256}});
     for (const TensorInfo& t : layout_[g]) {
       if (g == 0) {
         if (t.name == "positions") {
@@ -100,7 +135,7 @@ nlohmann::json GoldenFiles::finish(const GoldenMeta& meta) {
 
   std::vector<std::string> dtype_names;
   for (DType d : dtypes_) dtype_names.emplace_back(to_string(d));
-  nlohmann::json manifest = {
+  nlohmann::json m = {
       {"format", meta.shard.is_null() ? "ropecheck-golden" : "ropecheck-golden-shard"},
       {"format_version", 1},
       {"ropecheck_version", ROPECHECK_VERSION},
@@ -127,9 +162,28 @@ nlohmann::json GoldenFiles::finish(const GoldenMeta& meta) {
       {"dtypes", dtype_names},
       {"files", files},
       {"tensors", tensors}};
-  if (!meta.shard.is_null()) manifest["shard"] = meta.shard;
-  folder_.write("manifest.json", manifest.dump(2) + "\n");
-  return manifest;
+  if (!meta.shard.is_null()) m["shard"] = meta.shard;
+  return m;
+}
+
+nlohmann::json run_identity(nlohmann::json id, int shard_count, const std::string& file_format) {
+  for (const char* k : {"files", "tensors", "shard"}) id.erase(k);
+  for (const char* k : {"tokens", "min", "max"}) id["positions"].erase(k);
+  for (const char* k : {"fast_path_values", "mpfr_fallback_values"}) id["reference"].erase(k);
+  id["shard_count"] = shard_count;
+  id["file_format"] = file_format;
+  return id;
+}
+
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  for (const char* k : {"ropecheck_version", "format_version", "spec", "positions", "generator", "dtypes", "file_format",
+                        "shard_count", "seq_len", "attention_factor", "reference"})
+    if (a.contains(k) != b.contains(k) || (a.contains(k) && a[k] != b[k])) return k;
+  for (const auto& [k, v] : a.items())
+    if (!b.contains(k) || b[k] != v) return k;
+  for (const auto& [k, v] : b.items())
+    if (!a.contains(k)) return k;
+  return "?";
 }
 
 }  // namespace ropecheck::golden::detail

@@ -23,29 +23,13 @@ namespace {
 
 std::string name_of(const std::filesystem::path& p) { return detail::sanitize(p.string()); }
 
-// What every shard of one run shares: the manifest without what differs between shards.
+// The identity of the run a shard folder belongs to (golden_content.hpp).
 nlohmann::json run_identity(const GoldenSet& g) {
-  nlohmann::json id = g.manifest();
-  for (const char* k : {"files", "tensors", "shard"}) id.erase(k);
-  for (const char* k : {"tokens", "min", "max"}) id["positions"].erase(k);
-  for (const char* k : {"fast_path_values", "mpfr_fallback_values"}) id["reference"].erase(k);
-  id["shard_count"] = g.shard()->shard.count;
   const std::string& first_file = g.files().front().file;
-  id["file_format"] = first_file.substr(first_file.rfind('.') + 1);
-  return id;
+  return detail::run_identity(g.manifest(), g.shard()->shard.count, first_file.substr(first_file.rfind('.') + 1));
 }
 
-// The key that tells the user most: the version and the run's definition before its consequences.
-std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
-  for (const char* k : {"ropecheck_version", "format_version", "spec", "positions", "generator", "dtypes", "file_format",
-                        "shard_count", "seq_len", "attention_factor", "reference"})
-    if (a.contains(k) != b.contains(k) || (a.contains(k) && a[k] != b[k])) return k;
-  for (const auto& [k, v] : a.items())
-    if (!b.contains(k) || b[k] != v) return k;
-  for (const auto& [k, v] : b.items())
-    if (!a.contains(k)) return k;
-  return "?";
-}
+using detail::first_difference;
 
 // One shard's file of a group, read front to back while the merged file is written.
 struct PartFile {
@@ -262,7 +246,8 @@ nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
   const std::int64_t T = next;
   const FileFormat format = g0.files().front().file.ends_with(".npz") ? FileFormat::npz : FileFormat::safetensors;
   const bool fast = format == FileFormat::safetensors;
-  detail::GoldenFiles files(folder, g0.spec(), T, g0.heads(), dtypes, format, /*open_writers=*/!fast);
+  detail::GoldenFiles files(folder.tmp(), folder.out().string(), g0.spec(), T, g0.heads(), dtypes, format,
+                            fast ? detail::FilesMode::caller_writes : detail::FilesMode::create);
   std::vector<std::size_t> order;  // parts in shard order
   for (const auto& [index, i] : by_index) order.push_back(i);
   if (fast) {
@@ -305,6 +290,7 @@ nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
     }
   }
   nlohmann::json manifest = files.finish(meta);
+  folder.write("manifest.json", manifest.dump(2) + "\n");
   folder.commit();
   return manifest;
 }

@@ -16,6 +16,7 @@
 
 #include "golden_content.hpp"
 #include "ropecheck/golden/atomic_output.hpp"
+#include "ropecheck/golden/golden_shared.hpp"
 #include "ropecheck/golden/input_generator.hpp"
 #include "ropecheck/golden/memory_budget.hpp"
 #include "ropecheck/golden/npy.hpp"
@@ -131,6 +132,8 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   // A shard computes tokens [first, last) of the set; everything that depends on the whole set (the
   // largest position, the default seq_len and with it the frequencies) is taken from all of them.
   const Shard shard = opt.shard.value_or(Shard{});
+  const bool shared = opt.shared_out;
+  if (shared && !opt.shard) throw SpecError("--shared-out: needs --shard I/N (the shard this process writes)");
   const auto [first, last] = shard_range(set_tokens, shard, "tokens");
   const std::span<const Position> positions(all_positions.data() + first, static_cast<std::size_t>(last - first));
   const std::int64_t tokens = last - first;
@@ -190,34 +193,59 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
     require_disk(static_cast<std::uint64_t>(std::min(T * (token_bytes + 8.0 * streams), 0x1p63)), opt.out, "golden set of " + what);
   }
 
-  // A temporary sibling folder, moved into place at the end (atomic_output.hpp); made first so that
-  // an existing or unwritable destination fails before the computation.
-  OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "golden"});
-  detail::GoldenFiles files(folder, spec, tokens, static_cast<int>(H), dtypes, opt.format);
+  std::string attention_factor;
+  if (rope) attention_factor = resolve_spec(spec, seq_len, 40).attention_factor;
+  detail::GoldenMeta meta;
+  meta.positions_argument = opt.positions.argument;
+  meta.seq_len = seq_len;
+  meta.attention_factor = attention_factor;
+  meta.seed = opt.seed;
+
+  // Where the files go, made first so that an existing or unwritable destination, or a shared set of
+  // another run, fails before the computation: a temporary sibling folder moved into place at the end
+  // (atomic_output.hpp), or the shared set's files, written at the tokens' final offsets.
+  std::optional<OutputFolder> folder;
+  std::filesystem::path dir;
+  std::string context;
+  nlohmann::json shared_identity;
+  if (shared) {
+    const detail::GoldenFiles whole({}, {}, spec, set_tokens, static_cast<int>(H), dtypes, opt.format,
+                                    detail::FilesMode::caller_writes);
+    shared_identity = detail::run_identity(whole.manifest(meta, nlohmann::json::array()), shard.count,
+                                                         opt.format == FileFormat::npz ? "npz" : "safetensors");
+    dir = join_shared_staging(opt.out, shared_identity, shard, opt.overwrite);
+    context = "--shared-out " + opt.out.string();
+  } else {
+    folder.emplace(opt.out,
+                   OutputFolder::Options{.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "golden"});
+    dir = folder->tmp();
+    context = folder->out().string();
+  }
+  // A shared file holds the whole set: this shard's tokens start at token `at_token`.
+  const std::int64_t file_tokens = shared ? set_tokens : tokens, at_token = shared ? first : 0;
+  detail::GoldenFiles files(dir, context, spec, file_tokens, static_cast<int>(H), dtypes, opt.format,
+                            shared ? detail::FilesMode::shared_write : detail::FilesMode::create);
 
   GoldenSummary summary;
   const auto t0 = Clock::now();
   std::atomic<std::int64_t> fast{0}, fallback{0};
-  std::string attention_factor;
   {
-    // positions: [tokens] or [3, tokens]
-    std::vector<std::int64_t> pv(static_cast<std::size_t>(streams * tokens));
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      const Position& p = positions[static_cast<std::size_t>(t)];
-      pv[static_cast<std::size_t>(t)] = p.t;
-      if (streams == 3) {
-        pv[static_cast<std::size_t>(tokens + t)] = p.h;
-        pv[static_cast<std::size_t>(2 * tokens + t)] = p.w;
+    // positions: [tokens] or [3, tokens], one stream at a time
+    std::vector<std::int64_t> pv(static_cast<std::size_t>(tokens));
+    for (int s = 0; s < streams; ++s) {
+      for (std::int64_t t = 0; t < tokens; ++t) {
+        const Position& p = positions[static_cast<std::size_t>(t)];
+        pv[static_cast<std::size_t>(t)] = s == 0 ? p.t : s == 1 ? p.h : p.w;
       }
+      files.group(0).write(0, static_cast<std::uint64_t>(s * file_tokens + at_token) * 8,
+                           {reinterpret_cast<const std::uint8_t*>(pv.data()), pv.size() * 8});
     }
-    files.group(0).write(0, 0, {reinterpret_cast<const std::uint8_t*>(pv.data()), pv.size() * 8});
   }
   const std::size_t n = dtypes.size();
   std::unique_ptr<const RopeRoundingEngine> rope_engine;
   std::unique_ptr<const SinusoidalRoundingEngine> sin_engine;
   if (rope) {
     rope_engine = std::make_unique<const RopeRoundingEngine>(spec.rope, seq_len, max_pos);
-    attention_factor = resolve_spec(spec, seq_len, 40).attention_factor;
   } else {
     sin_engine = std::make_unique<const SinusoidalRoundingEngine>(spec.sinusoidal, max_pos);
   }
@@ -271,12 +299,12 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
         fast += stats.fast_values;
         fallback += stats.fallback_values;
       });
-      const std::uint64_t in_at = static_cast<std::uint64_t>(tb) * hd * 4;
+      const std::uint64_t in_at = static_cast<std::uint64_t>(at_token + tb) * hd * 4;
       files.group(0).write(1, in_at, {reinterpret_cast<const std::uint8_t*>(q.data()), q.size() * 4});
       files.group(0).write(2, in_at, {reinterpret_cast<const std::uint8_t*>(k.data()), k.size() * 4});
       for (std::size_t d = 0; d < n; ++d) {
         const DtypeOutputs& o = outs[d];
-        const std::uint64_t sz = dtype_size(o.cos.dtype), t0b = static_cast<std::uint64_t>(tb);
+        const std::uint64_t sz = dtype_size(o.cos.dtype), t0b = static_cast<std::uint64_t>(at_token + tb);
         files.group(1 + d).write(0, t0b * static_cast<std::uint64_t>(P) * sz, bytes_of(o.cos));
         files.group(1 + d).write(1, t0b * static_cast<std::uint64_t>(P) * sz, bytes_of(o.sin));
         files.group(1 + d).write(2, t0b * hd * sz, bytes_of(o.q_rot));
@@ -305,7 +333,7 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
         fallback += stats.fallback_values;
       });
       for (std::size_t d = 0; d < n; ++d)
-        files.group(1 + d).write(0, static_cast<std::uint64_t>(tb) * static_cast<std::uint64_t>(dm) * dtype_size(outs[d].pe.dtype),
+        files.group(1 + d).write(0, static_cast<std::uint64_t>(at_token + tb) * static_cast<std::uint64_t>(dm) * dtype_size(outs[d].pe.dtype),
                                  bytes_of(outs[d].pe));
     }
   }
@@ -315,19 +343,41 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   summary.fast_values = fast.load();
   summary.fallback_values = fallback.load();
 
-  detail::GoldenMeta meta;
-  meta.positions_argument = opt.positions.argument;
   meta.min_pos = part_min;
   meta.max_pos = part_max;
-  meta.seq_len = seq_len;
-  meta.attention_factor = attention_factor;
-  meta.seed = opt.seed;
   meta.fast_values = summary.fast_values;
   meta.fallback_values = summary.fallback_values;
-  if (opt.shard)  // also 1/1: a one-shard matrix still goes through `merge`
-    meta.shard = {{"index", shard.index}, {"count", shard.count}, {"first_token", first}, {"set_tokens", set_tokens}};
-  summary.manifest = files.finish(meta);
-  folder.commit();  // one rename: refuses to replace without --overwrite, one exchange with it
+  if (shared) {
+    // The completion record, written only once this shard's bytes are on the disk: what `merge
+    // --shared` needs from it besides the files.
+    nlohmann::json record = {
+        {"run", nullptr},
+        {"shard", {{"index", shard.index}, {"count", shard.count}, {"first_token", first}, {"tokens", tokens}, {"set_tokens", set_tokens}}},
+        {"positions", {{"min", part_min}, {"max", part_max}}},
+        {"reference", {{"fast_path_values", meta.fast_values}, {"mpfr_fallback_values", meta.fallback_values}}}};
+    nlohmann::json crcs = nlohmann::json::object();
+    for (std::size_t g = 0; g < files.groups(); ++g) {
+      files.group(g).sync();
+      if (opt.format != FileFormat::npz) continue;
+      const std::vector<std::vector<detail::CrcRange>> c = files.group(g).written_crcs();
+      nlohmann::json& file = crcs[files.file_name(g)];
+      for (std::size_t j = 0; j < c.size(); ++j) {
+        nlohmann::json ranges = nlohmann::json::array();
+        for (const detail::CrcRange& r : c[j]) ranges.push_back({r.offset, r.bytes, r.crc});
+        file[files.layout(g)[j].name] = ranges;
+      }
+    }
+    if (opt.format == FileFormat::npz) record["crc32"] = crcs;
+    record["run"] = shared_identity;
+    write_shard_record(opt.out, shard, record);
+    summary.manifest = record;
+  } else {
+    if (opt.shard)  // also 1/1: a one-shard matrix still goes through `merge`
+      meta.shard = {{"index", shard.index}, {"count", shard.count}, {"first_token", first}, {"set_tokens", set_tokens}};
+    summary.manifest = files.finish(meta);
+    folder->write("manifest.json", summary.manifest.dump(2) + "\n");
+    folder->commit();  // one rename: refuses to replace without --overwrite, one exchange with it
+  }
   summary.write_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return summary;
 }

@@ -42,6 +42,9 @@ class OutputFolder {
   // Validates `out` (a trailing slash is allowed; `.`, `..` and `/` are refused), removes stale
   // temporaries, creates the temporary folder and registers it for removal on a signal.
   OutputFolder(const std::filesystem::path& out, Options options);
+  // The same checks, with the existing folder `adopt` moved into place by commit() instead of a new
+  // temporary one (`merge --shared`: the set the shards wrote); it is kept when not committed.
+  OutputFolder(const std::filesystem::path& out, Options options, std::filesystem::path adopt);
   ~OutputFolder();  // removes the temporary folder unless committed
   OutputFolder(const OutputFolder&) = delete;
   OutputFolder& operator=(const OutputFolder&) = delete;
@@ -57,6 +60,7 @@ class OutputFolder {
  private:
   std::filesystem::path out_, tmp_;
   Options options_;
+  std::filesystem::path adopt_;
   bool committed_ = false;
   int slot_ = -1;  // in the signal-cleanup registry
 };

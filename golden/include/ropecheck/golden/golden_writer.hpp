@@ -34,13 +34,17 @@ struct GoldenOptions {
   // Tokens computed and written at a time (0: about 32 MiB of output); the bytes are the same for any value.
   std::int64_t block_tokens = 0;
   std::optional<Shard> shard;           // write only this shard (format "ropecheck-golden-shard"; `merge` joins them)
+  // With shard: write its tokens straight into the set at `out`, shared with the other shards
+  // (golden_shared.hpp); `merge --shared` finishes it.
+  bool shared_out = false;
   std::uint64_t max_memory = 0;         // refuse requests estimated above this (0: the machine's memory)
   // Called now and then from the calling thread with (tokens done, tokens total).
   std::function<void(std::int64_t, std::int64_t)> progress;
 };
 
 struct GoldenSummary {
-  nlohmann::json manifest;
+  nlohmann::json manifest;  // with shared_out: the shard's completion record
+
   std::int64_t fast_values = 0;
   std::int64_t fallback_values = 0;
   double compute_seconds = 0;
