@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # examples/scale-out: the GNU parallel script and the Slurm array script (its tasks run one after
-# another here, with SLURM_ARRAY_TASK_ID / COUNT set by hand) each write shards and merge them into
-# the bytes of one run. Exit 77 (skipped) without GNU parallel, saying how to install it.
+# another here, with SLURM_ARRAY_TASK_ID / COUNT set by hand) each write shards into one shared set
+# and finish it (`merge --shared`) into the bytes of one run. Exit 77 (skipped) without GNU parallel, saying how to install it.
 # Usage: test_scale_out_examples.sh ROPECHECK EXAMPLES_DIR
 set -u
 rc_bin="$1"
@@ -19,8 +19,8 @@ for i in 1 2 3; do
   SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_TASK_COUNT=3 OUT="$tmp/slurm" ROPECHECK="$rc_bin" GOLDEN_ARGS="${args[*]}" \
     bash "$ex/slurm-golden.sbatch" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; fail "slurm task $i"; }
 done
-"$rc_bin" merge "$tmp/slurm"/part* --out "$tmp/slurm-set" >/dev/null || fail "merge of the Slurm parts"
-diff <(hashes "$tmp/one") <(hashes "$tmp/slurm-set") || fail "Slurm example: merged set differs from one run"
+"$rc_bin" merge --shared "$tmp/slurm" >/dev/null || fail "merge --shared of the Slurm tasks"
+diff <(hashes "$tmp/one") <(hashes "$tmp/slurm") || fail "Slurm example: the set differs from one run"
 
 if ! command -v parallel >/dev/null; then
   echo "SKIPPED: GNU parallel is not installed (scripts/install-deps installs it: apt install parallel); the Slurm example passed"
@@ -28,5 +28,5 @@ if ! command -v parallel >/dev/null; then
 fi
 bash "$ex/parallel.sh" "$rc_bin" "$tmp/par" 5 "${args[@]}" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; fail "parallel.sh"; }
 diff <(hashes "$tmp/one") <(hashes "$tmp/par") || fail "GNU parallel example: merged set differs from one run"
-ls -d "$tmp"/par.parts.* >/dev/null 2>&1 && fail "parallel.sh left its parts folder behind"
+[ ! -e "$tmp/par.staging" ] || fail "parallel.sh left its staging folder behind"
 echo "PASS: the GNU parallel (5 shards) and Slurm (3 array tasks) examples give one run's bytes"
