@@ -87,7 +87,19 @@ std::string differs(const nlohmann::json& a, const nlohmann::json& b) {
   return s;
 }
 
+// Names temporaries uniquely among the hosts that share the folder (PIDs alone may repeat).
+std::string unique_suffix() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  std::string s = host;
+  s += '-';
+  s += std::to_string(::getpid());
+  return s;
+}
+
 bool is_record_name(const std::string& name) { return name.starts_with("shard-") && name.ends_with(".json"); }
+
+nlohmann::json finalize(const SharedMergeOptions& opt);
 
 }  // namespace
 
@@ -114,7 +126,7 @@ fs::path join_shared_staging(const fs::path& out, const nlohmann::json& identity
   const fs::path run = staging / "run.json";
   const nlohmann::json mine = nlohmann::json::parse(identity.dump());
   {
-    const fs::path tmp = staging / (".run.json.tmp-" + std::to_string(::getpid()));
+    const fs::path tmp = staging / (".run.json.tmp-" + unique_suffix());
     write_durably(tmp, mine.dump(2) + "\n", option);
     const bool linked = ::link(tmp.c_str(), run.c_str()) == 0;
     const int e = errno;
@@ -147,7 +159,7 @@ void write_shard_record(const fs::path& out, const Shard& shard, const nlohmann:
   std::string tmp_name(".");  // appended piecewise (GCC 12 warns falsely on `"." + s + ...`, bug 105329)
   tmp_name += shard_record_name(shard);
   tmp_name += ".tmp-";
-  tmp_name += std::to_string(::getpid());
+  tmp_name += unique_suffix();
   const fs::path tmp = staging / tmp_name;
   nlohmann::json r = record;
   r["format"] = kRecordFormat;
@@ -161,6 +173,17 @@ void write_shard_record(const fs::path& out, const Shard& shard, const nlohmann:
 }
 
 nlohmann::json finalize_shared_golden_set(const SharedMergeOptions& opt) {
+  try {
+    return finalize(opt);
+  } catch (const nlohmann::json::exception& e) {
+    fail("merge --shared " + opt.out.string() + ": the staging folder's run.json or records are not what ropecheck writes (" +
+         e.what() + ")");
+  }
+}
+
+namespace {
+
+nlohmann::json finalize(const SharedMergeOptions& opt) {
   const std::string option = "--shared";
   const fs::path dest = normalized(opt.out, option), staging = shared_staging_folder(opt.out, option);
   const std::string where = "merge --shared " + opt.out.string();
@@ -265,5 +288,7 @@ nlohmann::json finalize_shared_golden_set(const SharedMergeOptions& opt) {
   fs::remove_all(staging, ec);  // run.json and the records: the set is in place
   return manifest;
 }
+
+}  // namespace
 
 }  // namespace ropecheck::golden
