@@ -1,7 +1,8 @@
 // `ropecheck merge`: joins the parts of a run made with --shard I/N: golden set folders into the set one
-// run writes, check part reports into the report one run writes (golden/CHECK_REPORT.md, "Sharded
-// checks"), props parts into its report (props/PROPERTIES.md, "Sharded runs"), drift parts into the
-// folder one run writes (drift/DRIFT.md, "Sharded sweeps").
+// run writes (with --shared DIR: finishes the set the shards wrote into DIR.staging), check part
+// reports into the report one run writes (golden/CHECK_REPORT.md, "Sharded checks"), props parts into
+// its report (props/PROPERTIES.md, "Sharded runs"), drift parts into the folder one run writes
+// (drift/DRIFT.md, "Sharded sweeps").
 #include <fmt/core.h>
 #include <fmt/format.h>
 
