@@ -212,7 +212,7 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
     const detail::GoldenFiles whole({}, {}, spec, set_tokens, static_cast<int>(H), dtypes, opt.format,
                                     detail::FilesMode::caller_writes);
     shared_identity = detail::run_identity(whole.manifest(meta, nlohmann::json::array()), shard.count,
-                                                         opt.format == FileFormat::npz ? "npz" : "safetensors");
+                                           opt.format == FileFormat::npz ? "npz" : "safetensors");
     dir = join_shared_staging(opt.out, shared_identity, shard, opt.overwrite);
     context = "--shared-out " + opt.out.string();
   } else {
@@ -351,7 +351,7 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
     // The completion record, written only once this shard's bytes are on the disk: what `merge
     // --shared` needs from it besides the files.
     nlohmann::json record = {
-        {"run", nullptr},
+        {"run", shared_identity},
         {"shard", {{"index", shard.index}, {"count", shard.count}, {"first_token", first}, {"tokens", tokens}, {"set_tokens", set_tokens}}},
         {"positions", {{"min", part_min}, {"max", part_max}}},
         {"reference", {{"fast_path_values", meta.fast_values}, {"mpfr_fallback_values", meta.fallback_values}}}};
@@ -368,7 +368,6 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
       }
     }
     if (opt.format == FileFormat::npz) record["crc32"] = crcs;
-    record["run"] = shared_identity;
     write_shard_record(opt.out, shard, record);
     summary.manifest = record;
   } else {
