@@ -99,8 +99,6 @@ std::string unique_suffix() {
 
 bool is_record_name(const std::string& name) { return name.starts_with("shard-") && name.ends_with(".json"); }
 
-nlohmann::json finalize(const SharedMergeOptions& opt);
-
 }  // namespace
 
 fs::path shared_staging_folder(const fs::path& out, const std::string& option) {
@@ -172,17 +170,9 @@ void write_shard_record(const fs::path& out, const Shard& shard, const nlohmann:
   sync_folder(staging);
 }
 
-nlohmann::json finalize_shared_golden_set(const SharedMergeOptions& opt) {
-  try {
-    return finalize(opt);
-  } catch (const nlohmann::json::exception& e) {
-    fail("merge --shared " + opt.out.string() + ": the staging folder's run.json or records are not what ropecheck writes (" +
-         e.what() + ")");
-  }
-}
-
 namespace {
 
+// merge --shared; JSON errors in run.json or a record are reported by the caller.
 nlohmann::json finalize(const SharedMergeOptions& opt) {
   const std::string option = "--shared";
   const fs::path dest = normalized(opt.out, option), staging = shared_staging_folder(opt.out, option);
@@ -290,5 +280,14 @@ nlohmann::json finalize(const SharedMergeOptions& opt) {
 }
 
 }  // namespace
+
+nlohmann::json finalize_shared_golden_set(const SharedMergeOptions& opt) {
+  try {
+    return finalize(opt);
+  } catch (const nlohmann::json::exception& e) {
+    fail("merge --shared " + opt.out.string() + ": the staging folder's run.json or records are not what ropecheck writes (" +
+         e.what() + ")");
+  }
+}
 
 }  // namespace ropecheck::golden
