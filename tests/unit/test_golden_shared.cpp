@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <fstream>
 #include <numeric>
 
 #include "../../golden/src/tensor_file_writer.hpp"  // white-box: the shared writer modes
@@ -185,6 +186,19 @@ TEST(SharedShards, MergeRefusesAndKeepsTheStagingFolder) {
   EXPECT_TRUE(fs::exists(root / "m.staging" / "set" / "outputs_bf16.safetensors")) << "kept for the missing shard";
   EXPECT_FALSE(fs::exists(base.out));
   write_golden_set(shard_of(base, 1, 2));
+  // Records that are not what ropecheck writes: one line each, the staging folder kept.
+  const fs::path rec = root / "m.staging" / "shard-2-of-2.json";
+  const std::string good = file_bytes(rec);
+  std::ofstream(root / "m.staging" / "shard-9-of-2.json") << "{}";
+  EXPECT_NE(message_of([&] { finalize_shared_golden_set({.out = base.out}); }).find("'shard-9-of-2.json' is not a shard record"),
+            std::string::npos);
+  fs::remove(root / "m.staging" / "shard-9-of-2.json");
+  nlohmann::json edited = nlohmann::json::parse(good);
+  edited["shard"]["first_token"] = "four";
+  std::ofstream(rec) << edited.dump();
+  EXPECT_NE(message_of([&] { finalize_shared_golden_set({.out = base.out}); }).find("records are not what ropecheck writes"),
+            std::string::npos);
+  std::ofstream(rec) << good;
   fs::create_directory(base.out);
   EXPECT_NE(message_of([&] { finalize_shared_golden_set({.out = base.out}); }).find("already exists"), std::string::npos);
   EXPECT_NO_THROW(finalize_shared_golden_set({.out = base.out, .overwrite = true}));
