@@ -1,12 +1,15 @@
-# AddressSanitizer + UndefinedBehaviorSanitizer copies of the project's libraries, for the unit tests
-# that run under the sanitizers in CI (tests/CMakeLists.txt: test_asan_all, ctest tests test_asan_*).
+# AddressSanitizer + UndefinedBehaviorSanitizer copies of the project's libraries and executables, for
+# the unit tests and the CLI that run under the sanitizers in CI (tests/CMakeLists.txt: test_asan_all,
+# ctest tests test_asan_*; the instrumented `ropecheck` and kernel host, ctest tests cli_asan_*).
 #
 # ropecheck_asan_copy(TARGET) defines TARGET_asan from TARGET's own properties (sources, include
 # directories, definitions, options, per-source options such as the AVX-512 file's, links), with the
 # project's libraries it links replaced by their _asan copies, so that nothing of ours is linked twice
 # and every translation unit of ours in a sanitized test is instrumented. Reading the targets keeps the
 # copies true when a library gains or splits a file. External libraries (MPFR, libzip, OpenSSL, fmt,
-# GoogleTest) stay uninstrumented; ASan still checks every access our code makes.
+# GoogleTest) stay uninstrumented; ASan still checks every access our code makes. An executable of ours
+# (the CLI: its unity unit, not the files it includes) is copied the same way.
+include_guard(GLOBAL)
 
 add_library(ropecheck_asan_flags INTERFACE)
 # -O1: the sanitizers' usual level (quick to compile, reports keep their frames); no recovery, so any
@@ -97,6 +100,10 @@ function(ropecheck_asan_copy target)
     elseif(NOT src MATCHES "^${PROJECT_SOURCE_DIR}/")
       set(generated ON)
     endif()
+    get_source_file_property(header_only ${src} TARGET_DIRECTORY ${target} HEADER_FILE_ONLY)
+    if(header_only)  # included by a unity unit (the CLI's cli_unit.cpp), listed for IDEs
+      continue()
+    endif()
     get_source_file_property(options ${src} TARGET_DIRECTORY ${target} COMPILE_OPTIONS)
     if(options)
       # A file with its own options is an ISA file (AVX-512): instrumented at -O1, GCC 12 warns falsely
@@ -112,6 +119,8 @@ function(ropecheck_asan_copy target)
   endif()
   if(type STREQUAL "OBJECT_LIBRARY")
     add_library(${copy} OBJECT ${cpp})
+  elseif(type STREQUAL "EXECUTABLE")
+    add_executable(${copy} ${cpp})
   else()
     add_library(${copy} STATIC ${cpp})
   endif()

@@ -55,15 +55,20 @@ inline float round_float_to(float v, DType t) {
   }
 }
 
-// A double rounded ONCE (RNE) to format t, as a double (via MPFR, exact).
+// A double rounded ONCE (RNE) to format t, as a double (via MPFR, exact). One MPFR number per thread,
+// not one allocation per call: the calibration tests call this millions of times.
 inline double round_double_to(double v, DType t) {
   if (t == DType::f64) return v;
-  mpfr_t x;
-  mpfr_init2(x, 53);
-  mpfr_set_d(x, v, MPFR_RNDN);
-  const double r = round_to_double(x, t);
-  mpfr_clear(x);
-  return r;
+  struct Scratch {
+    mpfr_t x;
+    Scratch() { mpfr_init2(x, 53); }
+    ~Scratch() { mpfr_clear(x); }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+  };
+  thread_local Scratch s;
+  mpfr_set_d(s.x, v, MPFR_RNDN);
+  return round_to_double(s.x, t);
 }
 
 // ---- f32 inverse frequencies, the Hugging Face way ---------------------------------------------

@@ -14,6 +14,7 @@ namespace ropecheck::test {
 std::optional<Scale> parse_scale(std::string_view text) {
   if (text == "full") return Scale::full;
   if (text == "small") return Scale::small;
+  if (text == "tiny") return Scale::tiny;
   return std::nullopt;
 }
 
@@ -29,7 +30,7 @@ Scale scale() {
   if (v == nullptr) return default_scale();
   const std::optional<Scale> s = parse_scale(v);
   if (!s) {
-    throw std::invalid_argument("ROPECHECK_TEST_SCALE must be 'full' or 'small', not '" + std::string(v) + "'");
+    throw std::invalid_argument("ROPECHECK_TEST_SCALE must be 'full', 'small' or 'tiny', not '" + std::string(v) + "'");
   }
   return *s;
 }

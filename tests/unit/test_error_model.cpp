@@ -164,13 +164,13 @@ float random_input(std::uint64_t& s) {
 }
 
 // Positions 0..16, then 24 random positions in each octave [2^e, 2^(e+1)) up to 2^26 (3 at the small
-// test scale: every octave and every assertion below still runs) and the last position of each octave
-// (past 2^24 the f32 position itself is rounded).
+// test scale, 1 at the tiny one: every octave and every assertion below still runs) and the last
+// position of each octave (past 2^24 the f32 position itself is rounded).
 std::vector<std::int64_t> calibration_positions() {
   std::vector<std::int64_t> v;
   for (std::int64_t p = 0; p <= 16; ++p) v.push_back(p);
   std::uint64_t s = 12345;
-  const int per_octave = test::scaled(24, 3);
+  const int per_octave = test::scaled(24, 3, 1);
   for (int e = 4; e < 26; ++e) {
     const std::int64_t lo = std::int64_t{1} << e;
     for (int i = 0; i < per_octave; ++i) v.push_back(lo + static_cast<std::int64_t>(next(s) % static_cast<std::uint64_t>(lo)));

@@ -19,6 +19,7 @@
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
 #include "ropecheck/reference/presets.hpp"
+#include "test_scale.hpp"
 
 namespace ropecheck::props {
 using namespace ropecheck::accuracy;
@@ -62,15 +63,17 @@ TEST_F(KernelProps, EveryRecipeIsRegisteredWithItsClass) {
 }
 
 // Every property, generated specs of every kind (presets and preset-like configurations), positions up
-// to 2^24: a correct kernel of its class never fails.
+// to 2^24: a correct kernel of its class never fails. At the tiny test scale (test_scale.hpp) 4 and 2
+// cases per property (each property draws its own specs, so every kind still comes up).
 TEST_F(KernelProps, RecommendedRecipesPassTheWholeSuite) {
   struct Run {
     const char* target;
     int cases;
   };
-  for (const Run& r : {Run{"kernel:accurate", 30}, Run{"kernel:hf", 30}, Run{"kernel:meta", 30}, Run{"kernel:ggml", 30},
-                       Run{"kernel:accurate-bf16out", 12}, Run{"kernel:hf-bf16out", 12}, Run{"kernel:meta-bf16out", 12},
-                       Run{"kernel:ggml-bf16out", 12}}) {
+  const int f32 = ropecheck::test::scaled(30, 30, 4), bf16 = ropecheck::test::scaled(12, 12, 2);
+  for (const Run& r : {Run{"kernel:accurate", f32}, Run{"kernel:hf", f32}, Run{"kernel:meta", f32}, Run{"kernel:ggml", f32},
+                       Run{"kernel:accurate-bf16out", bf16}, Run{"kernel:hf-bf16out", bf16}, Run{"kernel:meta-bf16out", bf16},
+                       Run{"kernel:ggml-bf16out", bf16}}) {
     const auto t = make_target(r.target);
     ASSERT_TRUE(t) << r.target;
     SuiteOptions o;
