@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void fail(const std::string& key, const std::string& why) {
+[[noreturn]] void config_fail(const std::string& key, const std::string& why) {
   throw SpecError("invalid Hugging Face config: '" + key + "': " + why);
 }
 
@@ -24,15 +24,15 @@ const json* find(const json& obj, const char* key) {
 }
 
 double number(const json& v, const std::string& key) {
-  if (!v.is_number()) fail(key, "must be a number, got " + json_excerpt(v));
+  if (!v.is_number()) config_fail(key, "must be a number, got " + json_excerpt(v));
   const double d = v.get<double>();
-  if (!std::isfinite(d)) fail(key, "must be finite, got " + json_excerpt(v));
+  if (!std::isfinite(d)) config_fail(key, "must be finite, got " + json_excerpt(v));
   return d;
 }
 
 std::int64_t integer(const json& v, const std::string& key) {
   const double d = number(v, key);
-  if (d != std::floor(d) || std::fabs(d) > 9e15) fail(key, "must be an integer, got " + json_excerpt(v));
+  if (d != std::floor(d) || std::fabs(d) > 9e15) config_fail(key, "must be an integer, got " + json_excerpt(v));
   return static_cast<std::int64_t>(d);
 }
 
@@ -40,12 +40,12 @@ std::int64_t integer(const json& v, const std::string& key) {
 int small_integer(const json& v, const std::string& key) {
   const std::int64_t i = integer(v, key);
   if (i < -(std::int64_t{1} << 30) || i > (std::int64_t{1} << 30))
-    fail(key, "out of range (|value| must be <= 2^30), got " + v.dump());
+    config_fail(key, "out of range (|value| must be <= 2^30), got " + v.dump());
   return static_cast<int>(i);
 }
 
 std::vector<double> numbers(const json& v, const std::string& key) {
-  if (!v.is_array()) fail(key, "must be a list of numbers, got " + json_excerpt(v));
+  if (!v.is_array()) config_fail(key, "must be a list of numbers, got " + json_excerpt(v));
   std::vector<double> out;
   for (std::size_t i = 0; i < v.size(); ++i) out.push_back(number(v[i], key + "[" + std::to_string(i) + "]"));
   return out;
@@ -68,11 +68,11 @@ json rope_dict(const json& cfg, const HfImportOptions& opt, std::string& where) 
     rp = find(cfg, "rope_scaling");
   }
   if (!rp) return json::object();
-  if (!rp->is_object()) fail(where, "must be an object, got " + json_excerpt(*rp));
+  if (!rp->is_object()) config_fail(where, "must be an object, got " + json_excerpt(*rp));
   const bool nested = !rp->empty() && std::all_of(rp->begin(), rp->end(), [](const json& v) { return v.is_object(); });
   if (nested) {
     const json* sub = find(*rp, opt.layer_type.c_str());
-    if (!sub) fail(where, "is nested by layer type and has no entry \"" + opt.layer_type + "\" (use --layer-type)");
+    if (!sub) config_fail(where, "is nested by layer type and has no entry \"" + opt.layer_type + "\" (use --layer-type)");
     where += "." + opt.layer_type;
     return *sub;
   }
@@ -161,7 +161,7 @@ std::vector<std::string> ignored_keys(const json& full_cfg, const json& cfg, con
 }  // namespace
 
 EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& opt, std::vector<std::string>* ignored) {
-  if (!full_cfg.is_object()) fail("(config)", "must be a JSON object");
+  if (!full_cfg.is_object()) config_fail("(config)", "must be a JSON object");
   // Multimodal configs (Qwen3-VL, Gemma 3 multimodal) keep the language model under text_config.
   const json* text = find(full_cfg, "text_config");
   const json& cfg = (text && text->is_object()) ? *text : full_cfg;
@@ -173,7 +173,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     // Legacy Gemma 3 configs: sliding layers use rope_local_base_freq with no scaling.
     const json* local = find(cfg, "rope_local_base_freq");
     if (opt.layer_type != "sliding_attention" || !local)
-      fail("rope_parameters", "has no per-layer entry for layer type \"" + opt.layer_type + "\"");
+      config_fail("rope_parameters", "has no per-layer entry for layer type \"" + opt.layer_type + "\"");
     rp = json{{"rope_type", "default"}, {"rope_theta", *local}};
     where = "rope_local_base_freq";
     rp_is_config_dict = false;
@@ -218,13 +218,13 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     const json* heads = find(cfg, "num_attention_heads");
     if (!heads) heads = find(cfg, "n_head");
     if (!hidden || !heads)
-      fail("head_dim", "missing required key (and no hidden_size + num_attention_heads to derive it)");
+      config_fail("head_dim", "missing required key (and no hidden_size + num_attention_heads to derive it)");
     const std::int64_t h = integer(*heads, "num_attention_heads");
-    if (h <= 0) fail("num_attention_heads", "must be > 0, got " + json_excerpt(*heads));
+    if (h <= 0) config_fail("num_attention_heads", "must be > 0, got " + json_excerpt(*heads));
     head_dim = integer(*hidden, "hidden_size") / h;
   }
-  if (head_dim <= 0) fail("head_dim", "must be > 0, got " + std::to_string(head_dim));
-  if (head_dim > (1 << 20)) fail("head_dim", "too large: " + std::to_string(head_dim) + " (must be in [1, 2^20] = [1, 1048576])");
+  if (head_dim <= 0) config_fail("head_dim", "must be > 0, got " + std::to_string(head_dim));
+  if (head_dim > (1 << 20)) config_fail("head_dim", "too large: " + std::to_string(head_dim) + " (must be in [1, 2^20] = [1, 1048576])");
   r.head_dim = static_cast<int>(head_dim);
 
   double prf = 1.0;
@@ -234,7 +234,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     prf = number(*v2, "partial_rotary_factor");
   else if (const json* v3 = find(cfg, "rotary_pct"))
     prf = number(*v3, "rotary_pct");
-  if (!(prf > 0 && prf <= 1)) fail("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(prf));
+  if (!(prf > 0 && prf <= 1)) config_fail("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(prf));
 
   if (const json* v = find(cfg, "rotary_dim"))  // GPT-J / CodeGen
     r.rotary_dim = small_integer(*v, "rotary_dim");
@@ -251,7 +251,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
   r.layout = layout_for_model_type(model_type);
   // DeepSeek-V3 in transformers: rope_interleave picks the interleaved (true) or rotate_half (false) form.
   if (const json* v = find(cfg, "rope_interleave")) {
-    if (!v->is_boolean()) fail("rope_interleave", "must be true or false, got " + v->dump().substr(0, 60));
+    if (!v->is_boolean()) config_fail("rope_interleave", "must be true or false, got " + v->dump().substr(0, 60));
     r.layout = v->get<bool>() ? RopeLayout::interleaved : RopeLayout::half_split;
   }
   if (opt.layout) r.layout = *opt.layout;
@@ -273,7 +273,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     // rope_angles = int(partial_rotary_factor * head_dim // 2); the rest of the pairs get frequency 0.
     r.rotary_dim = 2 * static_cast<int>(std::floor(prf * static_cast<double>(head_dim) / 2.0));
   } else {
-    fail(type_key, "unknown rope type \"" + type +
+    config_fail(type_key, "unknown rope type \"" + type +
                                    "\" (known: default, linear, dynamic, yarn, llama3, longrope, proportional, mrope)");
   }
 
@@ -291,8 +291,8 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     // apply it instead of the derived sqrt(1 + ln f / ln L_orig) (1.2432 vs 1.1902 for that model).
     if (const json* v = find(rp, "short_mscale")) s.short_mscale = number(*v, w + "short_mscale");
     if (const json* v = find(rp, "long_mscale")) s.long_mscale = number(*v, w + "long_mscale");
-    if (s.short_factor.empty()) fail(w + "short_factor", "missing required key for longrope");
-    if (s.long_factor.empty()) fail(w + "long_factor", "missing required key for longrope");
+    if (s.short_factor.empty()) config_fail(w + "short_factor", "missing required key for longrope");
+    if (s.long_factor.empty()) config_fail(w + "long_factor", "missing required key for longrope");
   }
   if (s.type == ScalingType::yarn) {
     // transformers reads `get("beta_fast") or 32`: a stored 0 means the default too.
@@ -301,7 +301,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     if (const json* v = find(rp, "mscale")) s.mscale = number(*v, w + "mscale");
     if (const json* v = find(rp, "mscale_all_dim")) s.mscale_all_dim = number(*v, w + "mscale_all_dim");
     if (const json* v = find(rp, "truncate")) {
-      if (!v->is_boolean()) fail(w + "truncate", "must be true or false, got " + json_excerpt(*v));
+      if (!v->is_boolean()) config_fail(w + "truncate", "must be true or false, got " + json_excerpt(*v));
       s.truncate = v->get<bool>();
     }
     if (!s.original_max_position_embeddings && r.max_position_embeddings > 0)
@@ -309,20 +309,20 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
   }
   if (s.type == ScalingType::llama3) {
     if (const json* v = find(rp, "low_freq_factor")) s.low_freq_factor = number(*v, w + "low_freq_factor");
-    else fail(w + "low_freq_factor", "missing required key for llama3");
+    else config_fail(w + "low_freq_factor", "missing required key for llama3");
     if (const json* v = find(rp, "high_freq_factor")) s.high_freq_factor = number(*v, w + "high_freq_factor");
-    else fail(w + "high_freq_factor", "missing required key for llama3");
+    else config_fail(w + "high_freq_factor", "missing required key for llama3");
   }
   if ((s.type == ScalingType::linear || s.type == ScalingType::dynamic || s.type == ScalingType::llama3) && !s.factor)
-    fail(w + "factor", "missing required key for rope type \"" + type + "\"");
+    config_fail(w + "factor", "missing required key for rope type \"" + type + "\"");
 
   if (const json* sec = find(rp, "mrope_section")) {
-    if (!sec->is_array() || sec->size() != 3) fail(w + "mrope_section", "must be a list of 3 integers");
+    if (!sec->is_array() || sec->size() != 3) config_fail(w + "mrope_section", "must be a list of 3 integers");
     for (std::size_t i = 0; i < 3; ++i)
       r.mrope_section[i] = small_integer((*sec)[i], w + "mrope_section[" + std::to_string(i) + "]");
     bool inter = false;
     if (const json* v = find(rp, "mrope_interleaved")) {
-      if (!v->is_boolean()) fail(w + "mrope_interleaved", "must be true or false, got " + json_excerpt(*v));
+      if (!v->is_boolean()) config_fail(w + "mrope_interleaved", "must be true or false, got " + json_excerpt(*v));
       inter = v->get<bool>();
     }
     r.mrope = inter ? MropeMode::interleaved : MropeMode::chunked;

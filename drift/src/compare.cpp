@@ -15,7 +15,7 @@ namespace ropecheck::drift {
 namespace {
 
 using detail::Setup;
-std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+using detail::sz;
 
 // Values equal as numbers (+0 = -0), and NaN equal to NaN (both sides equally broken).
 bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }

@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include "csv_text.hpp"
 #include "ropecheck/drift/writers.hpp"
 
 namespace ropecheck::drift {
@@ -54,14 +55,8 @@ double envelope(const std::vector<std::int64_t>& positions, std::size_t i, Get g
   return v;
 }
 
-std::string num(double v) { return fmt::format("{}", v); }
-
-std::string field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
+using detail::field;
+using detail::num;
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include "csv_text.hpp"
 #include "ropecheck/drift/writers.hpp"
 
 namespace ropecheck::drift {
@@ -14,15 +15,8 @@ std::string num(const Stat& s, bool rms = false) {
   if (s.empty()) return "";
   return fmt::format("{}", rms ? s.rms() : s.max);
 }
-std::string num(double v) { return fmt::format("{}", v); }
-
-// A CSV field, quoted when it holds a comma, quote or newline (RFC 4180).
-std::string field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
+using detail::field;
+using detail::num;
 
 std::string opt_pos(const std::optional<std::int64_t>& p) { return p ? std::to_string(*p) : ""; }
 

@@ -17,7 +17,7 @@ namespace ropecheck::drift {
 namespace {
 
 using detail::Setup;
-std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+using detail::sz;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

@@ -11,7 +11,6 @@
 namespace ropecheck::drift::detail {
 
 namespace {
-std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 }  // namespace
 
 Setup make_setup(const EncodingSpec& spec, const DriftOptions& options, std::size_t candidates) {

@@ -13,6 +13,9 @@
 
 namespace ropecheck::drift::detail {
 
+// Counts and indices are int64 in the options and size_t in the containers.
+inline std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+
 // Tokens per sample: the query at p, the key at n = max(p - key_distance, 0), then for every
 // shift s the query at p + s and the key at n + s.
 struct Setup {
