@@ -1,4 +1,6 @@
 #include "ropecheck/golden/baseline.hpp"
+#include "check_internal.hpp"
+#include "json_number.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,13 +17,13 @@
 namespace ropecheck::golden {
 namespace {
 
-std::string g4(double v) { return fmt::format("{:.4g}", v); }  // 4 significant digits, "nan" / "inf"
+using check_detail::g4;
 
 std::string range(std::int64_t lo, std::int64_t hi) {
   return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")";
 }
 
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+using detail::num;
 
 // Short, printable form of a JSON value for one-line messages.
 std::string brief(const nlohmann::json& j) {

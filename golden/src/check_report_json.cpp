@@ -1,6 +1,7 @@
 // The check report as JSON (the format CHECK_REPORT.md documents).
 #include <cmath>
 
+#include "json_number.hpp"
 #include "ropecheck/golden/checker.hpp"
 
 namespace ropecheck::golden {
@@ -10,7 +11,7 @@ using accuracy::AccuracyClass;
 namespace {
 
 // JSON numbers; non-finite values become null (CHECK_REPORT.md).
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+using detail::num;
 nlohmann::json opt_pos(const std::optional<std::int64_t>& p) { return p ? nlohmann::json(*p) : nlohmann::json(nullptr); }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "ropecheck/golden/error_stats.hpp"
+#include "json_number.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +10,7 @@
 namespace ropecheck::golden {
 namespace {
 
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+using detail::num;
 
 nlohmann::json moments_json(const ErrorMoments& m) {
   return {{"max", num(m.max)}, {"mean", num(m.mean)}, {"rms", num(m.rms)}};

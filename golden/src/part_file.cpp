@@ -83,12 +83,12 @@ Shard PartReader::header(const nlohmann::json& j, const char* format, int format
 namespace {
 
 // The first key (dotted into objects) in which a and b differ.
-std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
+std::string part_first_difference(const nlohmann::json& a, const nlohmann::json& b) {
   if (!a.is_object() || !b.is_object()) return "";
   for (const auto& [k, v] : a.items()) {
     if (!b.contains(k)) return k;
     if (b[k] != v) {
-      const std::string inner = first_difference(v, b[k]);
+      const std::string inner = part_first_difference(v, b[k]);
       return inner.empty() ? k : k + "." + inner;
     }
   }
@@ -108,7 +108,7 @@ std::vector<std::size_t> order_parts(const std::vector<Shard>& shards, const std
   const std::size_t first = order.front();
   for (std::size_t i : order)
     if (identity[i] != identity[first] || shards[i].count != shards[first].count) {
-      const std::string key = shards[i].count != shards[first].count ? "shard_count" : first_difference(identity[first], identity[i]);
+      const std::string key = shards[i].count != shards[first].count ? "shard_count" : part_first_difference(identity[first], identity[i]);
       throw TensorError("merge: " + detail::sanitize(names[first]) + " and " + detail::sanitize(names[i]) +
                         " are parts of different runs (they differ in " + key + ")");
     }
