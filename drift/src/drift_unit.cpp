@@ -1,0 +1,16 @@
+// drift's files compiled as one translation unit: each instantiates the same nlohmann-json, fmt and reference templates; parsed and instantiated once instead of once
+// per file (docs/ARCHITECTURE.md, "Build time"). Relative includes rather than CMake's UNITY_BUILD, whose
+// generated file includes each source by its absolute path, which makes ccache miss it in every clone at
+// a new path.
+#include "sampling.cpp"
+#include "exact.cpp"
+#include "candidate.cpp"
+#include "uniqueness.cpp"
+#include "sweep_setup.cpp"
+#include "sweep.cpp"
+#include "compare.cpp"
+#include "report_json.cpp"
+#include "report_tables.cpp"
+#include "plots.cpp"
+#include "output.cpp"
+#include "part.cpp"
