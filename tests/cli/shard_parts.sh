@@ -1,6 +1,9 @@
-# Sourced by the `--shard I/N` + `ropecheck merge` tests (test_shard_merge.sh, test_check_shard.sh,
+# Sourced by the `--shard I/N` + `ropecheck merge` tests (test_shard_merge.sh, test_shared_shards.sh, test_check_shard.sh,
 # test_props_shard.sh, test_drift_shard.sh); they set rc_bin and tmp first.
 fail() { echo "FAIL: $*"; exit 1; }
+
+# hashes DIR: every file of a golden set with its SHA-256, in name order (two sets equal byte for byte).
+hashes() { (cd "$1" && sha256sum -- * | sort -k2); }
 
 # run_parts NAME N OUT_OPTION EXT ARGS...: `ropecheck ARGS --shard I/N OUT_OPTION $tmp/NAME.N.partI.EXT` for
 # I = 1..N as separate processes in parallel; each must write its part and not exit 2 (a part's own

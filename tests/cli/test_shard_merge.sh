@@ -10,9 +10,7 @@ rc_bin="$1"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=shard_parts.sh
-source "$(dirname "$0")/shard_parts.sh"  # fail, expect2
-
-hashes() { (cd "$1" && sha256sum -- * | sort -k2); }
+source "$(dirname "$0")/shard_parts.sh"  # fail, expect2, hashes
 
 # name | golden arguments
 cases=(

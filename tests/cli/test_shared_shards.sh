@@ -11,9 +11,7 @@ rc_bin="$1"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=shard_parts.sh
-source "$(dirname "$0")/shard_parts.sh"  # fail, expect2
-
-hashes() { (cd "$1" && sha256sum -- * | sort -k2); }
+source "$(dirname "$0")/shard_parts.sh"  # fail, expect2, hashes
 
 # shared NAME N ARGS...: shards 1..N of `golden ARGS` in parallel into $tmp/NAME.N (not merged).
 shared() {
