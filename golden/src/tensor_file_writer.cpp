@@ -190,7 +190,7 @@ TensorFileWriter::Finished TensorFileWriter::finish() {
   }
   fd_ = -1;
   f.bytes = std::filesystem::file_size(path_);
-  f.sha256 = sha256_file(path_);
+  f.sha256 = sha256_own_file(path_);
   return f;
 }
 

@@ -198,6 +198,22 @@ TEST(checker_sha256, KnownVectors) {
   EXPECT_NE(error_of([&] { sha256_file(temp_root() / "missing"); }).find("cannot read"), std::string::npos);
 }
 
+// The mapped path against the bytes' hash: empty, tiny, and a file that ends 3 bytes into its
+// second 32 MiB piece; the read path agrees on each.
+TEST(checker_sha256, OwnFileEqualsBytesHash) {
+  std::vector<std::uint8_t> big((std::size_t{32} << 20) + 3);
+  std::uint32_t x = 20261126;
+  for (std::uint8_t& b : big) b = static_cast<std::uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  for (const std::size_t n : {std::size_t{0}, std::size_t{3}, big.size()}) {
+    const fs::path f = temp_root() / ("own_" + std::to_string(n) + ".bin");
+    std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(big.data()), static_cast<std::streamsize>(n));
+    const std::string want = sha256_hex(std::span<const std::uint8_t>(big.data(), n));
+    EXPECT_EQ(sha256_own_file(f), want) << n << " bytes";
+    EXPECT_EQ(sha256_file(f), want) << n << " bytes";
+  }
+  EXPECT_NE(error_of([&] { sha256_own_file(temp_root() / "missing"); }).find("cannot read"), std::string::npos);
+}
+
 fs::path copy_set(const std::string& name) {
   const fs::path dst = temp_root() / name;
   fs::remove_all(dst);
