@@ -34,8 +34,9 @@ std::string sha256_file(const std::filesystem::path& path);
 
 // The same hash for a file ropecheck wrote and that nothing changes while it is hashed (a golden
 // set's files before they are published, by one run or by `merge --shared` after its shards): the
-// file is mapped, not copied, which is faster on files of gigabytes. A file that another process truncates meanwhile would end the
-// process with SIGBUS, which is why files from elsewhere go through sha256_file.
+// file is mapped, not copied, which is faster on files of gigabytes. A file that another process
+// truncates meanwhile would end the process with SIGBUS, which is why files from elsewhere go
+// through sha256_file.
 std::string sha256_own_file(const std::filesystem::path& path);
 
 }  // namespace ropecheck::golden
