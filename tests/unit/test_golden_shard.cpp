@@ -10,6 +10,7 @@
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/golden/memory_budget.hpp"
 #include "ropecheck/reference/presets.hpp"
+#include "golden_options.hpp"
 #include "temp_root.hpp"
 
 namespace ropecheck::golden {
@@ -18,6 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing_support::file_bytes;
+using testing_support::small_golden_options;
 
 TEST(Shard, ParsesIOfN) {
   EXPECT_EQ(parse_shard("1/1"), (Shard{1, 1}));
@@ -68,28 +70,16 @@ TEST(GoldenStreaming, DiskSpaceIsCheckedWhereOutGoes) {
   }
 }
 
-GoldenOptions options(const std::string& preset, const std::string& positions, const fs::path& out) {
-  GoldenOptions o;
-  o.spec = load_preset(preset);
-  o.positions = parse_positions(positions);
-  o.out = out;
-  o.dtypes = {DType::bf16};
-  o.heads = 2;
-  o.seed = 3;
-  o.threads = 1;
-  return o;
-}
-
 // The longrope preset switches to its long factors when seq_len exceeds 4096: a shard holding only
 // small positions must still use the whole set's seq_len.
 TEST(GoldenShard, ShardsHoldTheirSliceAndMergeToOneRun) {
   const testing_support::TempRoot tmp("ropecheck-shard-");
   const fs::path& root = tmp.path();
   const std::string positions = "0:10,5000,8191";
-  write_golden_set(options("phi-3.5-mini", positions, root / "one"));
+  write_golden_set(small_golden_options("phi-3.5-mini", positions, root / "one"));
   std::vector<fs::path> parts;
   for (int i = 1; i <= 3; ++i) {
-    GoldenOptions o = options("phi-3.5-mini", positions, root / ("part" + std::to_string(i)));
+    GoldenOptions o = small_golden_options("phi-3.5-mini", positions, root / ("part" + std::to_string(i)));
     o.shard = Shard{i, 3};
     const GoldenSummary s = write_golden_set(o);
     EXPECT_EQ(s.manifest["format"], "ropecheck-golden-shard");
@@ -126,7 +116,7 @@ TEST(GoldenStreaming, SameBytesForAnyBlockSize) {
     for (const FileFormat format : {FileFormat::safetensors, FileFormat::npz}) {
       std::vector<fs::path> outs;
       for (const std::int64_t block : {0, 1, 5}) {
-        GoldenOptions o = options(preset, "0:9,grid:9:2:3,4095", root / (preset + std::to_string(outs.size()) +
+        GoldenOptions o = small_golden_options(preset, "0:9,grid:9:2:3,4095", root / (preset + std::to_string(outs.size()) +
                                                                            (format == FileFormat::npz ? "npz" : "st")));
         if (preset == "transformer-base") o.positions = parse_positions("0:13,4095");
         o.format = format;
@@ -148,7 +138,7 @@ TEST(GoldenShard, MergeRefusesBeforeWriting) {
   const fs::path& root = tmp.path();
   std::vector<fs::path> parts;
   for (int i = 1; i <= 2; ++i) {
-    GoldenOptions o = options("qwen2-vl-7b", "0:4,grid:4:2:2", root / ("part" + std::to_string(i)));
+    GoldenOptions o = small_golden_options("qwen2-vl-7b", "0:4,grid:4:2:2", root / ("part" + std::to_string(i)));
     o.shard = Shard{i, 2};
     write_golden_set(o);
     parts.push_back(o.out);

@@ -14,6 +14,7 @@
 #include "ropecheck/golden/golden_shared.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/reference/presets.hpp"
+#include "golden_options.hpp"
 #include "temp_root.hpp"
 
 namespace ropecheck::golden {
@@ -22,6 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using detail::CrcRange;
 using testing_support::file_bytes;
+using testing_support::small_golden_options;
 
 std::uint32_t crc_of(const std::vector<std::uint8_t>& b, std::size_t from, std::size_t n) {
   return static_cast<std::uint32_t>(crc32_z(crc32(0L, Z_NULL, 0), b.data() + from, n));
@@ -102,18 +104,6 @@ TEST(SharedShards, WritersSharingAFileGiveOneWritersBytes) {
             std::string::npos);
 }
 
-GoldenOptions options(const std::string& preset, const std::string& positions, const fs::path& out) {
-  GoldenOptions o;
-  o.spec = load_preset(preset);
-  o.positions = parse_positions(positions);
-  o.out = out;
-  o.dtypes = {DType::bf16};
-  o.heads = 2;
-  o.seed = 3;
-  o.threads = 1;
-  return o;
-}
-
 GoldenOptions shard_of(GoldenOptions o, int i, int n) {
   o.shard = Shard{i, n};
   o.shared_out = true;
@@ -126,7 +116,7 @@ TEST(SharedShards, ShardsWrittenIntoOneSetMergeToOneRun) {
   const fs::path& root = tmp.path();
   for (const FileFormat format : {FileFormat::safetensors, FileFormat::npz}) {
     const std::string name = format == FileFormat::npz ? "npz" : "st";
-    GoldenOptions base = options("phi-3.5-mini", "0:10,5000,8191", root / (name + ".one"));
+    GoldenOptions base = small_golden_options("phi-3.5-mini", "0:10,5000,8191", root / (name + ".one"));
     base.format = format;
     write_golden_set(base);
     base.out = root / name;
@@ -178,7 +168,7 @@ TEST(SharedShards, StagingFolderBelongsToOneRun) {
 TEST(SharedShards, MergeRefusesAndKeepsTheStagingFolder) {
   const testing_support::TempRoot tmp("ropecheck-shared-");
   const fs::path& root = tmp.path();
-  const GoldenOptions base = options("qwen2-vl-7b", "0:4,grid:4:2:2", root / "m");
+  const GoldenOptions base = small_golden_options("qwen2-vl-7b", "0:4,grid:4:2:2", root / "m");
   write_golden_set(shard_of(base, 2, 2));
   EXPECT_EQ(message_of([&] { finalize_shared_golden_set({.out = base.out}); }),
             "merge --shared " + base.out.string() +
