@@ -13,11 +13,10 @@ include_guard(GLOBAL)
 
 add_library(ropecheck_asan_flags INTERFACE)
 # -Og: GCC's level for debugging, -O1 without the passes that cost most compile time under the
-# sanitizers' instrumentation. Measured on the idle 2-core machine (2026-11-26, the sanitized libraries,
-# CLI, kernel host and tests cold, no ccache): 841 CPU-s against 1297 at -O1 (-35%; golden's files unit
-# 110 -> 67 s), while the sanitized ctest tests took the same 136 CPU-s at both levels. Reports keep their
-# frames (frame pointers, -g1); no recovery, so any undefined behaviour fails the test. The teeth test
-# (support/sanitizer_teeth.cpp) checks that every kind of report still fires at this level.
+# sanitizers' instrumentation: a third less than -O1 to compile, the same test time (measured in
+# docs/ARCHITECTURE.md "Build time"). Reports keep their frames (frame pointers, -g1); no recovery, so
+# any undefined behaviour fails the test. The teeth test (tests/support/sanitizer_teeth.cpp) checks that
+# every kind of report still fires at this level.
 target_compile_options(ropecheck_asan_flags INTERFACE
   -Og -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all)
 target_link_options(ropecheck_asan_flags INTERFACE -fsanitize=address,undefined)
@@ -110,7 +109,7 @@ function(ropecheck_asan_copy target)
     endif()
     get_source_file_property(options ${src} TARGET_DIRECTORY ${target} COMPILE_OPTIONS)
     if(options)
-      # A file with its own options is an ISA file (AVX-512): instrumented (-Og or -O1), GCC 12 warns
+      # A file with its own options is an ISA file (AVX-512): instrumented, GCC 12 warns
       # falsely inside the intrinsics ("used uninitialized" in _mm512_undefined_*), so that warning is off
       # and any other stays a warning here; the release build keeps the file free of them (ROPECHECK_WERROR).
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${options};-Wno-error;-Wno-uninitialized")
