@@ -31,7 +31,7 @@
 
 #include "ropecheck/reference/fast_rounding.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
 

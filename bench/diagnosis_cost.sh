@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the differential diagnosis (golden/DIAGNOSIS.md) adds to a failing `ropecheck check`: the same
+# What the differential diagnosis (checker/DIAGNOSIS.md) adds to a failing `ropecheck check`: the same
 # check with --no-diagnose and with the diagnosis, alternating, RUNS times each; prints every wall time
 # and the medians' ratio (diagnosis added / check without it), taken in this one run.
 #

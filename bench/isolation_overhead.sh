@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cost of running kernel plugins isolated (golden/include/ropecheck/golden/plugin_client.hpp)
+# The cost of running kernel plugins isolated (plugin/include/ropecheck/plugin/client.hpp)
 # against --in-process, as ratios from one run: each command is timed REPEATS times (default 3),
 # isolated and in-process alternating, and the medians of wall time and of CPU time (user + system,
 # the kernel host included) are compared. On a shared machine wall time is noisy; CPU time is the

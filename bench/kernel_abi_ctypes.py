@@ -1,6 +1,6 @@
 """ropecheck/kernel_abi.h for Python's ctypes: load a kernel library and call its rope_apply on raw buffers.
 
-The one C contract ropecheck's kernels are exported through (golden/KERNEL_ABI.md); ropecheck's own CPU
+The one C contract ropecheck's kernels are exported through (abi/KERNEL_ABI.md); ropecheck's own CPU
 recipes are the library libropecheck_builtin_kernels.so (kut/src/builtin_plugin.cpp), configured with
 ropecheck_kernel_configure ("RECIPE:threads=N"). Used by bench/torch_side_by_side.py and its test.
 Only what they need: RoPE apply for specs without scaling (inv_freq is left NULL: a kernel that
@@ -41,7 +41,7 @@ class RopeProblem(ctypes.Structure):
                 ("message_capacity", ctypes.c_uint32), ("reserved1", ctypes.c_uint32)]
 
 
-# The sizes kernel_abi.h promises on LP64 (golden/KERNEL_ABI.md, "Versioning").
+# The sizes kernel_abi.h promises on LP64 (abi/KERNEL_ABI.md, "Versioning").
 assert ctypes.sizeof(RopeParams) == 152 and ctypes.sizeof(RopeProblem) == 232
 
 
@@ -54,7 +54,7 @@ class AbiError(Exception):
 
 
 class KernelLibrary:
-    """A kernel library loaded with ctypes. spec: a spec JSON object (reference/SPEC_FORMAT.md) of a RoPE
+    """A kernel library loaded with ctypes. spec: a spec JSON object (core/SPEC_FORMAT.md) of a RoPE
     spec without scaling; rope_apply then rotates [tokens, heads, head_dim] float32 x into out."""
 
     def __init__(self, path: str):

@@ -1,19 +1,19 @@
 // `merge --diagnose` (defined in cmd_check.cpp, where `check` reads its candidate): the diagnosis one
 // run of `check` adds to a failing report, from the golden set and the candidate the merged parts
 // name, read again (the paths must be readable where merge runs and hold the same data, or
-// golden::TensorError); nullopt where one run would not diagnose (a pass, a kernel failure).
+// InputError); nullopt where one run would not diagnose (a pass, a kernel failure).
 #pragma once
 
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
-#include "ropecheck/golden/checker.hpp"
-#include "ropecheck/golden/diagnose.hpp"
+#include "ropecheck/checker/checker.hpp"
+#include "ropecheck/checker/diagnose.hpp"
 
 namespace ropecheck::cli {
 
-std::optional<golden::Diagnosis> rediagnose_check(const golden::CheckReport& rep, const nlohmann::json& run,
+std::optional<checker::Diagnosis> rediagnose_check(const checker::CheckReport& rep, const nlohmann::json& run,
                                                   const nlohmann::json& source, int threads);
 
 }  // namespace ropecheck::cli

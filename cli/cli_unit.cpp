@@ -14,3 +14,4 @@
 #include "props_diagnosis.cpp"
 #include "drift_command.cpp"
 #include "props_part.cpp"
+#include "props_targets.cpp"

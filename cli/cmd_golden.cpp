@@ -84,13 +84,13 @@ Command add_golden_command(CLI::App& app) {
               throw SpecError("--shared-out: needs --shard I/N (the shard this process writes)");
             golden::GoldenOptions g;
             g.spec = o->source.load();
-            g.positions = golden::parse_positions(o->positions);
+            g.positions = parse_positions(o->positions);
             g.out = o->shared_out.empty() ? o->out : o->shared_out;
             g.shared_out = !o->shared_out.empty();
             g.dtypes = parse_dtypes(o->dtypes);
             g.heads = o->heads;
             g.seed = o->seed;
-            g.format = o->format == "npy" ? golden::FileFormat::npz : golden::FileFormat::safetensors;
+            g.format = o->format == "npy" ? io::FileFormat::npz : io::FileFormat::safetensors;
             if (o->seq_len > 0) g.seq_len = o->seq_len;
             g.threads = o->threads;
             g.overwrite = o->overwrite;

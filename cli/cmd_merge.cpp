@@ -1,6 +1,6 @@
 // `ropecheck merge`: joins the parts of a run made with --shard I/N: golden set folders into the set one
 // run writes (with --shared DIR: finishes the set the shards wrote into DIR.staging), check part
-// reports into the report one run writes (golden/CHECK_REPORT.md, "Sharded checks"), props parts into
+// reports into the report one run writes (checker/CHECK_REPORT.md, "Sharded checks"), props parts into
 // its report (props/PROPERTIES.md, "Sharded runs"), drift parts into the folder one run writes
 // (drift/DRIFT.md, "Sharded sweeps").
 #include <fmt/core.h>
@@ -16,37 +16,36 @@
 #include "ropecheck/core/verdict.hpp"
 #include "ropecheck/drift/part.hpp"
 #include "ropecheck/drift/writers.hpp"
-#include "ropecheck/golden/atomic_output.hpp"
-#include "ropecheck/golden/check_part.hpp"
+#include "ropecheck/io/atomic_output.hpp"
+#include "ropecheck/checker/check_part.hpp"
 #include "ropecheck/golden/golden_merge.hpp"
 #include "ropecheck/golden/golden_shared.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/io/tensor.hpp"
 
 namespace ropecheck::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using golden::TensorError;
 
 nlohmann::json read_part(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
-  if (!in) throw TensorError("merge: cannot read " + p.string());
+  if (!in) throw InputError("merge: cannot read " + p.string());
   std::stringstream ss;
   ss << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("format") || !j["format"].is_string())
-    throw TensorError("merge: " + p.string() + " is neither a shard folder nor a part report (--shard I/N --report)");
+    throw InputError("merge: " + p.string() + " is neither a shard folder nor a part report (--shard I/N --report)");
   return j;
 }
 
 // Check parts: the merged report, as `check` writes it without --shard, and the verdict's exit code.
 int merge_check(const std::vector<nlohmann::json>& parts, const std::vector<std::string>& names, const fs::path& out,
                 bool overwrite, bool diagnose, int threads) {
-  const golden::MergedCheck m = golden::merge_check_parts(parts, names);
-  const golden::CheckReport rep = golden::finalize(m.whole);
+  const checker::MergedCheck m = checker::merge_check_parts(parts, names);
+  const checker::CheckReport rep = checker::finalize(m.whole);
   const bool kernel_failed = m.run.value("kernel_failed", false);
-  if (!overwrite && fs::exists(out)) throw TensorError("--out " + out.string() + " exists (give --overwrite to replace it)");
-  const std::optional<golden::Diagnosis> diagnosis =
+  if (!overwrite && fs::exists(out)) throw InputError("--out " + out.string() + " exists (give --overwrite to replace it)");
+  const std::optional<checker::Diagnosis> diagnosis =
       diagnose ? rediagnose_check(rep, m.run, m.source, threads) : std::nullopt;
   nlohmann::json j = rep.to_json();
   j["candidate_source"] = m.source;
@@ -55,7 +54,7 @@ int merge_check(const std::vector<nlohmann::json>& parts, const std::vector<std:
     j["pass"] = false;
     j["verdict"] = "fail";
   }
-  golden::write_file_atomically(out, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out");
+  io::write_file_atomically(out, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out");
   fmt::print("{}", rep.summary());
   if (diagnosis) fmt::print("{}", diagnosis->summary());
   if (kernel_failed && rep.verdict != Verdict::fail) fmt::print("FAIL: the kernel failed (see the parts' KERNEL FAILURE)\n");
@@ -67,8 +66,8 @@ int merge_check(const std::vector<nlohmann::json>& parts, const std::vector<std:
 int merge_props(const std::vector<nlohmann::json>& parts, const std::vector<std::string>& names, const fs::path& out,
                 bool overwrite) {
   const MergedProps m = merge_props_parts(parts, names);
-  if (!overwrite && fs::exists(out)) throw TensorError("--out " + out.string() + " exists (give --overwrite to replace it)");
-  golden::write_file_atomically(out, m.report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out");
+  if (!overwrite && fs::exists(out)) throw InputError("--out " + out.string() + " exists (give --overwrite to replace it)");
+  io::write_file_atomically(out, m.report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out");
   for (const nlohmann::json& p : m.report["properties"])
     if (p.value("verdict", "") != "pass")
       fmt::print("{} (output {}): {}{}\n", p.value("name", "?"), p.value("dtype", "?"), p.value("verdict", "?"),
@@ -127,7 +126,7 @@ Command add_merge_command(CLI::App& app) {
             if (!shared->empty()) {
               if (!parts->empty() || !o->out.empty())
                 throw SpecError("merge --shared DIR: takes no parts and no --out (the set goes to DIR)");
-              if (*diagnose) throw TensorError("--diagnose: only for check parts");
+              if (*diagnose) throw InputError("--diagnose: only for check parts");
               const nlohmann::json m = golden::finalize_shared_golden_set({.out = *shared, .overwrite = o->overwrite});
               fmt::print("merged the shards in {}.staging into {}: {} tokens, dtypes {}, {} files\n", *shared, *shared,
                          m["positions"]["tokens"].get<std::int64_t>(),
@@ -139,23 +138,23 @@ Command add_merge_command(CLI::App& app) {
             std::size_t files = 0;
             for (const std::string& p : *parts) files += fs::is_regular_file(p);
             if (files > 0 && files < parts->size())
-              throw TensorError("merge: give either shard folders (golden) or part files (check, props, drift), not both");
+              throw InputError("merge: give either shard folders (golden) or part files (check, props, drift), not both");
             if (files > 0) {
               std::vector<nlohmann::json> docs;
               for (const std::string& p : *parts) docs.push_back(read_part(p));
               const std::string format = docs.front()["format"].get<std::string>();
               for (std::size_t i = 1; i < docs.size(); ++i)
                 if (docs[i]["format"] != format)
-                  throw TensorError("merge: " + (*parts)[0] + " and " + (*parts)[i] + " are parts of different commands (" +
+                  throw InputError("merge: " + (*parts)[0] + " and " + (*parts)[i] + " are parts of different commands (" +
                                     format + ", " + docs[i]["format"].get<std::string>() + ")");
               if (format == "ropecheck-check-part")
                 return merge_check(docs, *parts, o->out, o->overwrite, *diagnose, *threads);
-              if (*diagnose) throw TensorError("--diagnose: only for check parts");
+              if (*diagnose) throw InputError("--diagnose: only for check parts");
               if (format == "ropecheck-drift-part") return merge_drift(docs, *parts, o->out, o->overwrite);
               if (format == "ropecheck-props-part") return merge_props(docs, *parts, o->out, o->overwrite);
-              throw TensorError("merge: " + (*parts)[0] + ": unknown part format '" + format + "'");
+              throw InputError("merge: " + (*parts)[0] + ": unknown part format '" + format + "'");
             }
-            if (*diagnose) throw TensorError("--diagnose: only for check parts");
+            if (*diagnose) throw InputError("--diagnose: only for check parts");
             o->parts.assign(parts->begin(), parts->end());
             o->max_memory = max_memory_bytes(*max_memory);
             const nlohmann::json m = golden::merge_golden_shards(*o);

@@ -23,9 +23,9 @@
 #include "numeric_options.hpp"
 #include "props_diagnosis.hpp"
 #include "ropecheck/core/spec_json.hpp"
-#include "ropecheck/golden/atomic_output.hpp"
-#include "ropecheck/golden/plugin_target.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/io/atomic_output.hpp"
+#include "props_targets.hpp"
+#include "ropecheck/io/tensor.hpp"
 #include "ropecheck/props/mutants.hpp"
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
@@ -45,7 +45,7 @@ struct PropsCliOptions {
   std::int64_t max_pos = 0;
   bool list_targets = false, list_properties = false, self_test = false, no_diagnose = false;
   SpecSource source;
-  golden::PluginClientOptions plugin;
+  plugin::PluginClientOptions plugin;
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -98,7 +98,7 @@ int run_self_test(const PropsCliOptions& o) {
 int run_props(const PropsCliOptions& o) {
   const auto started = std::chrono::steady_clock::now();
   props::register_builtin_targets();  // hf-fp32, hf-fp32-f16out, hf-fp32-bf16out, mutant:NAME
-  golden::register_cuda_targets();     // cuda:RECIPE, cuda:RECIPE-bf16out
+  cli::register_cuda_targets();     // cuda:RECIPE, cuda:RECIPE-bf16out
   if (o.self_test) {
     if (!o.target.empty() || !o.kernel.empty()) throw SpecError("--self-test takes no --target / --kernel");
     if (!o.shard.empty()) throw SpecError("--shard: not with --self-test (it runs whole)");
@@ -127,8 +127,8 @@ int run_props(const PropsCliOptions& o) {
       throw SpecError(std::string(o.baseline.empty() ? "--junit" : "--baseline") +
                       ": not with --shard (a part is not a verdict on the whole run)");
   }
-  if (!o.report.empty()) golden::check_file_destination(o.report, "--report");  // before the suite runs
-  if (!o.junit.empty()) golden::check_file_destination(o.junit, "--junit");
+  if (!o.report.empty()) io::check_file_destination(o.report, "--report");  // before the suite runs
+  if (!o.junit.empty()) io::check_file_destination(o.junit, "--junit");
   if (!(o.max_growth >= 1 && std::isfinite(o.max_growth)))
     throw SpecError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o.max_growth));
   std::optional<props::SuiteBaseline> baseline;
@@ -153,7 +153,7 @@ int run_props(const PropsCliOptions& o) {
   } else {
     const auto cls = accuracy::parse_accuracy_class(o.accuracy_class);
     if (!cls) throw SpecError("--class: unknown class '" + o.accuracy_class + "'");
-    target = golden::make_plugin_target(o.kernel, *cls, dtypes.empty() ? DType::f32 : dtypes.front(), o.plugin);
+    target = cli::make_plugin_target(o.kernel, *cls, dtypes.empty() ? DType::f32 : dtypes.front(), o.plugin);
   }
   // Where a CUDA target runs (a device, or the host emulation), so that nobody mistakes one for the other.
   if (o.target.starts_with("cuda:")) fmt::print("{}\n", target->info().description);
@@ -236,7 +236,7 @@ int run_props(const PropsCliOptions& o) {
     for (auto& [i, dj] : diagnoses) j["properties"][i]["diagnosis"] = std::move(dj);
     if (cmp) j["baseline"] = cmp->to_json();
     if (shard) j = props_part_json(j, *shard, rep.verdict());
-    golden::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+    io::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
                                   "--report");
   }
   if (!o.junit.empty()) {
@@ -245,7 +245,7 @@ int run_props(const PropsCliOptions& o) {
     if (cmp && !cmp->pass())
       cases.push_back({"ropecheck.props." + rep.target, "baseline", Verdict::fail, "a margin grew past --max-growth", cmp->summary()});
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
-    golden::write_file_atomically(o.junit, junit_xml("ropecheck props", cases, took.count()), "--junit");
+    io::write_file_atomically(o.junit, junit_xml("ropecheck props", cases, took.count()), "--junit");
   }
   const Verdict v = rep.verdict();
   if (shard) fmt::print("PART {} of the properties: not a verdict on the whole run: `ropecheck merge` the {} parts\n",
@@ -273,7 +273,7 @@ Command add_props_command(CLI::App& app) {
   auto o = std::make_shared<PropsCliOptions>();
   CLI::App* sub = app.add_subcommand("props", "run the property suite against a target or a kernel plugin");
   sub->add_option("--target", o->target, "a registered target (see --list-targets)");
-  sub->add_option("--kernel", o->kernel, "a kernel plugin (golden/KERNEL_ABI.md)");
+  sub->add_option("--kernel", o->kernel, "a kernel plugin (abi/KERNEL_ABI.md)");
   sub->add_option("--class", o->accuracy_class, "with --kernel: the accuracy class it claims")->capture_default_str();
   sub->add_option("--dtype", o->dtype,
                   "output dtypes to run, comma-separated (f64, f32, f16, bf16); default: every one the target offers "
@@ -298,7 +298,7 @@ Command add_props_command(CLI::App& app) {
   add_kernel_isolation_options(*sub, o->plugin);
   sub->add_flag("--no-diagnose", o->no_diagnose,
                 "skip the diagnosis of failing counterexamples (replayed as a golden-set check of the same kernel; "
-                "golden/DIAGNOSIS.md)");
+                "checker/DIAGNOSIS.md)");
   sub->add_option("--only", o->only, "comma-separated property names (see --list-properties)");
   sub->add_flag("--list-targets", o->list_targets, "list the targets and exit");
   sub->add_flag("--list-properties", o->list_properties, "list the properties and exit");

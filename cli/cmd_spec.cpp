@@ -85,7 +85,7 @@ Command add_spec_command(CLI::App& app) {
     const EncodingSpec spec = opt->source.load();
     const std::string size = spec.family == Family::rope ? "head_dim " + std::to_string(spec.rope.head_dim)
                                                          : "d_model " + std::to_string(spec.sinusoidal.d_model);
-    golden::require_memory(spec_memory_bytes(spec, opt->digits), max_memory_bytes(opt->max_memory),
+    io::require_memory(spec_memory_bytes(spec, opt->digits), max_memory_bytes(opt->max_memory),
                            "the frequencies of a spec with " + size + " at --digits " + std::to_string(opt->digits));
     std::optional<std::int64_t> seq;
     if (opt->seq_len != 0) seq = opt->seq_len;

@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
-#include "ropecheck/golden/plugin_client.hpp"
+#include "ropecheck/plugin/client.hpp"
 
 namespace ropecheck::cli {
 
@@ -20,10 +20,10 @@ struct Command {
 
 // --kernel-timeout and --in-process, for every command that runs kernel plugins (check, props,
 // drift): how the plugin client (golden/plugin_client.hpp) runs them.
-inline void add_kernel_isolation_options(CLI::App& cmd, golden::PluginClientOptions& o) {
+inline void add_kernel_isolation_options(CLI::App& cmd, plugin::PluginClientOptions& o) {
   cmd.add_option("--kernel-timeout", o.timeout_s,
                  fmt::format("seconds one kernel-plugin call may take before it counts as hung and the check fails "
-                             "(default {:g})", golden::kDefaultKernelTimeout))
+                             "(default {:g})", plugin::kDefaultKernelTimeout))
       ->check(CLI::Range(0.001, 1e6));
   cmd.add_flag("--in-process", o.in_process,
                "load and call a kernel plugin inside ropecheck instead of an isolated host process (for gdb, valgrind, "

@@ -24,7 +24,7 @@
 #include "numeric_options.hpp"
 #include "ropecheck/drift/candidate.hpp"
 #include "ropecheck/drift/part.hpp"
-#include "ropecheck/golden/atomic_output.hpp"
+#include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/drift/sweep.hpp"
 #include "ropecheck/drift/writers.hpp"
 #include "ropecheck/kernels/recipe.hpp"
@@ -53,7 +53,7 @@ struct DriftCliOptions {
   int threads = 0;
   std::string max_memory;
   std::string shard;  // --shard I/N: --out is the part file
-  golden::PluginClientOptions plugin;
+  plugin::PluginClientOptions plugin;
   CLI::Option* max_pos_opt = nullptr;  // given or not (0 is out of range, not "default")
 };
 
@@ -130,7 +130,7 @@ int run_drift_command(const DriftCliOptions& o) {
   }
   if (!o.junit.empty() && o.compare.empty())
     throw SpecError("--junit needs --compare: a sweep of recipes has no verdict to report");
-  if (!o.junit.empty()) golden::check_file_destination(o.junit, "--junit");
+  if (!o.junit.empty()) io::check_file_destination(o.junit, "--junit");
 
   std::vector<std::string> names;
   if (!o.compare.empty()) {
@@ -195,10 +195,10 @@ int run_drift_command(const DriftCliOptions& o) {
     d.shard = *shard;
     if (!o.overwrite && std::filesystem::exists(o.out))
       throw SpecError("--out " + o.out + " exists (give --overwrite to replace it)");
-    golden::check_file_destination(o.out, "--out");
+    io::check_file_destination(o.out, "--out");
     const drift::DriftResult r = drift::run_drift(spec, names, d);
     const nlohmann::json run = {{"command_line", cmd}, {"plots", !o.no_plots}};
-    golden::write_file_atomically(o.out, drift::part_to_json(r, run).dump() + "\n", "--out");
+    io::write_file_atomically(o.out, drift::part_to_json(r, run).dump() + "\n", "--out");
     fmt::print("{}: positions 0..{}, part {}: sampled positions [{}, {}) of {}, {} candidates; `ropecheck merge` the "
                "{} parts\n",
                spec.name, N - 1, shard->text(), r.first_sample, r.last_sample, r.plan.positions.size(),
@@ -244,7 +244,7 @@ int run_drift_command(const DriftCliOptions& o) {
       const bool lost = kernel_failed(r.kernel_failures) != 0;
       const JunitCase c = drift_compare_junit_case(spec.name, r.a, r.b, lost ? ropecheck::Verdict::fail : r.verdict,
                                                    lost ? "kernel calls failed" : r.reason);
-      golden::write_file_atomically(o.junit, junit_xml("ropecheck drift", {c}, r.seconds), "--junit");
+      io::write_file_atomically(o.junit, junit_xml("ropecheck drift", {c}, r.seconds), "--junit");
     }
     if (kernel_failed(r.kernel_failures) != 0) return ropecheck::exit_code(ropecheck::Verdict::fail);
     return ropecheck::exit_code(r.verdict);

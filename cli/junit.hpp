@@ -23,7 +23,7 @@ struct JunitCase {
 
 std::string junit_xml(const std::string& suite, const std::vector<JunitCase>& cases, double seconds);
 
-// The cases of each command, from its JSON report (golden/CHECK_REPORT.md, props/PROPERTIES.md,
+// The cases of each command, from its JSON report (checker/CHECK_REPORT.md, props/PROPERTIES.md,
 // drift/DRIFT.md's compare.json).
 std::vector<JunitCase> check_junit_cases(const nlohmann::json& report);
 std::vector<JunitCase> props_junit_cases(const nlohmann::json& report);

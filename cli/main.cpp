@@ -8,7 +8,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/io/tensor.hpp"
 #include "ropecheck/core/one_line.hpp"
 #include "ropecheck/core/spec.hpp"
 
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     // A size no estimate caught (golden estimates first: --max-memory): still one line, exit 2.
     return usage_error("out of memory: the request needs more memory than this process can get");
-  } catch (const std::exception& e) {  // TensorError, SpecError and the rest: unusable input
+  } catch (const std::exception& e) {  // InputError, SpecError and the rest: unusable input
     return usage_error(e.what());
   }
   return 2;

@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ropecheck/core/spec.hpp"
-#include "ropecheck/golden/memory_budget.hpp"
+#include "ropecheck/io/memory_budget.hpp"
 
 namespace ropecheck::cli {
 
@@ -21,7 +21,7 @@ inline void add_max_memory_option(CLI::App& cmd, std::string& text) {
 // The limit in bytes; 0 (the machine's memory) when the option was not given.
 inline std::uint64_t max_memory_bytes(const std::string& text) {
   if (text.empty()) return 0;
-  const std::optional<std::uint64_t> m = golden::parse_byte_size(text);
+  const std::optional<std::uint64_t> m = io::parse_byte_size(text);
   if (!m) throw SpecError("--max-memory: '" + text + "' is not a size (bytes, or 512M, 64G, 1T)");
   return *m;
 }

@@ -10,8 +10,8 @@
 
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
-#include "ropecheck/golden/kernel_run.hpp"
-#include "ropecheck/golden/kernel_source.hpp"
+#include "ropecheck/checker/kernel_run.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 
 namespace ropecheck::cli {
 
@@ -33,7 +33,7 @@ struct ScratchDir {
   std::filesystem::path path;
   ScratchDir() {
     std::string t = (std::filesystem::temp_directory_path() / "ropecheck_props_diagnosis.XXXXXX").string();
-    if (::mkdtemp(t.data()) == nullptr) throw golden::TensorError("cannot create a temporary folder for the diagnosis in " + t);
+    if (::mkdtemp(t.data()) == nullptr) throw InputError("cannot create a temporary folder for the diagnosis in " + t);
     path = t;
   }
   ~ScratchDir() {
@@ -47,27 +47,27 @@ struct ScratchDir {
 std::optional<CounterexampleDiagnosis> diagnose_counterexample(const std::string& kernel, const EncodingSpec& spec,
                                                                std::int64_t position, DType dtype,
                                                                accuracy::AccuracyClass accuracy_class,
-                                                               const golden::PluginClientOptions& plugin) {
+                                                               const plugin::PluginClientOptions& plugin) {
   if (spec.family != Family::rope || position < 0) return std::nullopt;
   const ScratchDir dir;
   golden::GoldenOptions go;
   go.spec = spec;
-  go.positions = golden::parse_positions(position == 0 ? "0" : fmt::format("log:{}:2", position));
+  go.positions = parse_positions(position == 0 ? "0" : fmt::format("log:{}:2", position));
   go.dtypes = dtype == DType::f64 ? std::vector<DType>{} : std::vector<DType>{dtype};
   go.heads = 2;
   go.out = dir.path / "set";
   golden::write_golden_set(go);
   const golden::GoldenSet g = golden::load_golden_set(go.out);
-  golden::KernelSourceOptions ko;
+  plugin::KernelSourceOptions ko;
   ko.plugin = plugin;
-  golden::KernelSource ks = golden::open_kernel_source(kernel, ko);
-  const golden::KernelRun run = golden::run_kernel(*ks.kernel, g);
-  golden::CheckOptions co;
-  co.criterion = golden::Criterion::of_class(accuracy_class);
+  plugin::KernelSource ks = plugin::open_kernel_source(kernel, ko);
+  const checker::KernelRun run = checker::run_kernel(*ks.kernel, g);
+  checker::CheckOptions co;
+  co.criterion = checker::Criterion::of_class(accuracy_class);
   const std::string dt(to_string(dtype));
   for (const char* base : {"cos", "sin", "q_rot", "k_rot"}) co.only.push_back(std::string(base) + "." + dt);
-  CounterexampleDiagnosis out{go.positions.argument, golden::check_candidate(g, run.tensors, co), {}};
-  out.diagnosis = golden::diagnose(g, run.tensors, out.check);
+  CounterexampleDiagnosis out{go.positions.argument, checker::check_candidate(g, run.tensors, co), {}};
+  out.diagnosis = checker::diagnose(g, run.tensors, out.check);
   return out;
 }
 

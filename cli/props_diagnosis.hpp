@@ -1,4 +1,4 @@
-// A failing property's counterexample diagnosed like a failing check (golden/DIAGNOSIS.md): a small
+// A failing property's counterexample diagnosed like a failing check (checker/DIAGNOSIS.md): a small
 // golden set of the failing spec at the failing position and log-spaced positions below it, the same
 // kernel run on it through the kernel-under-test interface, checked with the target's class, and the
 // catalogue ranked.
@@ -10,8 +10,8 @@
 
 #include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/core/spec.hpp"
-#include "ropecheck/golden/diagnose.hpp"
-#include "ropecheck/golden/plugin_client.hpp"
+#include "ropecheck/checker/diagnose.hpp"
+#include "ropecheck/plugin/client.hpp"
 
 namespace ropecheck::cli {
 
@@ -22,8 +22,8 @@ std::optional<std::string> check_kernel_of(const std::string& target, const std:
 
 struct CounterexampleDiagnosis {
   std::string positions;  // the golden set's --positions
-  golden::CheckReport check;
-  golden::Diagnosis diagnosis;
+  checker::CheckReport check;
+  checker::Diagnosis diagnosis;
 };
 
 // nullopt when the counterexample cannot be replayed as a golden set (a negative position, a
@@ -31,6 +31,6 @@ struct CounterexampleDiagnosis {
 std::optional<CounterexampleDiagnosis> diagnose_counterexample(const std::string& kernel, const EncodingSpec& spec,
                                                                std::int64_t position, DType dtype,
                                                                accuracy::AccuracyClass accuracy_class,
-                                                               const golden::PluginClientOptions& plugin);
+                                                               const plugin::PluginClientOptions& plugin);
 
 }  // namespace ropecheck::cli

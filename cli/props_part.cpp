@@ -1,7 +1,7 @@
 #include "props_part.hpp"
 
-#include "ropecheck/golden/part_file.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/io/part_file.hpp"
+#include "ropecheck/io/tensor.hpp"
 
 #ifndef ROPECHECK_VERSION
 #define ROPECHECK_VERSION "unknown"
@@ -29,7 +29,7 @@ MergedProps merge_props_parts(const std::vector<nlohmann::json>& parts, const st
   std::vector<nlohmann::json> identity;
   std::vector<Verdict> verdicts;
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    const golden::PartReader r{names[i], "props part"};
+    const io::PartReader r{names[i], "props part"};
     shards.push_back(r.header(parts[i], kPartFormat, kPartVersion));
     nlohmann::json id = r.at(parts[i], "report");
     if (!id.is_object() || !id.contains("properties") || !id["properties"].is_array() || !id.contains("dtypes"))
@@ -42,7 +42,7 @@ MergedProps merge_props_parts(const std::vector<nlohmann::json>& parts, const st
     if (v != "pass" && v != "fail" && v != "not-tested") r.bad("unknown verdict '" + v + "'");
     verdicts.push_back(v == "pass" ? Verdict::pass : (v == "fail" ? Verdict::fail : Verdict::not_tested));
   }
-  const std::vector<std::size_t> order = golden::order_parts(shards, identity, names);
+  const std::vector<std::size_t> order = io::order_parts(shards, identity, names);
   MergedProps m;
   m.report = parts[order.front()]["report"];
   // One run lists the outcomes per output dtype, every property in order; each part holds a
@@ -61,7 +61,7 @@ MergedProps merge_props_parts(const std::vector<nlohmann::json>& parts, const st
     m.verdict = combine(m.verdict, verdicts[k]);
   }
   if (placed != total)
-    throw golden::TensorError("merge: the parts list outcomes for output dtypes their reports do not run");
+    throw InputError("merge: the parts list outcomes for output dtypes their reports do not run");
   m.report["properties"] = props;
   m.report["passed"] = m.verdict == Verdict::pass;
   m.report["verdict"] = std::string(to_string(m.verdict));

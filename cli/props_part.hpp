@@ -23,7 +23,7 @@ struct MergedProps {
   Verdict verdict = Verdict::pass;
 };
 
-// golden::TensorError (one line naming the files) for parts of different runs, a shard given twice or missing.
+// InputError (one line naming the files) for parts of different runs, a shard given twice or missing.
 MergedProps merge_props_parts(const std::vector<nlohmann::json>& parts, const std::vector<std::string>& names);
 
 }  // namespace ropecheck::cli

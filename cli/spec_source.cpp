@@ -23,7 +23,7 @@ std::string one_line(const std::string& s) {
 void SpecSource::add_options(CLI::App& app) {
   app.add_option("--preset", preset, "model preset name (see `ropecheck presets`)");
   app.add_option("--hf-config", hf_config, "Hugging Face config.json to import");
-  app.add_option("--spec", spec_file, "spec JSON file (reference/SPEC_FORMAT.md)");
+  app.add_option("--spec", spec_file, "spec JSON file (core/SPEC_FORMAT.md)");
   app.add_option("--layout", layout, "with --hf-config: override the inferred layout (half_split|interleaved)");
   app.add_option("--layer-type", layer_type,
                  "with --hf-config whose rope_parameters are nested by layer type: which one")

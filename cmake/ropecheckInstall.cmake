@@ -55,7 +55,7 @@ install(TARGETS ${ropecheck_export_libraries} ropecheck
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# The process kernel plugins run in (golden/include/ropecheck/golden/plugin_client.hpp finds it there).
+# The process kernel plugins run in (plugin/include/ropecheck/plugin/client.hpp finds it there).
 install(TARGETS ropecheck_kernel_host RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/ropecheck)
 # ropecheck's CPU kernels as a kernel_abi.h plugin (kut/src/builtin_plugin.cpp), for `--kernel
 # <prefix>/lib/ropecheck/libropecheck_builtin_kernels.so:RECIPE` and ctypes clients; loaded, never linked.
@@ -82,10 +82,7 @@ install(DIRECTORY ${ropecheck_header_dirs}
         # and the CUDA source (its library, like every CUDA target, is not exported)
         PATTERN "mutants.hpp" EXCLUDE PATTERN "kernel_targets.hpp" EXCLUDE PATTERN "scalar_recipes.hpp" EXCLUDE
         PATTERN "cuda_source.hpp" EXCLUDE)
-if(NOT ROPECHECK_PACKAGE_HAS_GTEST)
-  install(CODE "file(REMOVE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}/ropecheck/props/gtest.hpp\")")
-endif()
-install(FILES "${PROJECT_SOURCE_DIR}/golden/include/ropecheck/kernel_abi.h"
+install(FILES "${PROJECT_SOURCE_DIR}/abi/include/ropecheck/kernel_abi.h"
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ropecheck)
 
 install(EXPORT ropecheckTargets

@@ -1,4 +1,4 @@
-// libFuzzer target: parse_npy on arbitrary bytes. Any outcome other than a TensorError or success
+// libFuzzer target: parse_npy on arbitrary bytes. Any outcome other than a InputError or success
 // is a bug. What parses must round-trip through serialize_npy(), whose data starts at a multiple
 // of 64.
 #include <cstdint>
@@ -6,15 +6,16 @@
 #include <span>
 #include <vector>
 
-#include "ropecheck/golden/npy.hpp"
+#include "ropecheck/io/npy.hpp"
 
-using namespace ropecheck::golden;
+using namespace ropecheck;
+using namespace ropecheck::io;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Tensor t;
   try {
     t = parse_npy(std::span<const std::uint8_t>(data, size), "t", "fuzz.npy");
-  } catch (const TensorError&) {
+  } catch (const InputError&) {
     return 0;
   }
   validate(t);

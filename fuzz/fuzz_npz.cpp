@@ -1,20 +1,21 @@
 // libFuzzer target: parse_npz on arbitrary bytes (libzip underneath). Any outcome other than a
-// TensorError or success is a bug. What parses must round-trip through serialize_npz().
+// InputError or success is a bug. What parses must round-trip through serialize_npz().
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
 #include <vector>
 
-#include "ropecheck/golden/npy.hpp"
+#include "ropecheck/io/npy.hpp"
 
-using namespace ropecheck::golden;
+using namespace ropecheck;
+using namespace ropecheck::io;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::vector<Tensor> tensors;
   try {
     tensors = parse_npz(std::span<const std::uint8_t>(data, size), "fuzz.npz");
-  } catch (const TensorError&) {
+  } catch (const InputError&) {
     return 0;
   }
   for (const Tensor& t : tensors) validate(t);

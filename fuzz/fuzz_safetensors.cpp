@@ -1,4 +1,4 @@
-// libFuzzer target: parse_safetensors on arbitrary bytes. Any outcome other than a TensorError
+// libFuzzer target: parse_safetensors on arbitrary bytes. Any outcome other than a InputError
 // or success is a bug (sanitizers catch memory and UB errors). What parses must survive a round
 // trip: serialize_safetensors() of it must not throw and must parse back to the same tensors and
 // metadata.
@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "ropecheck/golden/safetensors.hpp"
+#include "ropecheck/io/safetensors.hpp"
 
-using namespace ropecheck::golden;
+using namespace ropecheck;
+using namespace ropecheck::io;
 
 namespace {
 void sort_by_name(std::vector<Tensor>& ts) {
@@ -25,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<Tensor> tensors;
   try {
     tensors = parse_safetensors(std::span<const std::uint8_t>(data, size), "fuzz.safetensors", &metadata);
-  } catch (const TensorError&) {
+  } catch (const InputError&) {
     return 0;
   }
   for (const Tensor& t : tensors) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets for the parsers of untrusted input (golden/: safetensors, .npy, .npz;
-# reference/: spec and Hugging Face JSON) with AddressSanitizer + UndefinedBehaviorSanitizer and runs
+# Builds the libFuzzer targets for the parsers of untrusted input (io/: safetensors, .npy, .npz;
+# core/: spec and Hugging Face JSON) with AddressSanitizer + UndefinedBehaviorSanitizer and runs
 # each one for a while, from a fresh copy of the seed corpus in fuzz/corpus/<target>/. With
 # ROPECHECK_FUZZ_PREBUILT=1 the binaries already in BUILD_DIR are run as they are: the CMake build makes
 # them (fuzz/CMakeLists.txt, target ropecheck_fuzzers) and tracks their staleness.
@@ -30,7 +30,7 @@ fail=0
 if [ "${ROPECHECK_FUZZ_PREBUILT:-0}" != 1 ]; then
 
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
-common=(-std=c++20 -g -O1 "${san[@]}" -I"$root/golden/include" -I"$root/reference/include")
+common=(-std=c++20 -g -O1 "${san[@]}" -I"$root/io/include" -I"$root/core/include")
 zip_libs="$(pkg-config --libs libzip 2>/dev/null || echo -lzip) -lz"
 
 # Can this clang link a fuzzer at all?
@@ -43,8 +43,8 @@ if ! printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigne
 fi
 
 # Rebuilds an output when it is missing or older than any input or header.
-headers=("$root"/golden/include/ropecheck/golden/*.hpp "$root"/golden/src/*.hpp
-         "$root"/reference/include/ropecheck/reference/*.hpp "$0")
+headers=("$root"/io/include/ropecheck/io/*.hpp "$root"/io/include/ropecheck/io/detail/*.hpp
+         "$root"/core/include/ropecheck/core/*.hpp "$0")
 stale() {
   local out="$1"; shift
   [ -f "$out" ] || return 0
@@ -53,8 +53,8 @@ stale() {
   return 1
 }
 
-lib_sources=(golden/src/tensor golden/src/safetensors golden/src/npy reference/src/spec reference/src/spec_json
-             reference/src/hf_config)
+lib_sources=(io/src/tensor io/src/safetensors io/src/npy core/src/one_line core/src/dtype core/src/spec
+             core/src/spec_json core/src/hf_config)
 pids=()
 for s in "${lib_sources[@]}"; do
   src="$root/$s.cpp" obj="$build/obj/${s//\//_}.o"
@@ -81,10 +81,11 @@ done
 for t in "${targets[@]}"; do
   objs=("$build/obj/$t.o")
   if [ "$t" = fuzz_spec_json ]; then
-    for s in spec spec_json hf_config; do objs+=("$build/obj/reference_src_$s.o"); done
+    for s in dtype spec spec_json hf_config one_line; do objs+=("$build/obj/core_src_$s.o"); done
     libs=""
   else
-    for s in tensor safetensors npy; do objs+=("$build/obj/golden_src_$s.o"); done
+    for s in tensor safetensors npy; do objs+=("$build/obj/io_src_$s.o"); done
+    objs+=("$build/obj/core_src_one_line.o")
     libs="$zip_libs"
   fi
   if stale "$build/$t" "${objs[@]}"; then

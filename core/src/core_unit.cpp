@@ -7,3 +7,5 @@
 #include "spec_json.cpp"
 #include "hf_config.cpp"
 #include "shard.cpp"
+#include "positions.cpp"
+#include "one_line.cpp"

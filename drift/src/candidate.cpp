@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "ropecheck/golden/plugin_kernel.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/plugin/plugin_kernel.hpp"
+#include "ropecheck/io/tensor.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"  // the kernels' exact f16 / bf16 bit conversions
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/kut/cuda_source.hpp"
@@ -57,7 +57,7 @@ Candidate::Candidate(std::unique_ptr<kut::KernelUnderTest> kernel, std::string n
     : kernel_(std::move(kernel)), name_(std::move(name)), description_(std::move(description)), known_bad_(known_bad),
       storage_(storage), spec_(spec), seq_len_(seq_len) {
   if (!kernel_->info().capabilities.rope_apply)
-    throw golden::TensorError(kernel_->info().name + " does not export ropecheck_rope_apply, which drift needs");
+    throw InputError(kernel_->info().name + " does not export ropecheck_rope_apply, which drift needs");
   if (const kut::RecipeRows* rows = kernel_->recipe_rows()) plan_ = kernels::make_rope_plan(spec.rope, rows->recipe, seq_len);
 }
 
@@ -96,7 +96,7 @@ void Candidate::check(const kut::CallResult& c, const char* entry, const std::st
                       std::initializer_list<std::span<const double>> outs) {
   ++failures_.calls;
   if (c.status == kut::CallResult::Status::unsupported)
-    throw golden::TensorError("kernel '" + name_ + "': " + entry + " answered UNSUPPORTED for this spec / dtype" +
+    throw InputError("kernel '" + name_ + "': " + entry + " answered UNSUPPORTED for this spec / dtype" +
                               (c.message.empty() ? std::string() : " (" + c.message + ")") + " (" + what + ")");
   if (c.status == kut::CallResult::Status::failed) {
     ++failures_.failed;
@@ -173,12 +173,12 @@ std::string recipe_names() {
 }
 
 std::unique_ptr<Candidate> make_candidate(std::string_view name, const EncodingSpec& spec, DType storage, std::int64_t seq_len,
-                                          int threads, const golden::PluginClientOptions& plugin) {
+                                          int threads, const plugin::PluginClientOptions& plugin) {
   constexpr std::string_view kPlugin = "plugin:", kCuda = "cuda:";
   if (name.starts_with(kPlugin)) {
     const std::string_view path = name.substr(kPlugin.size());
     if (path.empty()) throw SpecError("'plugin:' needs a library path (plugin:PATH.so)");
-    std::unique_ptr<golden::PluginKernel> k = golden::load_plugin_kernel(std::filesystem::path(path), plugin);
+    std::unique_ptr<plugin::PluginKernel> k = plugin::load_plugin_kernel(std::filesystem::path(path), plugin);
     const std::string n = "plugin:" + k->plugin().name();
     return std::make_unique<Candidate>(std::move(k), n, "kernel plugin " + std::string(path), false, spec, storage, seq_len);
   }
@@ -198,7 +198,7 @@ std::unique_ptr<Candidate> make_candidate(std::string_view name, const EncodingS
   try {
     k = kut::make_cuda_kernel(*r);
   } catch (const std::runtime_error& e) {
-    throw golden::TensorError("--recipes " + std::string(name) + ": " + e.what());
+    throw InputError("--recipes " + std::string(name) + ": " + e.what());
   }
   const std::string description = k->info().description;
   return std::make_unique<Candidate>(std::move(k), std::string(name), description, info.known_bad, spec, storage, seq_len);

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "ropecheck/kernels/scalar_recipes.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
 
 namespace ropecheck::drift {

@@ -2,8 +2,8 @@
 #include "ropecheck/drift/part.hpp"
 
 #include "ropecheck/core/spec_json.hpp"
-#include "ropecheck/golden/part_file.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/io/part_file.hpp"
+#include "ropecheck/io/tensor.hpp"
 
 #ifndef ROPECHECK_VERSION
 #define ROPECHECK_VERSION "unknown"
@@ -13,8 +13,8 @@ namespace ropecheck::drift {
 
 namespace {
 
-using golden::exact_number;
-using golden::PartReader;
+using io::exact_number;
+using io::PartReader;
 using nlohmann::json;
 
 constexpr const char* kPartFormat = "ropecheck-drift-part";
@@ -159,7 +159,7 @@ MergedDrift merge_drift_parts(const std::vector<nlohmann::json>& parts, const st
                         {"run", r.at(parts[i], "run")},
                         {"setup", r.at(parts[i], "setup")}});
   }
-  const std::vector<std::size_t> order = golden::order_parts(shards, identity, names);
+  const std::vector<std::size_t> order = io::order_parts(shards, identity, names);
   const json& first = parts[order.front()];
   const PartReader r0{names[order.front()], "drift part"};
   const json& setup = r0.at(first, "setup");

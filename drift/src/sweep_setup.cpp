@@ -5,8 +5,8 @@
 
 #include "parallel.hpp"
 #include "ropecheck/golden/input_generator.hpp"
-#include "ropecheck/golden/memory_budget.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/io/memory_budget.hpp"
+#include "ropecheck/formulas/rope.hpp"
 
 namespace ropecheck::drift::detail {
 
@@ -129,7 +129,7 @@ std::uint64_t estimate_memory_bytes(const EncodingSpec& spec, const DriftOptions
 }
 
 void require_memory(const EncodingSpec& spec, const DriftOptions& o, std::size_t candidates) {
-  golden::require_memory(estimate_memory_bytes(spec, o, candidates), o.max_memory,
+  io::require_memory(estimate_memory_bytes(spec, o, candidates), o.max_memory,
                          "drift over " + std::to_string(make_sampling_plan(o.sampling).positions.size()) +
                              " sampled positions (--max-pos " + std::to_string(o.sampling.max_pos) + ", --window " +
                              std::to_string(o.sampling.window) + ", --per-octave " + std::to_string(o.sampling.per_octave) +

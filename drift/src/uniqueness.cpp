@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "parallel.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 
 namespace ropecheck::drift {
 

@@ -1,5 +1,5 @@
 /*
- * A ropecheck kernel plugin (golden/KERNEL_ABI.md): RoPE computed the way Hugging Face Llama computes
+ * A ropecheck kernel plugin (abi/KERNEL_ABI.md): RoPE computed the way Hugging Face Llama computes
  * it in float32 (transformers' _compute_default_rope_parameters / _compute_linear_scaling_rope_parameters
  * / _compute_llama3_parameters, LlamaRotaryEmbedding.forward, apply_rotary_pos_emb):
  *

@@ -149,7 +149,7 @@ def land(exe: str, golden: str, candidate: str, report_path: str, dt: str) -> Tu
     which this candidate does not make; without it the run would be "not tested", exit 3); returns
     (strictest class satisfied or None, every class satisfied, report).
 
-    The report (golden/CHECK_REPORT.md) lists "satisfied_classes", strictest first, whatever the
+    The report (checker/CHECK_REPORT.md) lists "satisfied_classes", strictest first, whatever the
     verdict class; the exit status (0 pass, 1 fail) is about the default verdict class (fp32-angle)."""
     only = ",".join("%s.%s" % (base, dt) for base in ("q_rot", "k_rot", "cos", "sin"))
     p = run([exe, "check", "--golden", golden, "--candidate", candidate, "--only", only, "--report", report_path],

@@ -5,7 +5,7 @@
 #include <future>
 #include <thread>
 
-#include "golden_content.hpp"
+#include "golden_files.hpp"
 #include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/golden/input_generator.hpp"
 
@@ -14,6 +14,8 @@
 #endif
 
 namespace ropecheck::golden::detail {
+using namespace ropecheck::io;  // tensors and files are this module's material
+using namespace ropecheck::io::detail;  // the tensor files\' layout and writer
 
 GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const EncodingSpec& spec, std::int64_t tokens,
                          int heads, std::vector<DType> dtypes, FileFormat format, FilesMode mode)

@@ -10,18 +10,19 @@
 #include <map>
 #include <string>
 
-#include "golden_content.hpp"
-#include "ropecheck/golden/atomic_output.hpp"
+#include "golden_files.hpp"
+#include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/golden/golden_set.hpp"
-#include "ropecheck/golden/memory_budget.hpp"
-#include "ropecheck/golden/sha256.hpp"
-#include "ropecheck/golden/tensor.hpp"
-#include "tensor_io_detail.hpp"
+#include "ropecheck/io/memory_budget.hpp"
+#include "ropecheck/io/sha256.hpp"
+#include "ropecheck/io/tensor.hpp"
+#include "ropecheck/io/detail/tensor_io.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;  // tensors and files are this module's material
 namespace {
 
-std::string name_of(const std::filesystem::path& p) { return detail::sanitize(p.string()); }
+std::string name_of(const std::filesystem::path& p) { return sanitize(p.string()); }
 
 // The identity of the run a shard folder belongs to (golden_content.hpp).
 nlohmann::json run_identity(const GoldenSet& g) {
@@ -46,7 +47,7 @@ struct PartFile {
 };
 
 [[noreturn]] void io_fail(const std::filesystem::path& p, const char* what) {
-  throw TensorError(std::string("merge: cannot ") + what + " '" + name_of(p) + "' (" + std::strerror(errno) + ")");
+  throw InputError(std::string("merge: cannot ") + what + " '" + name_of(p) + "' (" + std::strerror(errno) + ")");
 }
 
 void read_exact(int fd, std::uint8_t* buf, std::size_t n, std::uint64_t at, const std::filesystem::path& p) {
@@ -95,7 +96,7 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
     std::uint8_t len[8];
     read_exact(p->fd, len, 8, 0, p->path);
     const std::uint64_t n = detail::load_u64(len);
-    if (n > (std::uint64_t{100} << 20) || 8 + n > p->bytes) throw TensorError("manifest hash mismatch for " + name_of(p->path) + " (its header is not what ropecheck wrote)");
+    if (n > (std::uint64_t{100} << 20) || 8 + n > p->bytes) throw InputError("manifest hash mismatch for " + name_of(p->path) + " (its header is not what ropecheck wrote)");
     std::vector<std::uint8_t> head(8 + n);
     read_exact(p->fd, head.data(), head.size(), 0, p->path);
     p->hash.update(head);
@@ -106,13 +107,13 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
       for (const auto& [k, v] : j.items())
         if (k != "__metadata__") p->offsets[k] = {v.at("data_offsets").at(0).get<std::uint64_t>(), v.at("data_offsets").at(1).get<std::uint64_t>()};
     } catch (const nlohmann::json::exception&) {
-      throw TensorError("manifest hash mismatch for " + name_of(p->path) + " (its header is not what ropecheck wrote)");
+      throw InputError("manifest hash mismatch for " + name_of(p->path) + " (its header is not what ropecheck wrote)");
     }
   }
   std::vector<std::uint8_t> a(std::size_t{8} << 20), b(a.size());
   auto copy = [&](PartFile& p, std::uint64_t begin, std::uint64_t end) {
     if (p.data_base + begin != p.cursor || end < begin || p.data_base + end > p.bytes)
-      throw TensorError("merge: '" + name_of(p.path) + "' is not laid out as ropecheck writes it");
+      throw InputError("merge: '" + name_of(p.path) + "' is not laid out as ropecheck writes it");
     for (std::uint64_t at = begin; at < end;) {
       const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(end - at, a.size()));
       read_exact(p.fd, a.data(), n, p.data_base + at, p.path);
@@ -128,7 +129,7 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
     const detail::TensorInfo& t = layout[i];
     auto range = [&](PartFile& p) {
       const auto it = p.offsets.find(t.name);
-      if (it == p.offsets.end()) throw TensorError("merge: '" + name_of(p.path) + "' lacks tensor '" + t.name + "'");
+      if (it == p.offsets.end()) throw InputError("merge: '" + name_of(p.path) + "' lacks tensor '" + t.name + "'");
       return it->second;
     };
     if (t.name == "positions" && t.shape.size() == 2) {  // [3, tokens]: stream rows, shard by shard
@@ -147,7 +148,7 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
   }
   for (auto& p : parts)
     if (p->cursor != p->bytes || p->hash.hex() != p->sha256)
-      throw TensorError("manifest hash mismatch for " + name_of(p->path));
+      throw InputError("manifest hash mismatch for " + name_of(p->path));
   return {written, merged.hex()};
 }
 

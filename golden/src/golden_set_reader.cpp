@@ -8,15 +8,16 @@
 #include <sstream>
 
 #include "ropecheck/golden/golden_set.hpp"
-#include "ropecheck/golden/npy.hpp"
-#include "ropecheck/golden/safetensors.hpp"
-#include "ropecheck/golden/sha256.hpp"
+#include "ropecheck/io/npy.hpp"
+#include "ropecheck/io/safetensors.hpp"
+#include "ropecheck/io/sha256.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/spec_json.hpp"
 #include "sample_check.hpp"
-#include "tensor_io_detail.hpp"
+#include "ropecheck/io/detail/tensor_io.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;  // tensors and files are this module's material
 
 struct GoldenSet::State {
   std::filesystem::path dir;
@@ -43,10 +44,10 @@ struct GoldenSet::State {
 namespace {
 
 [[noreturn]] void fail(const std::string& where, const std::string& problem) {
-  throw TensorError(where + ": " + problem);
+  throw InputError(where + ": " + problem);
 }
 
-std::string manifest_where(const std::filesystem::path& dir) { return detail::sanitize((dir / "manifest.json").string()); }
+std::string manifest_where(const std::filesystem::path& dir) { return sanitize((dir / "manifest.json").string()); }
 
 const nlohmann::json& key(const nlohmann::json& obj, const char* k, const std::string& where, const std::string& ctx) {
   if (!obj.is_object()) fail(where, ctx + " must be a JSON object");
@@ -126,10 +127,10 @@ namespace {
 // Reads, re-verifies and parses one file; checks its tensors against the manifest.
 std::vector<Tensor> load_file(const GoldenSet& set, const ManifestFile& mf) {
   const std::filesystem::path p = set.dir() / mf.file;
-  const std::string where = detail::sanitize(p.string());
+  const std::string where = sanitize(p.string());
   const std::vector<std::uint8_t> bytes = detail::read_file(p);
   if (bytes.size() != mf.bytes || sha256_hex(bytes) != mf.sha256)
-    throw TensorError("manifest hash mismatch for " + where + " (the file changed after it was verified)");
+    throw InputError("manifest hash mismatch for " + where + " (the file changed after it was verified)");
   std::vector<Tensor> tensors;
   const std::string ext = p.extension().string();
   if (ext == ".safetensors")
@@ -139,21 +140,21 @@ std::vector<Tensor> load_file(const GoldenSet& set, const ManifestFile& mf) {
   else if (ext == ".npy")
     tensors.push_back(parse_npy(bytes, p.stem().string(), where, /*u2_is_bf16=*/true));
   else
-    fail(where, "unsupported file type '" + detail::sanitize(ext) + "' (expected .safetensors, .npz or .npy)");
+    fail(where, "unsupported file type '" + sanitize(ext) + "' (expected .safetensors, .npz or .npy)");
   std::set<std::string> seen;
   for (const Tensor& t : tensors) {
     const ManifestTensor* m = set.find(t.name);
     if (m == nullptr || m->file != mf.file)
-      fail(where, "tensor " + detail::quote_name(t.name) + " is not listed for this file in the manifest");
+      fail(where, "tensor " + quote_name(t.name) + " is not listed for this file in the manifest");
     if (m->dtype != t.dtype || m->shape != t.shape)
-      fail(where, "tensor " + detail::quote_name(t.name) + " is " + std::string(to_string(t.dtype)) + " " +
-                      detail::shape_for_message(t.shape) + " but the manifest says " + std::string(to_string(m->dtype)) +
-                      " " + detail::shape_for_message(m->shape));
+      fail(where, "tensor " + quote_name(t.name) + " is " + std::string(to_string(t.dtype)) + " " +
+                      io::shape_for_message(t.shape) + " but the manifest says " + std::string(to_string(m->dtype)) +
+                      " " + io::shape_for_message(m->shape));
     seen.insert(t.name);
   }
   for (const ManifestTensor& m : set.tensors())
     if (m.file == mf.file && !seen.count(m.name))
-      fail(where, "the manifest lists tensor " + detail::quote_name(m.name) + " but the file does not hold it");
+      fail(where, "the manifest lists tensor " + quote_name(m.name) + " but the file does not hold it");
   return tensors;
 }
 
@@ -161,7 +162,7 @@ std::vector<Tensor> load_file(const GoldenSet& set, const ManifestFile& mf) {
 
 const Tensor& GoldenSet::tensor(std::string_view name) const {
   const ManifestTensor* m = find(name);
-  if (m == nullptr) throw TensorError(detail::sanitize(s_->dir.string()) + ": the golden set has no tensor " + detail::quote_name(name));
+  if (m == nullptr) throw InputError(sanitize(s_->dir.string()) + ": the golden set has no tensor " + quote_name(name));
   std::lock_guard<std::mutex> lock(s_->mutex);
   if (!s_->loaded_files.count(m->file)) {
     const auto fit = std::find_if(s_->files.begin(), s_->files.end(), [&](const ManifestFile& f) { return f.file == m->file; });
@@ -190,7 +191,7 @@ const std::vector<Position>& GoldenSet::positions() const {
       }
       for (std::int64_t x : {p.t, p.h, p.w})
         if (x > kMaxPosition || x < -kMaxPosition)
-          fail(detail::sanitize(s_->dir.string()), "position " + std::to_string(x) + " is beyond 2^53");
+          fail(sanitize(s_->dir.string()), "position " + std::to_string(x) + " is beyond 2^53");
       v[static_cast<std::size_t>(i)] = p;
     }
     s_->positions = std::move(v);
@@ -202,7 +203,7 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
   GoldenSet set;
   GoldenSet::State& s = *set.s_;
   s.dir = dir;
-  const std::string dwhere = detail::sanitize(dir.string());
+  const std::string dwhere = sanitize(dir.string());
   const std::string where = manifest_where(dir);
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) fail(dwhere, "not a folder (expected a golden set written by `ropecheck golden`)");
@@ -262,7 +263,7 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
     errno = 0;
     s.attention_factor = std::strtod(begin, &end);
     if (end == begin || *end != '\0' || errno != 0 || !std::isfinite(s.attention_factor) || s.attention_factor <= 0)
-      fail(where, "'attention_factor' is not a positive decimal number: " + detail::quote_name(s.attention_factor_text));
+      fail(where, "'attention_factor' is not a positive decimal number: " + quote_name(s.attention_factor_text));
   }
 
   const nlohmann::json& pos = key(m, "positions", where, "");
@@ -298,10 +299,10 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
     if (!b.is_number_unsigned()) fail(where, "'files[].bytes' must be a non-negative integer");
     mf.bytes = b.get<std::uint64_t>();
     mf.sha256 = get_string(f, "sha256", where, "files[]");
-    if (!plain_file_name(mf.file)) fail(where, "file name " + detail::quote_name(mf.file) + " is not a plain name inside the folder");
-    if (!is_hex64(mf.sha256)) fail(where, "'sha256' of " + detail::quote_name(mf.file) + " is not 64 lowercase hex digits");
+    if (!plain_file_name(mf.file)) fail(where, "file name " + quote_name(mf.file) + " is not a plain name inside the folder");
+    if (!is_hex64(mf.sha256)) fail(where, "'sha256' of " + quote_name(mf.file) + " is not 64 lowercase hex digits");
     for (const ManifestFile& o : s.files)
-      if (o.file == mf.file) fail(where, "file " + detail::quote_name(mf.file) + " is listed twice");
+      if (o.file == mf.file) fail(where, "file " + quote_name(mf.file) + " is listed twice");
     s.files.push_back(std::move(mf));
   }
 
@@ -311,11 +312,11 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
   for (const auto& t : tensors) {
     ManifestTensor mt;
     mt.name = get_string(t, "name", where, "tensors[]");
-    const std::string ctx = "tensor " + detail::quote_name(mt.name);
+    const std::string ctx = "tensor " + quote_name(mt.name);
     mt.file = get_string(t, "file", where, "tensors[]");
     const std::string dt = get_string(t, "dtype", where, "tensors[]");
     const auto tdt = parse_tensor_dtype(dt);
-    if (!tdt) fail(where, ctx + ": unknown dtype " + detail::quote_name(dt));
+    if (!tdt) fail(where, ctx + ": unknown dtype " + quote_name(dt));
     mt.dtype = *tdt;
     mt.shape = get_shape(key(t, "shape", where, "tensors[]"), where, ctx);
     mt.role = get_string(t, "role", where, "tensors[]");
@@ -326,7 +327,7 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
       mt.attention_factor_folded = t["attention_factor_folded"].get<bool>();
     }
     if (std::none_of(s.files.begin(), s.files.end(), [&](const ManifestFile& f) { return f.file == mt.file; }))
-      fail(where, ctx + ": file " + detail::quote_name(mt.file) + " is not listed in 'files'");
+      fail(where, ctx + ": file " + quote_name(mt.file) + " is not listed in 'files'");
     if (!s.by_name.emplace(mt.name, s.tensors.size()).second) fail(where, ctx + " is listed twice");
     s.tensors.push_back(std::move(mt));
   }
@@ -335,11 +336,11 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
   const std::int64_t T = s.tokens;
   auto require = [&](const std::string& name, TensorDType dt, const std::vector<std::int64_t>& shape, const char* role) {
     const ManifestTensor* t = set.find(name);
-    if (t == nullptr) fail(where, "missing tensor " + detail::quote_name(name));
+    if (t == nullptr) fail(where, "missing tensor " + quote_name(name));
     if (t->dtype != dt || t->shape != shape || t->role != role)
-      fail(where, "tensor " + detail::quote_name(name) + " is " + std::string(to_string(t->dtype)) + " " +
-                      detail::shape_for_message(t->shape) + " (" + t->role + ") but the spec and positions need " +
-                      std::string(to_string(dt)) + " " + detail::shape_for_message(shape) + " (" + role + ")");
+      fail(where, "tensor " + quote_name(name) + " is " + std::string(to_string(t->dtype)) + " " +
+                      io::shape_for_message(t->shape) + " (" + t->role + ") but the spec and positions need " +
+                      std::string(to_string(dt)) + " " + io::shape_for_message(shape) + " (" + role + ")");
   };
   require("positions", TensorDType::i64, s.streams == 3 ? std::vector<std::int64_t>{3, T} : std::vector<std::int64_t>{T},
           "input");
@@ -366,13 +367,13 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
   // Every listed file: present, the declared size, the declared hash (streamed, constant memory).
   for (const ManifestFile& f : s.files) {
     const std::filesystem::path p = dir / f.file;
-    if (!std::filesystem::is_regular_file(p, ec)) fail(dwhere, "missing file " + detail::quote_name(f.file) + " listed in the manifest");
+    if (!std::filesystem::is_regular_file(p, ec)) fail(dwhere, "missing file " + quote_name(f.file) + " listed in the manifest");
     const std::uintmax_t size = std::filesystem::file_size(p, ec);
     if (ec || size != f.bytes)
-      throw TensorError("manifest hash mismatch for " + detail::sanitize(p.string()) + ": " + std::to_string(size) +
+      throw InputError("manifest hash mismatch for " + sanitize(p.string()) + ": " + std::to_string(size) +
                         " bytes on disk, the manifest says " + std::to_string(f.bytes));
     if (options.verify_data && sha256_file(p) != f.sha256)
-      throw TensorError("manifest hash mismatch for " + detail::sanitize(p.string()));
+      throw InputError("manifest hash mismatch for " + sanitize(p.string()));
   }
   // The hashes do not cover manifest.json: its spec must reproduce a sample of the stored values.
   if (options.verify_data) detail::verify_sample(set);

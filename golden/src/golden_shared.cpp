@@ -10,12 +10,13 @@
 #include <map>
 #include <sstream>
 
-#include "golden_content.hpp"
+#include "golden_files.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/core/spec_json.hpp"
-#include "ropecheck/golden/atomic_output.hpp"
+#include "ropecheck/io/atomic_output.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;  // tensors and files are this module's material
 namespace {
 
 namespace fs = std::filesystem;

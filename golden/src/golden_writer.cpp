@@ -14,15 +14,15 @@
 #include <span>
 #include <thread>
 
-#include "golden_content.hpp"
-#include "ropecheck/golden/atomic_output.hpp"
+#include "golden_files.hpp"
+#include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/golden/golden_shared.hpp"
 #include "ropecheck/golden/input_generator.hpp"
-#include "ropecheck/golden/memory_budget.hpp"
-#include "ropecheck/golden/npy.hpp"
-#include "ropecheck/golden/safetensors.hpp"
-#include "ropecheck/golden/sha256.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/io/memory_budget.hpp"
+#include "ropecheck/io/npy.hpp"
+#include "ropecheck/io/safetensors.hpp"
+#include "ropecheck/io/sha256.hpp"
+#include "ropecheck/io/tensor.hpp"
 #include "ropecheck/reference/fast_rounding.hpp"
 #include "ropecheck/reference/mpfr_value.hpp"
 #include "ropecheck/reference/resolve.hpp"
@@ -33,6 +33,7 @@
 #endif
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;  // tensors and files are this module's material
 namespace {
 
 using Clock = std::chrono::steady_clock;

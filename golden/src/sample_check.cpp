@@ -12,13 +12,15 @@
 #include <vector>
 
 #include "ropecheck/reference/resolve.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
-#include "tensor_io_detail.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
+#include "ropecheck/io/detail/tensor_io.hpp"
 
 namespace ropecheck::golden::detail {
+using namespace ropecheck::io;  // tensors and files are this module's material
+using namespace ropecheck::io::detail;  // the tensor files\' layout and writer
 namespace {
 
 // Distance in units in the last place between two finite doubles of the same sign (else huge).
@@ -63,7 +65,7 @@ void verify_sample(const GoldenSet& set) {
 
   auto compare = [&](const char* tensor, std::int64_t token, std::int64_t index, double stored, double exact) {
     if (ulps_apart(stored, exact) <= 1) return;
-    throw TensorError(where + ": the set's data does not match its spec (" + std::string(tensor) + " at token " +
+    throw InputError(where + ": the set's data does not match its spec (" + std::string(tensor) + " at token " +
                       std::to_string(token) + ", element " + std::to_string(index) + " is " + fmt_double(stored) +
                       ", the spec gives " + fmt_double(exact) +
                       "): manifest.json was edited or belongs to another set; regenerate the set");
@@ -74,7 +76,7 @@ void verify_sample(const GoldenSet& set) {
     // The attention factor the manifest states must be the spec's (plugins are given it).
     const std::string att = resolve_spec(spec, set.seq_len(), 40).attention_factor;
     if (att != set.attention_factor_text())
-      throw TensorError(where + ": 'attention_factor' " + quote_name(set.attention_factor_text()) +
+      throw InputError(where + ": 'attention_factor' " + quote_name(set.attention_factor_text()) +
                         " does not match the spec's " + att + ": manifest.json was edited; regenerate the set");
     ScopedPrecision prec(working_precision_bits(53, rope_max_abs_angle(r, set.seq_len(), max_abs)));
     const RopeFrequencies<Real> f = rope_frequencies<Real>(r, set.seq_len());

@@ -13,7 +13,7 @@
 #include "launch.hpp"
 #include "ropecheck/kernels/cuda_kernels.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck::kernels {
 

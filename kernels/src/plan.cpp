@@ -5,7 +5,7 @@
 
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 
 namespace ropecheck::kernels {
 

@@ -21,7 +21,7 @@
 
 #include "kernel_detail.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 #include "rows.hpp"
 #include "storage.hpp"
 

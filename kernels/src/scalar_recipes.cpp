@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "ropecheck/reference/rope_reference.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck::kernels {
 

@@ -21,8 +21,8 @@
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck::props {
 using namespace ropecheck::accuracy;  // the error model is this module's vocabulary

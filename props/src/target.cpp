@@ -7,10 +7,10 @@
 #include <stdexcept>
 
 #include "ropecheck/props/registry.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck::props {
 using namespace ropecheck::accuracy;  // the error model is this module's vocabulary

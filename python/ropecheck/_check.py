@@ -19,7 +19,7 @@ report_sinks: list[Callable[["Report"], None]] = []
 
 
 class TensorResult:
-    """One golden output's figures (golden/CHECK_REPORT.md, `tensors[]`)."""
+    """One golden output's figures (checker/CHECK_REPORT.md, `tensors[]`)."""
 
     def __init__(self, j: dict):
         self.json = j
@@ -55,7 +55,7 @@ class Report:
         self.reason: str = self.json["reason"]
         self.tensors: dict[str, TensorResult] = {t["golden"]: TensorResult(t) for t in self.json["tensors"]}
         self.not_tested: list[str] = list(self.json["not_tested"])
-        # The diagnosis of a failing check (golden/DIAGNOSIS.md): which known mistake explains the
+        # The diagnosis of a failing check (checker/DIAGNOSIS.md): which known mistake explains the
         # failing elements, ranked; None when the check was not diagnosed.
         self.diagnosis: dict | None = self.json.get("diagnosis")
 

@@ -17,7 +17,7 @@ def presets() -> list[str]:
 
 
 class Spec:
-    """An encoding spec (reference/SPEC_FORMAT.md). Build it with one of the class methods."""
+    """An encoding spec (core/SPEC_FORMAT.md). Build it with one of the class methods."""
 
     def __init__(self, core: _core.Spec):
         self._core = core

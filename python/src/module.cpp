@@ -28,15 +28,15 @@
 #include "ropecheck/core/one_line.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/core/spec_json.hpp"
-#include "ropecheck/golden/atomic_output.hpp"
-#include "ropecheck/golden/checker.hpp"
-#include "ropecheck/golden/diagnose.hpp"
+#include "ropecheck/io/atomic_output.hpp"
+#include "ropecheck/checker/checker.hpp"
+#include "ropecheck/checker/diagnose.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/golden/hf_config_file.hpp"
-#include "ropecheck/golden/memory_budget.hpp"
-#include "ropecheck/golden/sha256.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/io/memory_budget.hpp"
+#include "ropecheck/io/sha256.hpp"
+#include "ropecheck/io/tensor.hpp"
 #include "ropecheck/drift/sweep.hpp"
 #include "ropecheck/drift/writers.hpp"
 #include "ropecheck/kut/kernel_under_test.hpp"
@@ -122,12 +122,12 @@ std::string write_golden(const Spec& spec, const std::string& positions, const s
   if (threads < 0 || threads > 1024) throw SpecError("threads: must be in [0, 1024], got " + std::to_string(threads));
   golden::GoldenOptions g;
   g.spec = spec.spec;
-  g.positions = golden::parse_positions(positions);
+  g.positions = parse_positions(positions);
   g.out = out;
   g.dtypes = dtypes_of(dtypes);
   g.heads = heads;
   g.seed = seed;
-  g.format = format == "npy" ? golden::FileFormat::npz : golden::FileFormat::safetensors;
+  g.format = format == "npy" ? io::FileFormat::npz : io::FileFormat::safetensors;
   g.seq_len = seq_len;
   g.threads = threads;
   g.overwrite = overwrite;
@@ -140,12 +140,12 @@ std::string write_golden(const Spec& spec, const std::string& positions, const s
 // writer uses: the copy is the set's bytes, so byte-identical to what `ropecheck golden` wrote.
 void save_golden(const Golden& g, const std::string& out, bool overwrite) {
   nb::gil_scoped_release release;
-  golden::OutputFolder::Options o;
+  io::OutputFolder::Options o;
   o.overwrite = overwrite;
   o.create_parents = true;
   o.option = "save";
   o.command = "save";
-  golden::OutputFolder folder(out, o);
+  io::OutputFolder folder(out, o);
   std::vector<std::string> names = {"manifest.json"};
   for (const golden::ManifestFile& f : g.set.files()) names.push_back(f.file);
   for (const std::string& name : names) {
@@ -153,34 +153,34 @@ void save_golden(const Golden& g, const std::string& out, bool overwrite) {
     std::ifstream in(p, std::ios::binary);
     std::ostringstream bytes;
     bytes << in.rdbuf();
-    if (!in.good() && !in.eof()) throw golden::TensorError("save: cannot read " + p.string());
+    if (!in.good() && !in.eof()) throw InputError("save: cannot read " + p.string());
     folder.write(name, bytes.str());
   }
   folder.commit();
 }
 
-golden::Criterion criterion_of(const std::string& cls, std::optional<double> max_ulp, std::optional<double> atol,
+checker::Criterion criterion_of(const std::string& cls, std::optional<double> max_ulp, std::optional<double> atol,
                                std::optional<double> rtol) {
   const int given = !cls.empty() + max_ulp.has_value() + (atol.has_value() || rtol.has_value());
-  if (given > 1) throw golden::TensorError("give one criterion: cls, max_ulp, or atol with rtol");
+  if (given > 1) throw InputError("give one criterion: cls, max_ulp, or atol with rtol");
   if (max_ulp) {
-    if (!(*max_ulp >= 0)) throw golden::TensorError("max_ulp: must be a non-negative number");
-    return golden::Criterion::of_max_ulp(*max_ulp);
+    if (!(*max_ulp >= 0)) throw InputError("max_ulp: must be a non-negative number");
+    return checker::Criterion::of_max_ulp(*max_ulp);
   }
   if (atol || rtol) {
-    if (!atol || !rtol) throw golden::TensorError("atol and rtol go together");
-    if (!(*atol >= 0 && std::isfinite(*atol))) throw golden::TensorError("atol: must be a finite non-negative number");
-    if (!(*rtol >= 0 && std::isfinite(*rtol))) throw golden::TensorError("rtol: must be a finite non-negative number");
-    return golden::Criterion::of_tolerance(*atol, *rtol);
+    if (!atol || !rtol) throw InputError("atol and rtol go together");
+    if (!(*atol >= 0 && std::isfinite(*atol))) throw InputError("atol: must be a finite non-negative number");
+    if (!(*rtol >= 0 && std::isfinite(*rtol))) throw InputError("rtol: must be a finite non-negative number");
+    return checker::Criterion::of_tolerance(*atol, *rtol);
   }
-  if (cls.empty()) return golden::Criterion::of_class(accuracy::kDefaultAccuracyClass);
+  if (cls.empty()) return checker::Criterion::of_class(accuracy::kDefaultAccuracyClass);
   const std::optional<accuracy::AccuracyClass> c = accuracy::parse_accuracy_class(cls);
   if (!c) {
     std::string known;
     for (accuracy::AccuracyClass k : accuracy::kAccuracyClasses) known += (known.empty() ? "" : ", ") + std::string(accuracy::to_string(k));
-    throw golden::TensorError("cls: unknown class '" + cls + "' (known: " + known + ")");
+    throw InputError("cls: unknown class '" + cls + "' (known: " + known + ")");
   }
-  return golden::Criterion::of_class(*c);
+  return checker::Criterion::of_class(*c);
 }
 
 // One candidate tensor: name, dtype, shape and its bytes (little-endian, row-major; the caller made
@@ -197,36 +197,36 @@ CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, c
                   std::optional<double> max_ulp, std::optional<double> atol, std::optional<double> rtol,
                   const std::vector<std::string>& only, const std::map<std::string, std::string>& name_map, int worst,
                   int threads, const std::string& source_json, std::optional<bool> diagnose) {
-  golden::CheckOptions opt;
+  checker::CheckOptions opt;
   opt.criterion = criterion_of(cls, max_ulp, atol, rtol);
   opt.only = only;
   opt.name_map = name_map;
-  if (worst < 0 || worst > 100000) throw golden::TensorError("worst: must be in [0, 100000], got " + std::to_string(worst));
+  if (worst < 0 || worst > 100000) throw InputError("worst: must be in [0, 100000], got " + std::to_string(worst));
   opt.worst_count = worst;
-  if (threads < 0 || threads > 1024) throw golden::TensorError("threads: must be in [0, 1024], got " + std::to_string(threads));
+  if (threads < 0 || threads > 1024) throw InputError("threads: must be in [0, 1024], got " + std::to_string(threads));
   opt.threads = threads;
   const nlohmann::json source = parse_json_text(source_json, "candidate source");
-  std::vector<golden::Tensor> tensors;
+  std::vector<io::Tensor> tensors;
   tensors.reserve(candidates.size());
   for (const auto& [name, dtype, shape, bytes] : candidates) {
-    golden::Tensor t;
+    io::Tensor t;
     t.name = name;
-    const std::optional<golden::TensorDType> dt = golden::parse_tensor_dtype(dtype);
-    if (!dt) throw golden::TensorError("candidate '" + name + "': unsupported dtype '" + dtype + "'");
+    const std::optional<io::TensorDType> dt = io::parse_tensor_dtype(dtype);
+    if (!dt) throw InputError("candidate '" + name + "': unsupported dtype '" + dtype + "'");
     t.dtype = *dt;
     t.shape = shape;
     t.data.assign(bytes.data(), bytes.data() + bytes.size());
-    golden::validate(t);
+    io::validate(t);
     tensors.push_back(std::move(t));
   }
   nb::gil_scoped_release release;
-  const golden::CheckReport rep = golden::check_candidate(g.set, tensors, opt);
+  const checker::CheckReport rep = checker::check_candidate(g.set, tensors, opt);
   // As `ropecheck check`: a failing check is diagnosed unless diagnose=False; diagnose=True always.
-  std::optional<golden::Diagnosis> diagnosis;
+  std::optional<checker::Diagnosis> diagnosis;
   if (diagnose.value_or(rep.verdict == Verdict::fail)) {
-    golden::DiagnoseOptions dopt;
+    checker::DiagnoseOptions dopt;
     dopt.threads = threads;
-    diagnosis = golden::diagnose(g.set, tensors, rep, dopt, diagnose.value_or(false));
+    diagnosis = checker::diagnose(g.set, tensors, rep, dopt, diagnose.value_or(false));
   }
   nlohmann::json j = rep.to_json();
   j["candidate_source"] = source;
@@ -390,7 +390,7 @@ DriftOutput run_drift(const Spec& spec, const std::vector<std::string>& candidat
 }
 
 void register_errors(nb::module_& m) {
-  static nb::exception<golden::TensorError> input_error(m, "InputError", PyExc_ValueError);
+  static nb::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
   static nb::exception<SpecError> spec_error(m, "SpecError", input_error);
   // Registered last, so tried first: every library error becomes one of the two, with the CLI's
   // one-line message; Python exceptions raised inside callbacks pass through unchanged.
@@ -421,7 +421,7 @@ NB_MODULE(_core, m) {
   register_errors(m);
 
   nb::class_<Spec>(m, "Spec")
-      .def("to_json", &spec_json, "the spec as JSON text (reference/SPEC_FORMAT.md)")
+      .def("to_json", &spec_json, "the spec as JSON text (core/SPEC_FORMAT.md)")
       .def_prop_ro("name", [](const Spec& s) { return s.spec.name; })
       .def_prop_ro("family", [](const Spec& s) { return std::string(to_string(s.spec.family)); })
       .def("resolve",
@@ -443,7 +443,7 @@ NB_MODULE(_core, m) {
         "strict"_a = false);
   m.def("hf_config_text", &hf_config_text, "text"_a, "name"_a = "hf-config", "layout"_a = "",
         "layer_type"_a = "full_attention", "strict"_a = false);
-  m.def("parse_byte_size", [](const std::string& text) { return golden::parse_byte_size(text); }, "text"_a);
+  m.def("parse_byte_size", [](const std::string& text) { return io::parse_byte_size(text); }, "text"_a);
 
   m.def("write_golden", &write_golden, "spec"_a, "positions"_a, "out"_a, "dtypes"_a, "heads"_a = 1, "seed"_a = 0,
         "format"_a = "safetensors", "seq_len"_a = nb::none(), "threads"_a = 0, "overwrite"_a = false,
@@ -461,14 +461,14 @@ NB_MODULE(_core, m) {
            [](const Golden& g) {
              std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>, std::string>> out;
              for (const golden::ManifestTensor& t : g.set.tensors())
-               out.emplace_back(t.name, std::string(golden::to_string(t.dtype)), t.shape, t.role);
+               out.emplace_back(t.name, std::string(io::to_string(t.dtype)), t.shape, t.role);
              return out;
            })
       // The tensor's bytes, without a copy: a read-only view that keeps the set alive.
       .def("tensor_bytes",
            [](nb::handle self, const std::string& name) {
              const Golden& g = nb::cast<const Golden&>(self);
-             const golden::Tensor* t = nullptr;
+             const io::Tensor* t = nullptr;
              {
                nb::gil_scoped_release release;  // the first use reads and hashes the file
                t = &g.set.tensor(name);

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The module graph of docs/ARCHITECTURE.md, enforced.
 
-Two checks, both from files the build writes or the tree holds (no compilation):
-  1. links: the CMake link graph (written at configure time to <build>/ropecheck_link_graph.txt by
-     cmake/ropecheckLayering.cmake) must not let a module reach a target it must not link, directly
-     or transitively (e.g. the checker -> RapidCheck, kernels -> MPFR);
-  2. includes: the transitive closure of `#include "..."` of every source file of a module, resolved
-     against the repository's include folders, must not reach a forbidden header (mpfr.h,
-     boost/multiprecision, rapidcheck, gtest) or a header of a module it must not use.
+From files the build writes and the tree holds (no compilation), for every target of the project:
+  1. place: every source of a target lies in the target's own folder (no folder holds a file of another
+     folder's target);
+  2. links: the transitive closure of the target's links (CMake's link graph, written at configure time
+     to <build>/ropecheck_link_graph.txt by cmake/ropecheckLayering.cmake) stays inside the modules it may
+     use and the external libraries it may use;
+  3. includes: the transitive closure of `#include "..."` of every file of the target (its sources and,
+     for a library, the headers of its include/ folder) names only headers of modules it may use, and no
+     forbidden external header (MPFR / Boost.Multiprecision, RapidCheck, GoogleTest).
 Usage: check_layering.py SOURCE_DIR BUILD_DIR. Exit 0 when the graph holds, 1 with one line per
 violation otherwise.
 """
@@ -15,94 +17,125 @@ import os
 import re
 import sys
 
-SRC, BUILD = sys.argv[1], sys.argv[2]
+SRC, BUILD = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 
-# module -> (targets it must never reach, header prefixes its sources must never include)
-MPFR = ["PkgConfig::MPFR", "Boost::headers", "Eigen3::Eigen"]
-TESTING = ["rapidcheck", "GTest::gtest", "GTest::gtest_main", "rapidcheck_gtest"]
-MPFR_HEADERS = ["mpfr.h", "boost/multiprecision", "ropecheck/reference/scalar.hpp",
-                "ropecheck/reference/rounding.hpp", "ropecheck/reference/fast_rounding.hpp",
-                "ropecheck/reference/matrix_view.hpp", "ropecheck/reference/resolve.hpp"]
-TEST_HEADERS = ["rapidcheck", "gtest/", "ropecheck/props/"]
-RULES = {
-    "ropecheck_core": (MPFR + TESTING + ["ropecheck_accuracy", "ropecheck_reference", "ropecheck_kernels",
-                                         "ropecheck_kut", "ropecheck_golden", "ropecheck_props", "ropecheck_drift"],
-                       MPFR_HEADERS + TEST_HEADERS + ["ropecheck/reference/", "ropecheck/accuracy/",
-                                                      "ropecheck/kernels/", "ropecheck/kut/", "ropecheck/golden/"]),
-    "ropecheck_accuracy": (MPFR + TESTING + ["ropecheck_reference", "ropecheck_kernels", "ropecheck_golden",
-                                             "ropecheck_props", "ropecheck_drift"],
-                           MPFR_HEADERS + TEST_HEADERS + ["ropecheck/reference/", "ropecheck/kernels/",
-                                                          "ropecheck/golden/"]),
-    "ropecheck_kernels": (MPFR + TESTING + ["ropecheck_reference", "ropecheck_accuracy", "ropecheck_kut",
-                                            "ropecheck_golden", "ropecheck_props", "ropecheck_drift"],
-                          MPFR_HEADERS + TEST_HEADERS + ["ropecheck/kut/", "ropecheck/golden/", "ropecheck/drift/"]),
-    "ropecheck_kut": (MPFR + TESTING + ["ropecheck_reference", "ropecheck_accuracy", "ropecheck_golden",
-                                        "ropecheck_props", "ropecheck_drift"],
-                      MPFR_HEADERS + TEST_HEADERS + ["ropecheck/accuracy/", "ropecheck/golden/", "ropecheck/drift/"]),
-    "ropecheck_reference": (TESTING + ["ropecheck_kernels", "ropecheck_kut", "ropecheck_golden", "ropecheck_props", "ropecheck_drift"],
-                            TEST_HEADERS + ["ropecheck/kernels/", "ropecheck/kut/", "ropecheck/golden/",
-                                            "ropecheck/drift/"]),
-    # ropecheck's CPU kernels as a kernel_abi.h plugin (kut/src/builtin_plugin.cpp): the kernels and
-    # kut only, so the plugin a user loads carries no MPFR, reference or checker.
-    "ropecheck_builtin_kernels": (MPFR + TESTING + ["ropecheck_reference", "ropecheck_accuracy", "ropecheck_golden",
-                                                    "ropecheck_props", "ropecheck_drift"], []),
-    "ropecheck_golden": (TESTING + ["ropecheck_props", "ropecheck_drift"],
-                         TEST_HEADERS + ["ropecheck/drift/"]),
-    "ropecheck_drift": (TESTING + ["ropecheck_props"], TEST_HEADERS),
-    "ropecheck_props": (["GTest::gtest", "ropecheck_golden", "ropecheck_drift"],
-                        ["gtest/", "ropecheck/golden/", "ropecheck/drift/"]),
+# The floors of docs/ARCHITECTURE.md: a module may use the modules listed for it (a closure: what they
+# use comes with them). External libraries each may use, by link name.
+USES = {
+    "core": [],
+    "accuracy": ["core"],
+    "formulas": ["core"],
+    "io": ["core"],
+    "kernel_abi": [],
+    "fast_rounding": ["core", "formulas", "reference"],  # reference's own units, compiled apart
+    "reference": ["core", "formulas", "fast_rounding"],
+    "kernels": ["core", "formulas"],
+    "cuda_kernels": ["core", "formulas", "kernels"],
+    "kut": ["core", "formulas", "kernels"],
+    "kut_cuda": ["kut", "cuda_kernels"],
+    "builtin_kernels": ["kut", "kernel_abi"],
+    "kernel_host": ["kernel_abi"],
+    "plugin": ["kut", "kut_cuda", "kernel_abi", "io", "reference"],
+    "golden": ["io", "reference"],
+    "checker": ["golden", "accuracy", "kut", "io", "reference"],
+    "props": ["accuracy", "reference", "kut"],
+    "props_gtest": ["props"],
+    "drift": ["accuracy", "reference", "kut", "kut_cuda", "plugin", "golden", "io"],
+    "ropecheck": ["drift", "props", "checker", "plugin", "golden"],  # the CLI
+    "_core": ["drift", "props", "checker", "plugin", "golden"],      # the Python extension module
 }
-# Where each module's sources live (relative to SRC) and files that belong to another target.
-MODULE_DIRS = {
-    "ropecheck_core": ["core"], "ropecheck_accuracy": ["accuracy"], "ropecheck_kernels": ["kernels"],
-    "ropecheck_reference": ["reference"], "ropecheck_golden": ["golden"], "ropecheck_drift": ["drift"],
-    "ropecheck_kut": ["kut"], "ropecheck_builtin_kernels": [],
-    "ropecheck_props": ["props"],
+MPFR = {"PkgConfig::MPFR", "Boost::headers", "Eigen3::Eigen"}
+FILES = {"PkgConfig::LIBZIP", "ZLIB::ZLIB", "OpenSSL::Crypto"}
+COMMON = {"nlohmann_json::nlohmann_json", "fmt::fmt", "Threads::Threads", "OpenMP::OpenMP_CXX", "dl",
+          "CUDA::cudart", "CUDA::cudart_static", "cuda_flags", "CLI11::CLI11"}
+EXTERNAL = {  # beyond COMMON; what a module's closure brings is allowed too
+    "io": FILES, "reference": MPFR, "fast_rounding": MPFR, "props": {"rapidcheck"},
+    "props_gtest": {"GTest::gtest"},
 }
-NOT_IN_MODULE = {  # sources in the folder that build another target (CMakeLists says which)
-    "ropecheck_golden": {"golden/src/plugin_target.cpp", "golden/include/ropecheck/golden/plugin_target.hpp"},
-    "ropecheck_props": {"props/src/gtest_registration.cpp", "props/include/ropecheck/props/gtest.hpp"},
-}
-INCLUDE_DIRS = [os.path.join(SRC, d, "include") for d in ("core", "accuracy", "reference", "kernels", "kut", "golden",
-                                                          "props", "drift")]
+MPFR_HEADERS = ["mpfr.h", "boost/multiprecision", "Eigen/"]
+TEST_HEADERS = ["rapidcheck", "gtest/", "gmock/"]
+# Header-owning modules: include prefix -> module.
+HEADER_MODULE = {"ropecheck/core/": "core", "ropecheck/accuracy/": "accuracy", "ropecheck/formulas/": "formulas",
+                 "ropecheck/io/": "io", "ropecheck/reference/": "reference", "ropecheck/kernels/": "kernels",
+                 "ropecheck/kernel_abi.h": "kernel_abi", "ropecheck/kut/": "kut", "ropecheck/plugin/": "plugin",
+                 "ropecheck/golden/": "golden", "ropecheck/checker/": "checker", "ropecheck/props/": "props",
+                 "ropecheck/drift/": "drift"}
+INCLUDE_DIRS = [os.path.join(SRC, d, "include") for d in ("core", "accuracy", "formulas", "io", "reference", "kernels",
+                                                          "abi", "kut", "plugin", "golden", "checker", "props", "drift")]
+
+
+def closure(module):
+    seen, stack = set(), [module]
+    while stack:
+        for d in USES.get(stack.pop(), []):
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    return seen
+
 
 violations = []
-
-# 1. Links.
-graph = {}
+targets = {}
 with open(os.path.join(BUILD, "ropecheck_link_graph.txt")) as f:
     for line in f:
-        name, _, deps = line.rstrip("\n").partition(":")
-        items = [d for d in re.split(r"[;\s]+", deps) if d]
+        name, folder, links, sources = (line.rstrip("\n").split("|") + ["", "", ""])[:4]
+        module = re.sub(r"^ropecheck_", "", name)
         clean = []
-        for d in items:  # $<LINK_ONLY:x>, ropecheck::x aliases
+        for d in (x for x in re.split(r";", links) if x):
             d = re.sub(r"^\$<LINK_ONLY:(.*)>$", r"\1", d)
             if d.startswith("$<"):
                 continue
-            d = re.sub(r"^ropecheck::", "ropecheck_", d)
-            clean.append(d)
-        graph[name] = clean
-for module, (forbidden, _) in RULES.items():
-    if module not in graph:
+            clean.append(re.sub(r"^ropecheck::", "ropecheck_", d))
+        targets[module] = (folder, clean, [s for s in sources.split(";") if s])
+
+for module in targets:
+    if module not in USES:
+        violations.append(f"{module}: a target without a rule (add it to USES in tests/architecture/check_layering.py)")
+for module in USES:
+    if module not in targets and module not in ("cuda_kernels", "kut_cuda", "_core", "builtin_kernels", "props_gtest"):
         violations.append(f"{module}: not in the link graph (was it renamed? update tests/architecture)")
-        continue
+
+# 1. Place.
+for module, (folder, _, sources) in targets.items():
+    for s in sources:
+        p = s if os.path.isabs(s) else os.path.join(folder, s)
+        p = os.path.normpath(p)
+        if p.startswith(BUILD + os.sep) or not p.startswith(SRC + os.sep):
+            continue  # generated (embedded presets, the host's path) or an object library's objects
+        if not p.startswith(os.path.normpath(folder) + os.sep):
+            violations.append(f"{module}: source {os.path.relpath(p, SRC)} lies outside its folder "
+                              f"{os.path.relpath(folder, SRC)}")
+
+# 2. Links.
+for module, (folder, _, _) in targets.items():
+    allowed = closure(module)
+    ext = set(COMMON)
+    for m in allowed | {module}:
+        ext |= EXTERNAL.get(m, set())
     seen, stack, parent = set(), [module], {}
     while stack:
         t = stack.pop()
-        for d in graph.get(t, []):
-            if d not in seen:
-                seen.add(d)
-                parent[d] = t
-                stack.append(d)
-    for bad in forbidden:
-        if bad in seen:
-            path, t = [bad], bad
+        for d in targets.get(t, (None, [], []))[1]:
+            d_mod = re.sub(r"^ropecheck_", "", d) if d.startswith("ropecheck_") else d
+            if d_mod.endswith("_asan"):
+                continue
+            if d_mod not in seen:
+                seen.add(d_mod)
+                parent[d_mod] = t
+                if d_mod in targets:
+                    stack.append(d_mod)
+    for d in sorted(seen):
+        ok = d in allowed or d in ext or (d not in USES and not d.startswith("ropecheck") and d.startswith("-"))
+        if d in USES and d not in allowed:
+            ok = False
+        if not ok:
+            path, t = [d], d
             while t != module:
                 t = parent[t]
                 path.append(t)
-            violations.append(f"{module} links {bad}: {' -> '.join(reversed(path))}")
+            violations.append(f"{module} links {d}: {' -> '.join(reversed(path))}")
 
-# 2. Includes.
+# 3. Includes.
 INC = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
@@ -114,8 +147,8 @@ def resolve(name, here):
     return None
 
 
-def closure(path):
-    seen, stack, names, via = set(), [path], [], {}
+def includes_of(path):
+    seen, stack, names = set(), [path], []
     while stack:
         p = stack.pop()
         if p in seen:
@@ -130,24 +163,43 @@ def closure(path):
     return names
 
 
-for module, (_, bad_headers) in RULES.items():
-    for d in MODULE_DIRS[module]:
-        for root, _, files in os.walk(os.path.join(SRC, d)):
-            for fn in files:
-                if not fn.endswith((".cpp", ".hpp", ".h", ".cu", ".cuh")):
-                    continue
-                p = os.path.join(root, fn)
-                rel = os.path.relpath(p, SRC)
-                if rel in NOT_IN_MODULE.get(module, set()) or "/cuda/" in p and module != "ropecheck_kernels":
-                    continue
-                for name, where in closure(p):
-                    for b in bad_headers:
-                        if name.startswith(b) or name == b:
-                            violations.append(f"{module}: {rel} reaches #include <{name}> "
-                                              f"(through {os.path.relpath(where, SRC)})")
-                            break
+# A folder's include/ belongs to its library with the shortest name (kut/: kut, not kut_cuda or
+# builtin_kernels; plugin/: plugin, not the kernel host; reference/: reference, not fast_rounding).
+include_owner = {}
+for module, (folder, _, _) in targets.items():
+    if module in ("kernel_host", "ropecheck", "_core"):
+        continue
+    if folder not in include_owner or len(module) < len(include_owner[folder]):
+        include_owner[folder] = module
+
+for module, (folder, _, sources) in targets.items():
+    allowed = closure(module) | {module}
+    mpfr_ok = bool(allowed & {"reference", "fast_rounding"})
+    files = [s if os.path.isabs(s) else os.path.join(folder, s) for s in sources]
+    files = [os.path.normpath(p) for p in files if p.endswith((".cpp", ".hpp", ".h", ".cu", ".cuh"))
+             and os.path.normpath(p).startswith(os.path.normpath(SRC)) and os.path.isfile(p)]
+    inc = os.path.join(folder, "include")
+    if os.path.isdir(inc) and include_owner.get(folder) == module:
+        for root, _, fs in os.walk(inc):
+            files += [os.path.join(root, f) for f in fs if f.endswith((".hpp", ".h"))]
+    for p in files:
+        rel = os.path.relpath(p, SRC)
+        for name, where in includes_of(p):
+            bad = None
+            for prefix, owner in HEADER_MODULE.items():
+                if name.startswith(prefix) and owner not in allowed:
+                    bad = f"module {owner}"
+            if not mpfr_ok and any(name.startswith(h) for h in MPFR_HEADERS):
+                bad = "MPFR / Boost / Eigen"
+            if module not in ("props", "props_gtest", "ropecheck", "_core") and any(name.startswith(h) for h in TEST_HEADERS):
+                bad = "a test framework"
+            if module == "props" and name.startswith("gtest/"):
+                bad = "GoogleTest"
+            if bad:
+                violations.append(f"{module}: {rel} reaches #include <{name}> of {bad} "
+                                  f"(through {os.path.relpath(where, SRC)})")
 
 for v in sorted(set(violations)):
     print("layering: " + v)
-print(f"layering: {len(RULES)} modules checked, {len(set(violations))} violations")
+print(f"layering: {len(targets)} targets checked, {len(set(violations))} violations")
 sys.exit(1 if violations else 0)

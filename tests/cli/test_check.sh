@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `ropecheck check` as a user meets it: candidate files (.safetensors, .npz, .npy), kernel plugins
-# (golden/KERNEL_ABI.md), --map, the criteria, exit codes 0 / 1 / 2, one-line errors, and the
+# (abi/KERNEL_ABI.md), --map, the criteria, exit codes 0 / 1 / 2, one-line errors, and the
 # --report JSON (valid when the check ran, absent when it did not).
 #
 #   bash tests/cli/test_check.sh ROPECHECK HF_PLUGIN.so BROKEN_PLUGIN.so TEST_PLUGIN_DIR

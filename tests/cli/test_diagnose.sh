@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `ropecheck check`'s differential diagnosis as a user meets it (golden/DIAGNOSIS.md): a failing kernel is
+# `ropecheck check`'s differential diagnosis as a user meets it (checker/DIAGNOSIS.md): a failing kernel is
 # named in the text and JSON reports, a passing one gets no diagnosis (a "nothing to diagnose" line with
 # --diagnose), --no-diagnose skips it, shape slips are exit 2 with the remedy, --layout bhsd fixes one; a
 # failing `props` counterexample is replayed as a check of the same kernel and diagnosed the same way.

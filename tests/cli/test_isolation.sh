@@ -3,7 +3,7 @@
 # `props` and `drift --compare`: a crash, a hang, an exit, a write outside the outputs or the
 # message, unwritten or NaN outputs and unknown return codes are failed checks (exit 1) naming what
 # happened, with the report still written; ropecheck itself never dies, hangs or exits 0
-# (golden/include/ropecheck/golden/plugin_client.hpp). Also: the kernel's stdout never reaches
+# (plugin/include/ropecheck/plugin/client.hpp). Also: the kernel's stdout never reaches
 # ropecheck's, and --in-process runs the good kernel the same way.
 #
 #   bash tests/cli/test_isolation.sh ROPECHECK BAD_PLUGIN_DIR

@@ -43,9 +43,9 @@
 #include "ropecheck/kernels/scalar_recipes.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 #include "test_scale.hpp"
 
 namespace ropecheck::cuda_matrix {

@@ -1,6 +1,6 @@
 /*
  * A kernel plugin that misbehaves in one way per build (-DMODE_<name>), for the plugin client's
- * isolation (golden/include/ropecheck/golden/plugin_client.hpp; tests/cli/test_isolation.sh).
+ * isolation (plugin/include/ropecheck/plugin/client.hpp; tests/cli/test_isolation.sh).
  * Without a misbehaviour (MODE_good) it is a correct binary64 RoPE kernel (rope_apply and
  * rope_cos_sin, f64 / f32 output, any scaling: it takes the inverse frequencies and attention
  * factor the caller passes; one position stream) that passes check, props and drift.

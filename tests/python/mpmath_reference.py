@@ -1,6 +1,6 @@
 """Independent mpmath reference for ropecheck (RoPE and sinusoidal position encodings).
 
-Written only from reference/SPEC_FORMAT.md and the research notes (variants.md sections 0, 1.1-1.7,
+Written only from core/SPEC_FORMAT.md and the research notes (variants.md sections 0, 1.1-1.7,
 3.5 and 4); it deliberately shares no code with the C++ MPFR reference, so that agreement of the two,
 bit for bit after rounding to binary64, is evidence that both compute the intended mathematics.
 

@@ -216,7 +216,7 @@ def self_test_rounding(res: Results) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# The --positions grammar (golden/include/ropecheck/golden/positions.hpp), written from its comment
+# The --positions grammar (core/include/ropecheck/core/positions.hpp), written from its comment
 # --------------------------------------------------------------------------------------------------
 
 def expected_positions(argument: str) -> List[Tuple[int, int, int]]:

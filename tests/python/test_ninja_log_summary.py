@@ -13,7 +13,7 @@ LOG = """# ninja log v5
 0\t4000\t0\tcore/CMakeFiles/ropecheck_core.dir/src/spec.cpp.o\taaaa
 0\t9000\t0\tkernels/cuda/CMakeFiles/k.dir/rope_apply.cu.o\tbbbb
 0\t9000\t0\tkernels/cuda/CMakeFiles/k.dir/rope_apply.cu.o.d\tbbbb
-100\t1100\t0\ttests/CMakeFiles/ropecheck_golden_asan.dir/__/golden/src/npy.cpp.o\tcccc
+100\t1100\t0\ttests/CMakeFiles/ropecheck_golden_asan.dir/__/io/src/npy.cpp.o\tcccc
 5000\t7000\t0\tcore/CMakeFiles/ropecheck_core.dir/src/spec.cpp.o\tdddd
 0\t3000\t0\ttests/fuzz_targets/fuzz_npy\teeee
 0\t3000\t0\t/abs/build/tests/fuzz_targets/fuzz_npy\teeee
@@ -32,7 +32,7 @@ def main() -> int:
         if not lines or lines[0] != "4 edges, 15.0 s summed over edges":
             failures.append("first line %r, expected '4 edges, 15.0 s summed over edges'" % (lines[:1],))
         expected_top = ["kernels/cuda/rope_apply.cu", "tests/fuzz_targets/fuzz_npy", "core/src/spec.cpp",
-                        "golden/src/npy.cpp [ropecheck_golden_asan]"]
+                        "io/src/npy.cpp [ropecheck_golden_asan]"]
         top = [line.split("%", 1)[1].strip() for line in lines[1:5]]
         if top != expected_top:
             failures.append("top edges %r, expected %r" % (top, expected_top))

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/rounding.hpp"
 #include "ropecheck/core/spec.hpp"
 

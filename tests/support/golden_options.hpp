@@ -15,7 +15,7 @@ inline golden::GoldenOptions small_golden_options(const std::string& preset, con
                                                   const std::filesystem::path& out) {
   golden::GoldenOptions o;
   o.spec = load_preset(preset);
-  o.positions = golden::parse_positions(positions);
+  o.positions = parse_positions(positions);
   o.out = out;
   o.dtypes = {DType::bf16};
   o.heads = 2;

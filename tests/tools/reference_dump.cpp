@@ -14,10 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 #include "ropecheck/core/spec_json.hpp"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include "ropecheck/golden/atomic_output.hpp"
+#include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "temp_root.hpp"
 
@@ -22,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ropecheck::SpecError;
-using ropecheck::golden::OutputFolder;
+using ropecheck::io::OutputFolder;
 
 struct Scratch {
   fs::path dir;
@@ -64,9 +64,9 @@ pid_t dead_pid() {
 TEST(AtomicFile, WritesReplacesAndLeavesNoTemporary) {
   Scratch s;
   const fs::path r = s.dir / "report.json";
-  ropecheck::golden::write_file_atomically(r, "first\n", "--report");
+  ropecheck::io::write_file_atomically(r, "first\n", "--report");
   EXPECT_EQ(file_bytes(r), "first\n");
-  ropecheck::golden::write_file_atomically(r, "second\n", "--report");
+  ropecheck::io::write_file_atomically(r, "second\n", "--report");
   EXPECT_EQ(file_bytes(r), "second\n");
   EXPECT_EQ(s.entries(), std::vector<std::string>{"report.json"});
 }
@@ -74,12 +74,12 @@ TEST(AtomicFile, WritesReplacesAndLeavesNoTemporary) {
 TEST(AtomicFile, BadDestinationsAreRefusedBeforeWriting) {
   Scratch s;
   fs::create_directories(s.dir / "adir");
-  EXPECT_NE(message_of([&] { ropecheck::golden::check_file_destination(s.dir / "adir", "--report"); }).find("is a directory"),
+  EXPECT_NE(message_of([&] { ropecheck::io::check_file_destination(s.dir / "adir", "--report"); }).find("is a directory"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { ropecheck::golden::check_file_destination(s.dir / "no" / "r.json", "--report"); })
+  EXPECT_NE(message_of([&] { ropecheck::io::check_file_destination(s.dir / "no" / "r.json", "--report"); })
                 .find("--report " + (s.dir / "no" / "r.json").string() + ": no such directory"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { ropecheck::golden::write_file_atomically(s.dir / "no" / "r.json", "x", "--report"); })
+  EXPECT_NE(message_of([&] { ropecheck::io::write_file_atomically(s.dir / "no" / "r.json", "x", "--report"); })
                 .find("no such directory"),
             std::string::npos);
   EXPECT_EQ(s.entries(), std::vector<std::string>{"adir"});
@@ -182,7 +182,7 @@ TEST(OutputFolderTest, StaleTemporariesOfDeadProcessesAreRemoved) {
     OutputFolder f(s.dir / "set", {});
     f.commit();
   }
-  ropecheck::golden::write_file_atomically(s.dir / "r.json", "{}", "--report");
+  ropecheck::io::write_file_atomically(s.dir / "r.json", "{}", "--report");
   std::vector<std::string> expect = {".other.partial-" + dead, ".set.partial-" + alive, ".set.partial-x1", "r.json",
                                      "set"};
   std::sort(expect.begin(), expect.end());

@@ -19,16 +19,18 @@
 #include <string>
 #include <vector>
 
-#include "ropecheck/golden/baseline.hpp"
-#include "ropecheck/golden/kernel_run.hpp"
+#include "ropecheck/checker/baseline.hpp"
+#include "ropecheck/checker/kernel_run.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
-#include "ropecheck/golden/checker.hpp"
-#include "ropecheck/golden/error_stats.hpp"
+#include "ropecheck/checker/checker.hpp"
+#include "ropecheck/checker/error_stats.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/reference/presets.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;
+using namespace ropecheck::checker;
 namespace {
 
 namespace fs = std::filesystem;

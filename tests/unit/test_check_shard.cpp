@@ -17,16 +17,18 @@
 #include <string>
 #include <vector>
 
-#include "ropecheck/golden/check_part.hpp"
-#include "ropecheck/golden/checker.hpp"
-#include "ropecheck/golden/exact_sum.hpp"
+#include "ropecheck/checker/check_part.hpp"
+#include "ropecheck/checker/checker.hpp"
+#include "ropecheck/io/exact_sum.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
-#include "ropecheck/golden/kernel_run.hpp"
+#include "ropecheck/checker/kernel_run.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/reference/presets.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;
+using namespace ropecheck::checker;
 namespace {
 
 namespace fs = std::filesystem;
@@ -176,7 +178,7 @@ std::string merge_error(const std::vector<nlohmann::json>& parts) {
   }
   try {
     merge_check_parts(parts, names);
-  } catch (const TensorError& e) {
+  } catch (const InputError& e) {
     return e.what();
   }
   return "(merged)";

@@ -18,15 +18,17 @@
 #include <vector>
 
 #include "float_recipes.hpp"
-#include "ropecheck/golden/checker.hpp"
+#include "ropecheck/checker/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
-#include "ropecheck/golden/safetensors.hpp"
-#include "ropecheck/golden/sha256.hpp"
+#include "ropecheck/io/safetensors.hpp"
+#include "ropecheck/io/sha256.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;
+using namespace ropecheck::checker;
 namespace {
 
 namespace fs = std::filesystem;
@@ -164,10 +166,10 @@ template <class F>
 std::string error_of(F&& f) {
   try {
     f();
-  } catch (const TensorError& e) {
+  } catch (const InputError& e) {
     return e.what();
   }
-  return "(no TensorError)";
+  return "(no InputError)";
 }
 
 // ---- reader ---------------------------------------------------------------------------------------
@@ -720,7 +722,7 @@ TEST(checker, UlpAndToleranceCriteria) {
   EXPECT_EQ(r.to_json()["criterion"]["kind"], "max-ulp");
   CheckOptions negative;
   negative.criterion = Criterion::of_max_ulp(-1);
-  EXPECT_THROW(check_candidate(g, gold, negative), TensorError);
+  EXPECT_THROW(check_candidate(g, gold, negative), InputError);
 }
 
 TEST(checker, JsonReportShape) {

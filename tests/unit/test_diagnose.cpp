@@ -1,4 +1,4 @@
-// Tests for the differential diagnosis (golden/diagnose.hpp, golden/DIAGNOSIS.md).
+// Tests for the differential diagnosis (golden/diagnose.hpp, checker/DIAGNOSIS.md).
 //
 // Each catalogue mistake is built into a float32 test kernel of its own (SlippedKernel below: the
 // Hugging Face fp32 recipe, angle t * inv_freq in f32, libm sinf / cosf, rotation in f32, with the
@@ -21,16 +21,19 @@
 
 #include "float_recipes.hpp"
 #include "temp_root.hpp"
-#include "ropecheck/golden/checker.hpp"
-#include "ropecheck/golden/diagnose.hpp"
+#include "ropecheck/checker/checker.hpp"
+#include "ropecheck/checker/diagnose.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
-#include "ropecheck/golden/kernel_run.hpp"
-#include "ropecheck/golden/kernel_source.hpp"
+#include "ropecheck/checker/kernel_run.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;
+using namespace ropecheck::checker;
+using namespace ropecheck::plugin;
 namespace {
 
 namespace fs = std::filesystem;
@@ -342,8 +345,8 @@ TEST(ShapeSlips, NamedWithTheRemedy) {
   bhsd[2] = transposed_to_bhsd(cand[2]);
   try {
     check_candidate(g, bhsd, {});
-    ADD_FAILURE() << "no TensorError";
-  } catch (const TensorError& e) {
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("looks like [batch, heads, seq, head_dim]; pass --layout bhsd"), std::string::npos)
         << e.what();
   }
@@ -358,7 +361,7 @@ TEST(ShapeSlips, NamedWithTheRemedy) {
   Tensor batch2 = bhsd[2];
   batch2.shape = {2, 1, T / 2, 128};
   std::vector<Tensor> b2 = {batch2};
-  EXPECT_THROW(apply_candidate_layout(b2, CandidateLayout::bhsd), TensorError);
+  EXPECT_THROW(apply_candidate_layout(b2, CandidateLayout::bhsd), InputError);
   // cos as cat(freqs, freqs) and as repeat_interleave, [tokens, head_dim].
   Tensor cat = cand[0], rep = cand[0];
   cat.shape = rep.shape = {T, 128};

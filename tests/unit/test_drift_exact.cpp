@@ -14,7 +14,7 @@
 
 #include "ropecheck/drift/exact.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/core/spec_json.hpp"
 

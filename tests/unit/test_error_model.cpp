@@ -27,9 +27,9 @@
 #include "float_recipes.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 #include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck {

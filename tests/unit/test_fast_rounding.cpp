@@ -32,10 +32,10 @@
 #include "ropecheck/reference/fast_rounding.hpp"
 #include "ropecheck/reference/mpfr_value.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 #include "ropecheck/core/spec_json.hpp"
 
 namespace {

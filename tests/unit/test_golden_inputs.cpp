@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/golden/input_generator.hpp"
-#include "ropecheck/golden/positions.hpp"
+#include "ropecheck/core/positions.hpp"
 #include "ropecheck/core/dtype.hpp"
 
 namespace ropecheck::golden {

@@ -8,12 +8,13 @@
 #include "ropecheck/golden/golden_merge.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
-#include "ropecheck/golden/memory_budget.hpp"
+#include "ropecheck/io/memory_budget.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "golden_options.hpp"
 #include "temp_root.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;
 namespace {
 
 namespace fs = std::filesystem;
@@ -88,7 +89,7 @@ TEST(GoldenShard, ShardsHoldTheirSliceAndMergeToOneRun) {
     EXPECT_EQ(s.manifest["shard"]["set_tokens"], 12);
     parts.push_back(o.out);
   }
-  EXPECT_THROW(load_golden_set(parts[0]), TensorError) << "a shard is not a whole set";
+  EXPECT_THROW(load_golden_set(parts[0]), InputError) << "a shard is not a whole set";
   const GoldenSet p2 = load_golden_set(parts[1], {.allow_shard = true});
   ASSERT_TRUE(p2.shard().has_value());
   EXPECT_EQ(p2.shard()->first_token, 4);

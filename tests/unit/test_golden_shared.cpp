@@ -8,8 +8,8 @@
 #include <fstream>
 #include <numeric>
 
-#include "../../golden/src/tensor_file_writer.hpp"  // white-box: the shared writer modes
-#include "ropecheck/golden/atomic_output.hpp"
+#include "../../io/include/ropecheck/io/tensor_file_writer.hpp"  // white-box: the shared writer modes
+#include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_shared.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
@@ -18,10 +18,11 @@
 #include "temp_root.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;
 namespace {
 
 namespace fs = std::filesystem;
-using detail::CrcRange;
+using io::detail::CrcRange;
 using testing_support::file_bytes;
 using testing_support::small_golden_options;
 
@@ -43,12 +44,12 @@ TEST(SharedShards, CrcRangesCombineInAnyOrderAndMustTile) {
   std::iota(b.begin(), b.end(), 7);
   const std::uint32_t whole = crc_of(b, 0, b.size());
   const std::vector<CrcRange> r = {{600, 400, crc_of(b, 600, 400)}, {0, 1, crc_of(b, 0, 1)}, {1, 599, crc_of(b, 1, 599)}};
-  EXPECT_EQ(detail::combine_crc_ranges(r, 1000), whole);
-  EXPECT_EQ(detail::combine_crc_ranges({}, 0), crc_of(b, 0, 0));
-  EXPECT_EQ(detail::combine_crc_ranges({r[0], r[1]}, 1000), std::nullopt) << "a gap";
-  EXPECT_EQ(detail::combine_crc_ranges(r, 1001), std::nullopt) << "short of the end";
-  EXPECT_EQ(detail::combine_crc_ranges({r[0], r[1], r[2], r[1]}, 1000), std::nullopt) << "a range twice";
-  EXPECT_EQ(detail::combine_crc_ranges({{0, 1001, 0}}, 1000), std::nullopt) << "past the end";
+  EXPECT_EQ(io::detail::combine_crc_ranges(r, 1000), whole);
+  EXPECT_EQ(io::detail::combine_crc_ranges({}, 0), crc_of(b, 0, 0));
+  EXPECT_EQ(io::detail::combine_crc_ranges({r[0], r[1]}, 1000), std::nullopt) << "a gap";
+  EXPECT_EQ(io::detail::combine_crc_ranges(r, 1001), std::nullopt) << "short of the end";
+  EXPECT_EQ(io::detail::combine_crc_ranges({r[0], r[1], r[2], r[1]}, 1000), std::nullopt) << "a range twice";
+  EXPECT_EQ(io::detail::combine_crc_ranges({{0, 1001, 0}}, 1000), std::nullopt) << "past the end";
 }
 
 // Two writers share one .npz file, each writing half of every tensor; a third completes it from their
@@ -56,23 +57,23 @@ TEST(SharedShards, CrcRangesCombineInAnyOrderAndMustTile) {
 TEST(SharedShards, WritersSharingAFileGiveOneWritersBytes) {
   const testing_support::TempRoot tmp("ropecheck-shared-");
   const fs::path& root = tmp.path();
-  const std::vector<detail::TensorInfo> tensors = {{"b", TensorDType::f32, {6, 3}}, {"a", TensorDType::i64, {6}}};
+  const std::vector<io::detail::TensorInfo> tensors = {{"b", TensorDType::f32, {6, 3}}, {"a", TensorDType::i64, {6}}};
   std::vector<std::vector<std::uint8_t>> data;
   for (const auto& t : tensors) {
     data.emplace_back(t.data_bytes());
     std::iota(data.back().begin(), data.back().end(), static_cast<std::uint8_t>(data.size() * 31));
   }
-  using Mode = detail::TensorFileWriter::Mode;
+  using Mode = io::detail::TensorFileWriter::Mode;
   for (const FileFormat format : {FileFormat::npz, FileFormat::safetensors}) {
     const std::string ext = format == FileFormat::npz ? ".npz" : ".safetensors";
     {
-      detail::TensorFileWriter one(root / ("one" + ext), tensors, format, {}, "t");
+      io::detail::TensorFileWriter one(root / ("one" + ext), tensors, format, {}, "t");
       for (std::size_t i = 0; i < tensors.size(); ++i) one.write(i, 0, data[i]);
       one.finish();
     }
     std::vector<std::vector<std::vector<CrcRange>>> crcs;
     for (int half = 1; half >= 0; --half) {
-      detail::TensorFileWriter w(root / ("shared" + ext), tensors, format, {}, "t", Mode::shared_write);
+      io::detail::TensorFileWriter w(root / ("shared" + ext), tensors, format, {}, "t", Mode::shared_write);
       for (std::size_t i = 0; i < tensors.size(); ++i) {
         const std::size_t n = data[i].size() / 2, from = static_cast<std::size_t>(half) * n;
         w.write(i, from, {data[i].data() + from, n / 2});  // two adjacent pieces: one range
@@ -81,14 +82,14 @@ TEST(SharedShards, WritersSharingAFileGiveOneWritersBytes) {
       w.sync();
       crcs.push_back(w.written_crcs());
     }
-    detail::TensorFileWriter fin(root / ("shared" + ext), tensors, format, {}, "t", Mode::shared_finish);
+    io::detail::TensorFileWriter fin(root / ("shared" + ext), tensors, format, {}, "t", Mode::shared_finish);
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       if (format == FileFormat::npz) {
         ASSERT_EQ(crcs[0][i].size(), 1u);
         EXPECT_EQ(crcs[0][i][0].offset, data[i].size() / 2);
         std::vector<CrcRange> all = crcs[0][i];
         all.insert(all.end(), crcs[1][i].begin(), crcs[1][i].end());
-        fin.set_data_crc(i, *detail::combine_crc_ranges(all, data[i].size()));
+        fin.set_data_crc(i, *io::detail::combine_crc_ranges(all, data[i].size()));
       } else {
         EXPECT_TRUE(crcs[0][i].empty()) << "safetensors holds no CRCs";
       }
@@ -98,8 +99,8 @@ TEST(SharedShards, WritersSharingAFileGiveOneWritersBytes) {
     EXPECT_EQ(finished.bytes, fs::file_size(root / ("one" + ext)));
   }
   // A file of another size is not this run's: refused, not truncated.
-  const std::vector<detail::TensorInfo> other = {{"a", TensorDType::i64, {7}}};
-  EXPECT_NE(message_of([&] { detail::TensorFileWriter w(root / "shared.npz", other, FileFormat::npz, {}, "t", Mode::shared_write); })
+  const std::vector<io::detail::TensorInfo> other = {{"a", TensorDType::i64, {7}}};
+  EXPECT_NE(message_of([&] { io::detail::TensorFileWriter w(root / "shared.npz", other, FileFormat::npz, {}, "t", Mode::shared_write); })
                 .find("not the"),
             std::string::npos);
 }

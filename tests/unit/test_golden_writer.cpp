@@ -7,11 +7,12 @@
 
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
-#include "ropecheck/golden/safetensors.hpp"
+#include "ropecheck/io/safetensors.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "temp_root.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;
 namespace {
 
 namespace fs = std::filesystem;

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/core/spec_json.hpp"
 

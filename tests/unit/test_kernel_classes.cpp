@@ -40,10 +40,10 @@
 #include <string>
 #include <vector>
 
-#include "ropecheck/golden/kernel_run.hpp"
-#include "ropecheck/golden/kernel_source.hpp"
+#include "ropecheck/checker/kernel_run.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
-#include "ropecheck/golden/checker.hpp"
+#include "ropecheck/checker/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/kernels/recipe.hpp"
@@ -112,7 +112,7 @@ struct TempRoot {
 fs::path write_set(const fs::path& root, const Case& c, int index) {
   golden::GoldenOptions o;
   o.spec = load_preset(c.preset);
-  o.positions = golden::parse_positions(c.positions);
+  o.positions = parse_positions(c.positions);
   o.dtypes = {DType::f32, DType::f16, DType::bf16};
   o.heads = o.spec.family == Family::rope ? c.heads : 1;
   o.seed = 11;
@@ -179,14 +179,14 @@ struct Cell {
   std::int64_t nonfinite = 0;
 };
 
-Cell judge(const golden::GoldenSet& g, const std::vector<golden::Tensor>& tensors) {
-  golden::CheckOptions opt;
+Cell judge(const golden::GoldenSet& g, const std::vector<io::Tensor>& tensors) {
+  checker::CheckOptions opt;
   opt.worst_count = 1;
-  const golden::CheckReport rep = golden::check_candidate(g, tensors, opt);
+  const checker::CheckReport rep = checker::check_candidate(g, tensors, opt);
   Cell cell;
-  for (const golden::TensorReport& t : rep.tensors) {
+  for (const checker::TensorReport& t : rep.tensors) {
     cell.nonfinite += t.nonfinite_mismatches;
-    for (const golden::ClassResult& c : t.classes) {
+    for (const checker::ClassResult& c : t.classes) {
       ClassStat& s = cell.cls[c.accuracy_class];
       s.satisfied = s.satisfied && c.satisfied;
       s.worst = std::max(s.worst, c.worst_margin);
@@ -226,23 +226,23 @@ std::string stricter(const Cell& c) {
   return buf;
 }
 
-std::string dtype_suffix(const golden::Tensor& t) { return t.name.substr(t.name.find('.') + 1); }
+std::string dtype_suffix(const io::Tensor& t) { return t.name.substr(t.name.find('.') + 1); }
 
 // `--kernel builtin:RECIPE` spelling (golden/kernel_source.hpp): every recipe name round-trips, a plugin
 // path is not a built-in, an unknown recipe is a one-line error listing the known ones.
 TEST(kernel_classes, BuiltinKernelNames) {
   for (const k::RecipeInfo& ri : k::recipes()) {
-    EXPECT_EQ(golden::parse_builtin_kernel("builtin:" + std::string(ri.name)), ri.recipe);
+    EXPECT_EQ(plugin::parse_builtin_kernel("builtin:" + std::string(ri.name)), ri.recipe);
     k::KernelOptions portable;
     portable.portable = true;
     EXPECT_EQ(kut::cpu_kernel_name(ri.recipe, portable), "builtin:" + std::string(ri.name) + " (portable)");
   }
-  EXPECT_FALSE(golden::parse_builtin_kernel("./libmyrope.so"));
-  EXPECT_FALSE(golden::parse_builtin_kernel("builtin"));
+  EXPECT_FALSE(plugin::parse_builtin_kernel("./libmyrope.so"));
+  EXPECT_FALSE(plugin::parse_builtin_kernel("builtin"));
   try {
-    golden::parse_builtin_kernel("builtin:fast");
+    plugin::parse_builtin_kernel("builtin:fast");
     ADD_FAILURE() << "builtin:fast accepted";
-  } catch (const golden::TensorError& e) {
+  } catch (const InputError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("unknown built-in recipe 'fast'"), std::string::npos) << m;
     EXPECT_NE(m.find("accurate, hf"), std::string::npos) << m;
@@ -274,10 +274,10 @@ TEST(kernel_classes, EveryRecipeDtypeLayoutAndPathLandsInItsClass) {
       for (bool portable : {true, false}) {
         k::KernelOptions ko;
         ko.portable = portable;
-        golden::KernelRun run = golden::run_kernel(*kut::make_cpu_kernel(ri.recipe, ko), g);
+        checker::KernelRun run = checker::run_kernel(*kut::make_cpu_kernel(ri.recipe, ko), g);
         ASSERT_TRUE(run.notes.empty()) << run.notes.front();
-        std::map<std::string, std::vector<golden::Tensor>> by_dtype;
-        for (golden::Tensor& t : run.tensors) by_dtype[dtype_suffix(t)].push_back(std::move(t));
+        std::map<std::string, std::vector<io::Tensor>> by_dtype;
+        for (io::Tensor& t : run.tensors) by_dtype[dtype_suffix(t)].push_back(std::move(t));
         for (auto& [dt, ts] : by_dtype) cells[portable][dt] = judge(g, ts);
       }
       for (DType d : kStorage) {

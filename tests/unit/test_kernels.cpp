@@ -23,9 +23,9 @@
 #include "ropecheck/kernels/scalar_recipes.hpp"
 #include "ropecheck/reference/angle_reduction.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck::kernels {
 namespace {

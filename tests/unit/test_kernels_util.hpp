@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "float_recipes.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
 
 namespace ropecheck::kernels::test {

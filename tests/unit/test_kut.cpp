@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "ropecheck/golden/plugin_kernel.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/plugin/plugin_kernel.hpp"
+#include "ropecheck/io/tensor.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/kut/cuda_source.hpp"
@@ -175,7 +175,7 @@ TEST(Kut, AbiScalingNumbersAreTheSpecOrder) {
 
 TEST(Kut, PluginSource) {
   const Problem p;
-  std::unique_ptr<golden::PluginKernel> kt = golden::load_plugin_kernel(ropecheck::test::hf_plugin());
+  std::unique_ptr<plugin::PluginKernel> kt = plugin::load_plugin_kernel(ropecheck::test::hf_plugin());
   EXPECT_TRUE(kt->info().external);
   EXPECT_TRUE(kt->info().capabilities.rope_apply);
   EXPECT_EQ(kt->recipe_rows(), nullptr);
@@ -210,10 +210,10 @@ TEST(Kut, BuiltinPluginIsTheCpuKernel) {
     const std::unique_ptr<kut::KernelUnderTest> cpu = kut::make_cpu_kernel(info.recipe, one_thread);
     const bool in_process = info.recipe != k::Recipe::hf;
     const std::size_t n_cases = in_process ? 1 : cases.size();
-    golden::PluginClientOptions opt;
+    plugin::PluginClientOptions opt;
     opt.in_process = in_process;
-    const std::unique_ptr<golden::PluginKernel> abi =
-        golden::load_plugin_kernel(std::string(ropecheck::test::builtin_kernels()) + ":" + std::string(info.name) + ":threads=1", opt);
+    const std::unique_ptr<plugin::PluginKernel> abi =
+        plugin::load_plugin_kernel(std::string(ropecheck::test::builtin_kernels()) + ":" + std::string(info.name) + ":threads=1", opt);
     EXPECT_EQ(abi->plugin().name(), kut::cpu_kernel_name(info.recipe));
     EXPECT_TRUE(abi->info().capabilities.negative_positions);
     EXPECT_EQ(abi->info().capabilities.output_dtypes.size(), 4u);
@@ -283,25 +283,25 @@ TEST(Kut, BuiltinPluginIsTheCpuKernel) {
 // Options after the library's name reach ropecheck_kernel_configure; refused or unwanted options are
 // unusable input naming them, never ignored.
 TEST(Kut, PluginOptions) {
-  using golden::split_kernel_options;
+  using plugin::split_kernel_options;
   EXPECT_EQ(split_kernel_options("lib.so:hf:threads=1"), std::make_pair(std::filesystem::path("lib.so"), std::string("hf:threads=1")));
   EXPECT_EQ(split_kernel_options("a:b/lib.so:hf"), std::make_pair(std::filesystem::path("a:b/lib.so"), std::string("hf")));
   EXPECT_EQ(split_kernel_options("dir/lib.so"), std::make_pair(std::filesystem::path("dir/lib.so"), std::string()));
   const std::string lib = ropecheck::test::builtin_kernels();
   EXPECT_EQ(split_kernel_options(lib), std::make_pair(std::filesystem::path(lib), std::string()));
   for (bool in_process : {false, true}) {
-    golden::PluginClientOptions opt;
+    plugin::PluginClientOptions opt;
     opt.in_process = in_process;
-    EXPECT_EQ(golden::load_plugin_kernel(lib, opt)->plugin().name(), kut::cpu_kernel_name(k::Recipe::accurate));
+    EXPECT_EQ(plugin::load_plugin_kernel(lib, opt)->plugin().name(), kut::cpu_kernel_name(k::Recipe::accurate));
     k::KernelOptions portable;
     portable.portable = true;
-    EXPECT_EQ(golden::load_plugin_kernel(lib + ":hf:portable:threads=1", opt)->plugin().name(),
+    EXPECT_EQ(plugin::load_plugin_kernel(lib + ":hf:portable:threads=1", opt)->plugin().name(),
               kut::cpu_kernel_name(k::Recipe::hf, portable));
     auto refused = [&](const std::string& name, const std::string& needle) {
       try {
-        golden::load_plugin_kernel(name, opt);
+        plugin::load_plugin_kernel(name, opt);
         ADD_FAILURE() << name << " loaded";
-      } catch (const golden::TensorError& e) {
+      } catch (const InputError& e) {
         const std::string m = e.what();
         EXPECT_NE(m.find(needle), std::string::npos) << m;
         EXPECT_EQ(m.find('\n'), std::string::npos) << m;

@@ -15,7 +15,7 @@
 #include <cmath>
 
 #include "ropecheck/reference/matrix_view.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "test_scale.hpp"
 
 namespace ropecheck {

@@ -22,7 +22,7 @@
 #include "test_scale.hpp"
 #include "ropecheck/props/suite_baseline.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 
 namespace ropecheck::props {
 using namespace ropecheck::accuracy;

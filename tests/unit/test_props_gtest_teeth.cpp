@@ -16,8 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "ropecheck/golden/plugin_target.hpp"
+#include "ropecheck/plugin/plugin_kernel.hpp"
 #include "ropecheck/props/gtest.hpp"
+#include "ropecheck/props/kut_target.hpp"
 #include "ropecheck/props/mutants.hpp"
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/reference/presets.hpp"
@@ -44,8 +45,14 @@ int main(int argc, char** argv) {
   for (const char* p : {"llama-3.1-8b", "gpt-j-6b", "deepseek-v3"}) specs.push_back(ropecheck::load_preset(p));
   auto plugin = [dir](std::string mode) {
     return [dir, mode] {
-      return ropecheck::golden::make_plugin_target(dir + "/teeth_plugin_" + mode + ".so", ropecheck::accuracy::AccuracyClass::fp32_angle,
-                                                   ropecheck::DType::f32);
+      std::shared_ptr<ropecheck::plugin::PluginKernel> k =
+          ropecheck::plugin::load_plugin_kernel(dir + "/teeth_plugin_" + mode + ".so");
+      rp::TargetInfo info;
+      info.name = "plugin:" + k->plugin().name();
+      info.description = "kernel plugin teeth_plugin_" + mode + ".so";
+      info.accuracy = ropecheck::accuracy::AccuracyClass::fp32_angle;
+      info.dtype = ropecheck::DType::f32;
+      return rp::make_kut_target(std::move(k), std::move(info), true);
     };
   };
   for (const Bug& b : bugs) {

@@ -19,8 +19,8 @@
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 #include "test_scale.hpp"
 
 namespace ropecheck::props {

@@ -3,11 +3,11 @@
 
 #include <cmath>
 
-#include "ropecheck/reference/decay.hpp"
+#include "ropecheck/formulas/decay.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck {
 namespace {

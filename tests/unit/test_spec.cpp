@@ -1,5 +1,5 @@
 // Tests for the spec model (reference/spec.hpp) and the spec JSON format (spec_json.hpp,
-// reference/SPEC_FORMAT.md): validation errors name the key and the value, every preset
+// core/SPEC_FORMAT.md): validation errors name the key and the value, every preset
 // resolves and round-trips through JSON, and the small derived quantities (pair counts,
 // effective factor, MRoPE stream selection, sinusoidal frequency count) follow the rules in
 // variants.md sections 1 and 3.5. Expected values are written out by hand from those rules.

@@ -3,7 +3,7 @@
 // Expected bytes are written out here by hand or copied from the reference implementations'
 // own tests (the safetensors crate's tensor.rs test vectors; np.save's header for a (2, 3)
 // float32 array), never produced by the code under test. Every rejection rule of the readers has
-// a hand-made byte vector and checks that the one-line TensorError names the file and the problem.
+// a hand-made byte vector and checks that the one-line InputError names the file and the problem.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,12 +19,13 @@
 #include <string>
 #include <vector>
 
-#include "../../golden/src/tensor_io_detail.hpp"  // white-box: the ZIP writer with forced zip64
-#include "ropecheck/golden/npy.hpp"
-#include "ropecheck/golden/safetensors.hpp"
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/io/detail/tensor_io.hpp"  // white-box: the ZIP writer with forced zip64
+#include "ropecheck/io/npy.hpp"
+#include "ropecheck/io/safetensors.hpp"
+#include "ropecheck/io/tensor.hpp"
 
 namespace ropecheck::golden {
+using namespace ropecheck::io;
 
 // Readable failures (found by ADL).
 void PrintTo(const Tensor& t, std::ostream* os) {
@@ -56,13 +57,13 @@ Bytes st_file(std::string_view header, const Bytes& data = {}, std::optional<std
   return cat({le64(n ? *n : header.size()), bytes_of(header), data});
 }
 
-// Expects `f` to throw TensorError with a one-line message that contains `what` and `needle`.
+// Expects `f` to throw InputError with a one-line message that contains `what` and `needle`.
 template <class F>
 void expect_reject(F&& f, std::string_view what, std::string_view needle) {
   try {
     f();
-    ADD_FAILURE() << "no TensorError; expected one containing \"" << needle << "\"";
-  } catch (const TensorError& e) {
+    ADD_FAILURE() << "no InputError; expected one containing \"" << needle << "\"";
+  } catch (const InputError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find(what), std::string::npos) << m;
     EXPECT_NE(m.find(needle), std::string::npos) << "message: " << m << "\nexpected to contain: " << needle;

@@ -29,7 +29,7 @@
 #include "../properties.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/core/spec.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck::props::detail {
 

@@ -13,10 +13,10 @@
 #include "ropecheck/props/generators.hpp"
 #include "ropecheck/reference/matrix_view.hpp"
 #include "ropecheck/reference/presets.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/rounding.hpp"
 #include "ropecheck/reference/scalar.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck::props::detail {
 

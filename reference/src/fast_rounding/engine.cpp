@@ -11,9 +11,9 @@
 
 #include "fast_rounding_internal.hpp"
 #include "ropecheck/reference/fast_rounding.hpp"
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck {
 namespace {

@@ -35,4 +35,10 @@ inline std::string one_line(std::string_view s) {
   return out;
 }
 
+// `s` in single quotes for a one-line message: control bytes, quotes and backslashes escaped, cut to
+// at most `max_bytes` input bytes (then "...").
+std::string quote_name(std::string_view s, std::size_t max_bytes = 96);
+// A file name / description fit for the start of a one-line message (control bytes escaped).
+std::string sanitize(std::string_view s, std::size_t max_bytes = 256);
+
 }  // namespace ropecheck

@@ -15,12 +15,15 @@
 #include <string_view>
 #include <vector>
 
+#include "ropecheck/core/input_error.hpp"
+
 namespace ropecheck {
 
-// Thrown for any invalid or incomplete spec; the message names the key and value.
-class SpecError : public std::runtime_error {
+// Thrown for any invalid or incomplete spec; the message names the key and value. An InputError
+// (Python: ropecheck.SpecError, a subclass of ropecheck.InputError).
+class SpecError : public InputError {
  public:
-  using std::runtime_error::runtime_error;
+  using InputError::InputError;
 };
 
 enum class Family { rope, sinusoidal };

@@ -1,4 +1,4 @@
-// Spec JSON in and out (reference/SPEC_FORMAT.md), and import of a Hugging Face config.json.
+// Spec JSON in and out (core/SPEC_FORMAT.md), and import of a Hugging Face config.json.
 #pragma once
 
 #include <filesystem>

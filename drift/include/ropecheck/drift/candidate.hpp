@@ -1,6 +1,6 @@
 // What a drift sweep measures: a kernel under test (kut/kernel_under_test.hpp) on one spec, sequence
 // length and storage dtype: one of ropecheck's precision recipes (kernels/recipe.hpp) on the CPU or its
-// CUDA kernel, or an external kernel loaded as a plugin (golden/KERNEL_ABI.md).
+// CUDA kernel, or an external kernel loaded as a plugin (abi/KERNEL_ABI.md).
 //
 // Names: a recipe's command-line spelling ("hf", "bf16-positions", ...) for the CPU kernel,
 // "cuda:RECIPE" for the CUDA kernel (a GPU, or the test-only switch ROPECHECK_CUDA_EMULATION=1: host
@@ -23,7 +23,7 @@
 
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/spec.hpp"
-#include "ropecheck/golden/plugin_client.hpp"
+#include "ropecheck/plugin/client.hpp"
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kut/kernel_under_test.hpp"
@@ -48,7 +48,7 @@ class Candidate {
 
   // Rotates x ([tokens][heads][head_dim] floats, bf16-exact) at the given positions (one per
   // token, the same for every multimodal stream); out receives the outputs (storage-dtype values
-  // as doubles), [tokens][heads][head_dim]. UNSUPPORTED is unusable input (golden::TensorError):
+  // as doubles), [tokens][heads][head_dim]. UNSUPPORTED is unusable input (InputError):
   // drift cannot measure what the kernel will not compute.
   void rotate(std::span<const std::int64_t> positions, int heads, std::span<const float> x, std::span<double> out);
   // The cos / sin table [tokens][pairs] in the storage dtype, no attention factor. False when the
@@ -94,9 +94,9 @@ std::string recipe_names();
 
 // A candidate from its name (a recipe, "cuda:RECIPE" or "plugin:PATH"). seq_len resolves dynamic /
 // LongRoPE frequencies (as make_rope_plan and the ABI take it); `threads` for the CPU kernels. Throws
-// SpecError naming an unknown recipe, golden::TensorError for a plugin that does not load or a CUDA
+// SpecError naming an unknown recipe, InputError for a plugin that does not load or a CUDA
 // kernel without a device.
 std::unique_ptr<Candidate> make_candidate(std::string_view name, const EncodingSpec& spec, DType storage, std::int64_t seq_len,
-                                          int threads, const golden::PluginClientOptions& plugin = {});
+                                          int threads, const plugin::PluginClientOptions& plugin = {});
 
 }  // namespace ropecheck::drift

@@ -23,7 +23,7 @@ struct MergedDrift {
   nlohmann::json run;
 };
 
-// Merges the parts' JSON (any order). golden::TensorError (one line naming the files) when a part is
+// Merges the parts' JSON (any order). InputError (one line naming the files) when a part is
 // not a drift part, the parts differ in version, run, spec, options or shard count, or a shard is
 // given twice or missing.
 MergedDrift merge_drift_parts(const std::vector<nlohmann::json>& parts, const std::vector<std::string>& names);

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ropecheck/golden/plugin_client.hpp"
+#include "ropecheck/plugin/client.hpp"
 #include "ropecheck/drift/metrics.hpp"
 #include "ropecheck/drift/sampling.hpp"
 #include "ropecheck/drift/uniqueness.hpp"
@@ -37,7 +37,7 @@ struct DriftOptions {
   // --compare: the class whose bound decides whether A and B agree (|A - B| <= 2 E, E the class's
   // per-element bound for the storage dtype: both could be in the class).
   accuracy::AccuracyClass compare_class = accuracy::AccuracyClass::fp32_angle;
-  golden::PluginClientOptions plugin;    // how plugin: candidates run (isolated, timeout)
+  plugin::PluginClientOptions plugin;    // how plugin: candidates run (isolated, timeout)
   std::uint64_t max_memory = 0;          // refuse runs estimated to need more (bytes); 0: the machine's memory
   // Part of a sweep split over processes (drift/part.hpp): the sampled positions are split in N
   // contiguous ranges, and candidate k's uniqueness pass runs in shard (k mod N) + 1.
@@ -95,7 +95,7 @@ struct DriftResult {
 void summarize_positions(CandidateResult& c, const SamplingPlan& plan, std::size_t shifts);
 
 // Throws SpecError for a sinusoidal spec (drift is RoPE-only), an unknown recipe or bad options;
-// golden::TensorError for a plugin that does not load or fails; std::invalid_argument for a bad
+// InputError for a plugin that does not load or fails; std::invalid_argument for a bad
 // sampling plan.
 DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> candidates, const DriftOptions& options);
 

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ropecheck/golden/atomic_output.hpp"
+#include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/drift/sweep.hpp"
 
 namespace ropecheck::drift {
@@ -35,7 +35,7 @@ std::string find_gnuplot();
 class OutputDir {
  public:
   // Throws SpecError (one line) when `out` exists and overwrite is false, its parent folder is
-  // missing, or the temporary folder cannot be made (an unwritable parent). golden::OutputFolder
+  // missing, or the temporary folder cannot be made (an unwritable parent). io::OutputFolder
   // (atomic_output.hpp) does the work: signals and stale temporaries are handled there.
   OutputDir(const std::filesystem::path& out, bool overwrite)
       : folder_(out, {.overwrite = overwrite, .create_parents = false, .option = "--out", .command = "drift"}) {}
@@ -49,7 +49,7 @@ class OutputDir {
   void commit() { folder_.commit(); }
 
  private:
-  golden::OutputFolder folder_;
+  io::OutputFolder folder_;
 };
 
 nlohmann::json to_json(const DriftResult& r, const std::string& command_line);

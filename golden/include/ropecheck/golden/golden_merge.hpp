@@ -19,7 +19,7 @@ struct GoldenMergeOptions {
 };
 
 // Returns the merged manifest. Every part is read with the golden-set reader's checks (hashes,
-// the spec's sample). SpecError / TensorError (one line, naming the parts) before anything is
+// the spec's sample). SpecError / InputError (one line, naming the parts) before anything is
 // written when a part is not a shard, the parts come from different runs (spec, positions,
 // generator, dtypes, file format, ropecheck version, N), a shard is given twice or is missing.
 nlohmann::json merge_golden_shards(const GoldenMergeOptions& options);

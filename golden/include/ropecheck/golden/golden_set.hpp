@@ -1,7 +1,7 @@
 // Reading a golden set (golden/GOLDEN_FORMAT.md): the manifest, verified against every file's
 // SHA-256 and size, and the tensors it describes, loaded on first use.
 //
-// load_golden_set() rejects, with one-line TensorError messages naming the folder / file / tensor:
+// load_golden_set() rejects, with one-line InputError messages naming the folder / file / tensor:
 //   - a folder without manifest.json ("no manifest.json: not a golden set, or an interrupted write");
 //   - a shard of a set (format "ropecheck-golden-shard") unless options.allow_shard;
 //   - a manifest that is not JSON, not format "ropecheck-golden" version 1, or misses / mistypes a key
@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ropecheck/golden/tensor.hpp"
+#include "ropecheck/io/tensor.hpp"
 #include "ropecheck/core/shard.hpp"
 #include "ropecheck/core/spec.hpp"
 
@@ -45,7 +45,7 @@ struct ManifestFile {
 struct ManifestTensor {
   std::string name;
   std::string file;
-  TensorDType dtype = TensorDType::f32;
+  io::TensorDType dtype = io::TensorDType::f32;
   std::vector<std::int64_t> shape;
   std::string role;     // "input" or "output"
   std::string meaning;  // free text
@@ -100,14 +100,18 @@ class GoldenSet {
   // Every token's position (all three streams; equal streams for non-multimodal sets).
   const std::vector<Position>& positions() const;
 
-  // The tensor (loading its file on first use; thread-safe). TensorError when the manifest does
+  // The tensor (loading its file on first use; thread-safe). InputError when the manifest does
   // not list it or its file fails the checks above. The reference stays valid while the set lives.
-  const Tensor& tensor(std::string_view name) const;
+  const io::Tensor& tensor(std::string_view name) const;
 
  private:
   friend GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOptions& options);
   struct State;
   std::unique_ptr<State> s_;
 };
+
+// SHA-256 over the manifest's file names and hashes (sorted by name): the same for the same data files
+// wherever the set lies, different when any input or output differs.
+std::string golden_fingerprint(const GoldenSet& g);
 
 }  // namespace ropecheck::golden

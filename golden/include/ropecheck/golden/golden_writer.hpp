@@ -11,14 +11,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ropecheck/golden/positions.hpp"
+#include "ropecheck/core/positions.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/shard.hpp"
 #include "ropecheck/core/spec.hpp"
+#include "ropecheck/io/tensor.hpp"
 
 namespace ropecheck::golden {
 
-enum class FileFormat { safetensors, npz };
 
 struct GoldenOptions {
   EncodingSpec spec;
@@ -26,7 +26,7 @@ struct GoldenOptions {
   std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};  // f64 is always added
   int heads = 1;
   std::uint64_t seed = 0;
-  FileFormat format = FileFormat::safetensors;
+  io::FileFormat format = io::FileFormat::safetensors;
   std::filesystem::path out;
   std::optional<std::int64_t> seq_len;  // default: max position + 1
   int threads = 0;                      // 0: hardware concurrency
@@ -51,7 +51,7 @@ struct GoldenSummary {
   double write_seconds = 0;
 };
 
-// Throws SpecError / TensorError (unusable input, OUT exists without overwrite) before writing
+// Throws SpecError / InputError (unusable input, OUT exists without overwrite) before writing
 // anything, and cleans up its temporary folder on any failure.
 GoldenSummary write_golden_set(const GoldenOptions& options);
 

@@ -11,7 +11,7 @@
 
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/core/spec_json.hpp"
-#include "ropecheck/golden/sha256.hpp"
+#include "ropecheck/io/sha256.hpp"
 
 namespace ropecheck::golden {
 
@@ -20,7 +20,7 @@ inline EncodingSpec load_recorded_hf_config(const std::filesystem::path& path, H
   options.name = path.filename().string();
   EncodingSpec spec = load_hf_config_file(path, options, ignored);
   try {
-    spec.source += ", file " + options.name + " with sha256 " + sha256_file(path);
+    spec.source += ", file " + options.name + " with sha256 " + io::sha256_file(path);
   } catch (const std::exception& e) {
     throw SpecError(e.what());
   }

@@ -6,9 +6,9 @@
 #include <Eigen/Dense>
 #include <boost/multiprecision/eigen.hpp>
 
-#include "ropecheck/reference/rope_reference.hpp"
+#include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
-#include "ropecheck/reference/sinusoidal_reference.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck {
 

@@ -13,7 +13,7 @@
 
 #include <boost/multiprecision/mpfr.hpp>
 
-#include "ropecheck/reference/scalar_math.hpp"
+#include "ropecheck/formulas/scalar_math.hpp"
 
 namespace ropecheck {
 

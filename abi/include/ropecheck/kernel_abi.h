@@ -1,0 +1,271 @@
+/*
+ * ropecheck kernel ABI, version 1: how a RoPE / sinusoidal kernel in any language, built as a shared
+ * library, is checked by `ropecheck check --golden DIR --kernel LIB.so` without writing files.
+ *
+ * Pure C (C99 and later, C++ too); nothing but <stddef.h> and <stdint.h>. The full contract, with
+ * examples, is abi/KERNEL_ABI.md; this header is its normative half.
+ *
+ * A plugin exports, with C linkage and default visibility (ROPECHECK_KERNEL_EXPORT):
+ *
+ *   required  uint32_t    ropecheck_kernel_abi_version(void);   return ROPECHECK_KERNEL_ABI_VERSION
+ *   required  const char* ropecheck_kernel_name(void);          a short NUL-terminated name, UTF-8
+ *   and at least one of
+ *             int ropecheck_rope_apply(const ropecheck_rope_problem* p);       rotate q or k
+ *             int ropecheck_rope_cos_sin(const ropecheck_table_problem* p);    the cos / sin tables
+ *             int ropecheck_sinusoidal(const ropecheck_sinusoidal_problem* p); the sinusoidal table
+ *   optional  uint64_t    ropecheck_kernel_capabilities(void);  ROPECHECK_CAP_* bits (below); an
+ *                                                               addition that changes no version-1
+ *                                                               layout, so it needs no version 2
+ *   optional  int         ropecheck_kernel_configure(const char* options, char* message,
+ *                                                    uint32_t message_capacity);
+ *                                                               revision 1 (below): the kernel's own
+ *                                                               options, e.g. which of its variants runs
+ *
+ * Configuration (revision 1). A library that builds several kernels (variants, recipes, thread counts)
+ * exports ropecheck_kernel_configure. `--kernel LIB.so:OPTIONS` names such a kernel: ropecheck calls
+ * ropecheck_kernel_configure(OPTIONS, ...) once, after ropecheck_kernel_abi_version() and before
+ * ropecheck_kernel_name() and every other entry point; OPTIONS is the text after the first ':' that
+ * follows the file name, opaque to ropecheck (its meaning is the library's). It returns ROPECHECK_OK,
+ * or anything else with a one-line reason in message: ropecheck then stops with exit 2 and that
+ * reason. Without options ropecheck passes "" (the kernel's default configuration). Options given to a
+ * library without this export are an error too (never ignored). Other callers (ctypes) may call it
+ * again between calls; each call replaces the configuration.
+ *
+ * Every entry point returns ROPECHECK_OK (0) when it wrote the whole output,
+ * ROPECHECK_UNSUPPORTED (1) when it does not implement this spec / dtype (the caller skips that output
+ * and says so; nothing may have been written that matters), and any other value on failure (the
+ * check stops with exit 2 and that code). With a nonzero return the kernel may write a one-line,
+ * NUL-terminated reason into p->message (at most p->message_capacity bytes including the NUL).
+ *
+ * Versioning. The caller reads ropecheck_kernel_abi_version() first and calls nothing else unless
+ * it supports that version (this ropecheck: exactly 1). Version 1 layouts are frozen: any change to a
+ * struct, a code or a function gives version 2, and a caller that knows both fills the layout the
+ * plugin reports. Every problem also carries abi_version (the layout it was filled with), which a
+ * plugin may check.
+ *
+ * Ownership and lifetime. Every pointer in a problem belongs to the caller and is valid only during
+ * the call: a kernel must not keep, free or write through any of them except `out`, `cos`, `sin` and
+ * `message`, and must not write outside them. The string returned by ropecheck_kernel_name() belongs
+ * to the plugin and must stay valid until the library is unloaded (a string literal is right).
+ *
+ * Calls. ropecheck calls the entry points one at a time from one thread, any number of times, with
+ * any problem (a kernel must not assume an order). A kernel may use threads or a GPU inside a call
+ * but must finish all work before returning. By default the library is loaded and called in a
+ * separate host process (ropecheck-kernel-host) whose buffers are shared memory: a kernel that
+ * crashes, hangs (past --kernel-timeout), exits, writes outside its outputs or its message, leaves
+ * outputs unwritten or returns an unknown code fails the check (exit 1) with a message naming the
+ * entry point and the problem; ropecheck itself is never harmed. Every output is filled with NaN
+ * before the call and surrounded by guard bytes and a guard page. A kernel's stdout goes to
+ * ropecheck's stderr. With --in-process the library is loaded into ropecheck itself (for gdb and
+ * sanitizers): the same guards, but a crash or hang is ropecheck's.
+ *
+ * Layouts and numbers (all row-major, native byte order = little-endian on every supported machine):
+ *   positions  int64  [position_streams][tokens]  stream 0 = t, 1 = h, 2 = w (multimodal RoPE);
+ *                                                 1 stream otherwise
+ *   x          float  [tokens][heads][head_dim]   q or k; every value is exactly representable in bf16
+ *                                                 (so it is also exact as f32 / f64, not always as f16)
+ *   out        dtype  [tokens][heads][head_dim]   rotated x, attention factor folded in the way
+ *                                                 Hugging Face folds it into cos and sin (rotated
+ *                                                 channels times the factor), pass-through channels copied
+ *   cos, sin   dtype  [tokens][pairs]             plain cos / sin of the angle of pair j (frequency order),
+ *                                                 no attention factor
+ *   out (pe)   dtype  [tokens][d_model]           the sinusoidal encoding row of each token's position
+ * dtype is out_dtype: ROPECHECK_DTYPE_F64 (double), _F32 (float), _F16 (IEEE binary16) or _BF16
+ * (bfloat16); F16 and BF16 elements are uint16_t bit patterns.
+ *
+ * Pair j of a RoPE head (j = 0 .. pairs-1) is channels (j, j + pairs) in the half-split layout and
+ * (2j, 2j + 1) in the interleaved layout; channels 2*pairs .. head_dim-1 pass through (partial rotary).
+ * Its angle is position(stream of j) * inv_freq[j] and the pair (a, b) becomes
+ * attention_factor * (a cos - b sin, b cos + a sin). The exact mathematics of every scaling type is
+ * core/SPEC_FORMAT.md; spec_json carries the spec itself, the fields below resolve it.
+ */
+#ifndef ROPECHECK_KERNEL_ABI_H
+#define ROPECHECK_KERNEL_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ROPECHECK_KERNEL_ABI_VERSION 1
+/* Optional exports added to version 1 without changing any layout: 1 = ropecheck_kernel_configure.
+   A caller of an older revision never calls them; a kernel must work unconfigured. */
+#define ROPECHECK_KERNEL_ABI_REVISION 1
+
+/* Return codes of the entry points. Any other value is a failure. */
+#define ROPECHECK_OK 0
+#define ROPECHECK_UNSUPPORTED 1
+
+/* out_dtype */
+#define ROPECHECK_DTYPE_F64 0
+#define ROPECHECK_DTYPE_F32 1
+#define ROPECHECK_DTYPE_F16 2  /* uint16_t bit patterns */
+#define ROPECHECK_DTYPE_BF16 3 /* uint16_t bit patterns */
+
+/* ropecheck_rope_params.layout */
+#define ROPECHECK_LAYOUT_HALF_SPLIT 0  /* "NeoX": pair j = channels (j, j + pairs) */
+#define ROPECHECK_LAYOUT_INTERLEAVED 1 /* "GPT-J": pair j = channels (2j, 2j + 1) */
+
+/* ropecheck_rope_params.scaling_type (core/SPEC_FORMAT.md, "scaling"): the values of ropecheck's
+   ScalingType in its order (core/spec.hpp), so the plugin client passes the type as it is; a new scaling
+   appends its name here (ctest Kut.AbiScalingNumbersAreTheSpecOrder checks every one). */
+#define ROPECHECK_SCALING_NONE 0
+#define ROPECHECK_SCALING_LINEAR 1
+#define ROPECHECK_SCALING_DYNAMIC 2
+#define ROPECHECK_SCALING_YARN 3
+#define ROPECHECK_SCALING_LLAMA3 4
+#define ROPECHECK_SCALING_LONGROPE 5
+#define ROPECHECK_SCALING_PROPORTIONAL 6
+
+/* ropecheck_rope_params.mrope_mode */
+#define ROPECHECK_MROPE_NONE 0        /* one position stream */
+#define ROPECHECK_MROPE_CHUNKED 1     /* Qwen2-VL: contiguous sections [t | h | w] */
+#define ROPECHECK_MROPE_INTERLEAVED 2 /* Qwen3-VL: t h w t h w ... within the sections */
+
+/* ropecheck_sinusoidal_params.layout */
+#define ROPECHECK_SINUSOIDAL_INTERLEAVED 0  /* Vaswani: PE[2i] = sin, PE[2i+1] = cos */
+#define ROPECHECK_SINUSOIDAL_CONCATENATED 1 /* [sin ... | cos ...] */
+
+/* ropecheck_sinusoidal_params.frequencies */
+#define ROPECHECK_SINUSOIDAL_VASWANI 0            /* w_i = base^(-2i/d) */
+#define ROPECHECK_SINUSOIDAL_HALF_DIM_MINUS_ONE 1 /* tensor2tensor / fairseq: w_i = base^(-i/max(d/2-1, 1)) */
+
+/* Bits of ropecheck_kernel_capabilities() (optional export; without it: no capability declared).
+   Undeclared bits mean "unknown", never "unsupported": the caller still asks per call. */
+#define ROPECHECK_CAP_NEGATIVE_POSITIONS (1ull << 0) /* positions may be negative (the `inverse` property) */
+#define ROPECHECK_CAP_OUT_F64 (1ull << 8)            /* output dtypes the kernel supports; when any of */
+#define ROPECHECK_CAP_OUT_F32 (1ull << 9)            /* these four bits is set, the others are declared */
+#define ROPECHECK_CAP_OUT_F16 (1ull << 10)           /* unsupported (ropecheck skips them and says so)  */
+#define ROPECHECK_CAP_OUT_BF16 (1ull << 11)
+#define ROPECHECK_CAP_OUT_DTYPE(d) (1ull << (8 + (d))) /* d: ROPECHECK_DTYPE_* */
+
+/* Symbol visibility for the exported entry points. */
+#if defined(_WIN32)
+#define ROPECHECK_KERNEL_EXPORT __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define ROPECHECK_KERNEL_EXPORT __attribute__((visibility("default")))
+#else
+#define ROPECHECK_KERNEL_EXPORT
+#endif
+
+/*
+ * A RoPE spec, resolved. Numbers are binary64 (the spec's own numbers are exact binary64 values; the
+ * derived ones, inv_freq and attention_factor, are the binary64 values nearest the exact ones).
+ * Fields that a scaling type does not use hold the value noted, so a kernel may read them blindly.
+ */
+typedef struct ropecheck_rope_params {
+  int32_t head_dim;     /* D: channels per head */
+  int32_t rotary_dim;   /* R: rotated channels (prefix partial rotary); proportional: 2 * rope_angles */
+  int32_t pairs;        /* frequency pairs: R / 2, or D / 2 for proportional (pairs past R / 2 have
+                           inv_freq 0); channels 2 * pairs .. D - 1 pass through */
+  int32_t layout;       /* ROPECHECK_LAYOUT_* */
+  double base;          /* rope_theta */
+  int32_t scaling_type; /* ROPECHECK_SCALING_* */
+  int32_t mrope_mode;   /* ROPECHECK_MROPE_* */
+  int32_t mrope_section[3]; /* pairs driven by t, h, w (sum = pairs); {0, 0, 0} without mrope */
+  int32_t yarn_truncate;    /* yarn: 1 = round the correction range to integers (the default); else 0 */
+  double factor;            /* effective factor (explicit, or derived as SPEC_FORMAT.md says); 1 for none */
+  int64_t max_position_embeddings;          /* L; 0 = unknown */
+  int64_t original_max_position_embeddings; /* effective L_orig (yarn, longrope, llama3); 0 for the others */
+  int64_t seq_len;          /* the sequence length the frequencies are resolved with (dynamic, longrope) */
+  double low_freq_factor;   /* llama3; 0 for the others */
+  double high_freq_factor;  /* llama3; 0 for the others */
+  double beta_fast;         /* yarn (default 32); 0 for the others */
+  double beta_slow;         /* yarn (default 1); 0 for the others */
+  double mscale;            /* yarn; 0 when absent (Hugging Face treats absent and 0 alike) */
+  double mscale_all_dim;    /* yarn; 0 when absent */
+  const double* longrope_ext; /* longrope: the `pairs` extension factors in use (long_factor when
+                                 seq_len > original_max_position_embeddings, else short_factor);
+                                 NULL for the others */
+  const double* inv_freq;   /* `pairs` inverse frequencies after scaling, the binary64 values nearest
+                               the exact ones. For kernels that take their frequencies as an input;
+                               a kernel that derives them itself (and so has them checked) ignores it */
+  double attention_factor;  /* the factor folded into rotated channels (1 unless yarn / longrope),
+                               binary64 nearest the exact value */
+} ropecheck_rope_params;
+
+/* Rotate one input tensor (q or k). */
+typedef struct ropecheck_rope_problem {
+  uint32_t abi_version;       /* ROPECHECK_KERNEL_ABI_VERSION the caller filled this with */
+  int32_t out_dtype;          /* ROPECHECK_DTYPE_* */
+  const char* spec_json;      /* the spec, one JSON object (core/SPEC_FORMAT.md), NUL-terminated */
+  ropecheck_rope_params rope; /* the spec resolved */
+  const char* input_name;     /* "q" or "k": the input this call rotates */
+  int64_t tokens;
+  int32_t heads;
+  int32_t position_streams;   /* 1, or 3 for multimodal RoPE */
+  const int64_t* positions;   /* [position_streams][tokens] */
+  const float* x;             /* [tokens][heads][head_dim] */
+  void* out;                  /* [tokens][heads][head_dim] of out_dtype, caller-allocated */
+  char* message;              /* optional reason on a nonzero return; may be written, NUL-terminated */
+  uint32_t message_capacity;  /* bytes available at message, including the NUL (>= 1) */
+  uint32_t reserved1;         /* 0 (explicit tail padding) */
+} ropecheck_rope_problem;
+
+/* The cos / sin tables (no attention factor). */
+typedef struct ropecheck_table_problem {
+  uint32_t abi_version;
+  int32_t out_dtype;          /* ROPECHECK_DTYPE_* */
+  const char* spec_json;
+  ropecheck_rope_params rope;
+  int64_t tokens;
+  int32_t position_streams;   /* 1, or 3 for multimodal RoPE (pair j uses the stream that drives it) */
+  int32_t reserved0;          /* 0 */
+  const int64_t* positions;   /* [position_streams][tokens] */
+  void* cos;                  /* [tokens][pairs] of out_dtype, caller-allocated */
+  void* sin;                  /* [tokens][pairs] of out_dtype, caller-allocated */
+  char* message;
+  uint32_t message_capacity;
+  uint32_t reserved1;         /* 0 */
+} ropecheck_table_problem;
+
+/* A sinusoidal spec, resolved (core/SPEC_FORMAT.md, "sinusoidal"). */
+typedef struct ropecheck_sinusoidal_params {
+  int32_t d_model;
+  int32_t layout;             /* ROPECHECK_SINUSOIDAL_INTERLEAVED / _CONCATENATED */
+  int32_t frequencies;        /* ROPECHECK_SINUSOIDAL_VASWANI / _HALF_DIM_MINUS_ONE */
+  int32_t frequency_count;    /* sin columns: (d_model + 1) / 2 for vaswani, d_model / 2 otherwise */
+  double base;                /* max_timescale / min_timescale */
+  int64_t position_offset;    /* added to every position before the angle (fairseq: padding_idx + 1) */
+} ropecheck_sinusoidal_params;
+
+/* The sinusoidal encoding table. */
+typedef struct ropecheck_sinusoidal_problem {
+  uint32_t abi_version;
+  int32_t out_dtype;          /* ROPECHECK_DTYPE_* */
+  const char* spec_json;
+  ropecheck_sinusoidal_params sinusoidal;
+  int64_t tokens;
+  const int64_t* positions;   /* [tokens] (position_offset not yet added) */
+  void* out;                  /* [tokens][d_model] of out_dtype, caller-allocated */
+  char* message;
+  uint32_t message_capacity;
+  uint32_t reserved1;         /* 0 */
+} ropecheck_sinusoidal_problem;
+
+/* The entry points' types, for loaders (dlsym) and for checking a plugin's own declarations. */
+typedef uint32_t (*ropecheck_kernel_abi_version_fn)(void);
+typedef const char* (*ropecheck_kernel_name_fn)(void);
+typedef int (*ropecheck_rope_apply_fn)(const ropecheck_rope_problem* p);
+typedef int (*ropecheck_rope_cos_sin_fn)(const ropecheck_table_problem* p);
+typedef int (*ropecheck_sinusoidal_fn)(const ropecheck_sinusoidal_problem* p);
+typedef uint64_t (*ropecheck_kernel_capabilities_fn)(void);
+typedef int (*ropecheck_kernel_configure_fn)(const char* options, char* message, uint32_t message_capacity);
+
+/* Declarations a plugin defines (with ROPECHECK_KERNEL_EXPORT in front). Declared here so that a
+   C or C++ plugin including this header gets its signatures checked and C linkage. */
+ROPECHECK_KERNEL_EXPORT uint32_t ropecheck_kernel_abi_version(void);
+ROPECHECK_KERNEL_EXPORT const char* ropecheck_kernel_name(void);
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_apply(const ropecheck_rope_problem* p);
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_cos_sin(const ropecheck_table_problem* p);
+ROPECHECK_KERNEL_EXPORT int ropecheck_sinusoidal(const ropecheck_sinusoidal_problem* p);
+ROPECHECK_KERNEL_EXPORT uint64_t ropecheck_kernel_capabilities(void);
+ROPECHECK_KERNEL_EXPORT int ropecheck_kernel_configure(const char* options, char* message, uint32_t message_capacity);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ROPECHECK_KERNEL_ABI_H */

@@ -1,0 +1,107 @@
+// Differential diagnosis of a failing check (checker/DIAGNOSIS.md): which known RoPE mistake explains
+// the candidate. Each hypothesis of the catalogue is the exact computation with one documented mistake
+// applied (positions rounded to bf16, the other channel pairing, cos and sin swapped, ...), evaluated
+// with the MPFR reference on the failing elements and a fixed-seed sample of the passing ones; a
+// hypothesis matches only when every evaluated element lies within the class bound of that mistaken
+// truth. Shape and convention slips (a [batch, heads, seq, head_dim] tensor, a cat(freqs, freqs) table)
+// are named before the numeric check, with the remedy (shape_slip, apply_candidate_layout).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ropecheck/accuracy/error_model.hpp"
+#include "ropecheck/checker/checker.hpp"
+#include "ropecheck/golden/golden_set.hpp"
+#include "ropecheck/io/tensor.hpp"
+
+namespace ropecheck::checker {
+
+// A documented mistake: the exact computation with these changes applied. Fields compose (a kernel
+// with two mistakes is the composition of two hypotheses).
+struct Mistake {
+  std::optional<DType> position_rounding;  // positions rounded to this dtype before the angle
+  int position_shift = 0;                  // p + shift
+  std::optional<DType> freq_rounding;      // inverse frequencies rounded to this dtype
+  bool flip_layout = false;                // half-split <-> interleaved pairing
+  bool ignore_scaling = false;             // plain base frequencies, attention factor 1
+  bool flip_truncate = false;              // YaRN: correction range rounded <-> not rounded
+  bool flip_mrope_mode = false;            // chunked <-> interleaved mrope sections
+  bool swap_hw_streams = false;            // mrope: h and w streams exchanged
+  bool swap_cos_sin = false;
+  bool negate_sin = false;
+  enum class Att { keep, missing, squared, folded_in_table } att = Att::keep;
+  // Not a mistake of the formula: the kernel computes the exact formula in a looser class.
+  std::optional<accuracy::AccuracyClass> judged_class;
+
+  bool is_identity() const;
+  // The composition of two mistakes; nullopt when they change the same thing.
+  static std::optional<Mistake> compose(const Mistake& a, const Mistake& b);
+};
+
+struct Hypothesis {
+  std::string id;      // "bf16-positions"
+  std::string title;   // "positions rounded to bf16"
+  std::string source;  // where the mistake is documented
+  Mistake mistake;
+};
+
+// The catalogue, in the order DIAGNOSIS.md lists it.
+const std::vector<Hypothesis>& diagnosis_catalogue();
+
+struct DiagnoseOptions {
+  int max_failing = 512;   // failing elements evaluated per tensor (a fixed-seed sample when more fail)
+  int max_passing = 128;   // passing elements evaluated per tensor (a fixed-seed sample)
+  std::uint64_t seed = 20261125;
+  int threads = 0;         // the scan for failing elements (0: hardware concurrency); results do not depend on it
+  bool try_pairs = true;   // when no single hypothesis matches, compose pairs of the partial ones
+};
+
+struct HypothesisResult {
+  std::string id, title, source;
+  accuracy::AccuracyClass judged_class = accuracy::AccuracyClass::fp32_angle;  // the bound it was judged with
+  std::int64_t failing_evaluated = 0, failing_explained = 0;
+  std::int64_t passing_evaluated = 0, passing_explained = 0;
+  double max_ratio = 0;  // max over evaluated elements of |candidate - mistaken truth| / class bound
+  bool matches = false;  // every evaluated element within the bound
+  double failing_fraction() const;
+};
+
+struct Diagnosis {
+  bool applicable = true;            // false: sinusoidal set, or no RoPE output checked
+  std::string not_applicable_reason;
+  accuracy::AccuracyClass judged_class = accuracy::AccuracyClass::fp32_angle;  // what "failing" means here
+  std::vector<std::string> tensors;  // the golden outputs diagnosed
+  std::int64_t failing_elements = 0;  // outside the judging class, over those tensors
+  std::int64_t failing_evaluated = 0, passing_evaluated = 0;
+  std::vector<HypothesisResult> ranked;  // applicable hypotheses, best explanation first
+  std::vector<HypothesisResult> pairs;   // compositions of two, when no single one matched
+  std::string conclusion;                // one line
+  double seconds = 0;                    // wall time of the diagnosis
+
+  const HypothesisResult* best_match() const;  // rank 1 when it matches
+  nlohmann::json to_json() const;
+  std::string summary() const;  // the text report's section
+};
+
+// Diagnoses the tensors of `report` (the failing ones; every RoPE one with all_tensors).
+Diagnosis diagnose(const golden::GoldenSet& golden, const std::vector<io::Tensor>& candidate, const CheckReport& report,
+                   const DiagnoseOptions& options = {}, bool all_tensors = false);
+
+// How a candidate's q_rot / k_rot are laid out (--layout): ropecheck's [tokens, heads, head_dim], or with a
+// batch dimension of 1 in front.
+enum class CandidateLayout { thd, bshd, bhsd };
+std::optional<CandidateLayout> parse_candidate_layout(const std::string& s);
+// Rewrites 4-D q_rot / k_rot candidate tensors with batch 1 to [tokens, heads, head_dim] (InputError
+// when a tensor does not have that form).
+void apply_candidate_layout(std::vector<io::Tensor>& candidate, CandidateLayout layout);
+
+// The remedy for a shape mismatch that is a known slip, or "" (one phrase, appended to the mismatch
+// message): [batch, heads, seq, head_dim] tensors, cat(freqs, freqs) / repeat_interleave tables.
+std::string shape_slip(const std::string& base, const io::Tensor& candidate, const std::vector<std::int64_t>& golden_shape);
+
+}  // namespace ropecheck::checker

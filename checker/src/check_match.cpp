@@ -1,0 +1,182 @@
+// check_candidate: which candidate tensor answers which golden output (same name, base name with
+// the candidate's dtype, or --map), what was asked for (--only), and the set's verdict from the
+// per-tensor checks.
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "check_internal.hpp"
+#include "ropecheck/checker/check_part.hpp"
+#include "ropecheck/checker/baseline.hpp"
+#include "ropecheck/checker/diagnose.hpp"
+#include "ropecheck/io/detail/tensor_io.hpp"
+
+namespace ropecheck::checker {
+// The checker's vocabulary from the modules below it.
+using golden::GoldenSet;
+using golden::ManifestTensor;
+using io::Tensor;
+using io::TensorDType;
+
+using accuracy::AccuracyClass;
+using check_detail::base_of;
+using check_detail::check_tensor;
+using check_detail::float_dtype;
+using check_detail::join;
+
+std::optional<AccuracyClass> TensorReport::best_class() const {
+  for (const ClassResult& c : classes)
+    if (c.satisfied) return c.accuracy_class;
+  return std::nullopt;
+}
+
+std::vector<AccuracyClass> CheckReport::satisfied_classes() const {
+  std::vector<AccuracyClass> out;
+  for (AccuracyClass c : accuracy::kAccuracyClasses) {
+    bool all = !tensors.empty();
+    for (const TensorReport& t : tensors)
+      for (const ClassResult& r : t.classes)
+        if (r.accuracy_class == c && !r.satisfied) all = false;
+    if (all) out.push_back(c);
+  }
+  return out;
+}
+
+CheckPart check_candidate_part(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options,
+                               const Shard& shard) {
+  if (options.criterion.kind == Criterion::Kind::max_ulp && !(options.criterion.max_ulp >= 0))
+    throw InputError("--max-ulp must be a non-negative number");
+  if (options.criterion.kind == Criterion::Kind::tolerance &&
+      !(options.criterion.atol >= 0 && options.criterion.rtol >= 0 && std::isfinite(options.criterion.atol) &&
+        std::isfinite(options.criterion.rtol)))
+    throw InputError("--atol and --rtol must be non-negative numbers");
+
+  const std::vector<std::string> outputs = golden.output_names();
+  const std::set<std::string> output_set(outputs.begin(), outputs.end());
+  std::set<std::string> bases;
+  for (const std::string& o : outputs) bases.insert(base_of(o));
+
+  std::map<std::string, std::size_t> by_name;  // candidate name -> index
+  std::vector<std::string> cand_names;
+  for (std::size_t i = 0; i < candidate.size(); ++i) {
+    if (!by_name.emplace(candidate[i].name, i).second)
+      throw InputError("the candidate has two tensors named " + quote_name(candidate[i].name));
+    cand_names.push_back(candidate[i].name);
+  }
+
+  std::map<std::string, std::size_t> match;  // golden output -> candidate index
+  std::vector<bool> used(candidate.size(), false);
+  auto assign = [&](const std::string& g, std::size_t ci, const std::string& how) {
+    if (match.count(g))
+      throw InputError("two candidate tensors resolve to golden output " + quote_name(g) + ": " +
+                        quote_name(candidate[match[g]].name) + " and " + quote_name(candidate[ci].name) +
+                        " (" + how + ")");
+    match[g] = ci;
+    used[ci] = true;
+  };
+  for (const auto& [g, c] : options.name_map) {
+    if (!output_set.count(g))
+      throw InputError("--map " + sanitize(g) + "=" + sanitize(c) + ": the golden set has no output " +
+                        quote_name(g) + " (outputs: " + join(outputs) + ")");
+    const auto it = by_name.find(c);
+    if (it == by_name.end())
+      throw InputError("--map " + sanitize(g) + "=" + sanitize(c) + ": the candidate has no tensor " +
+                        quote_name(c) + " (it has: " + join(cand_names) + ")");
+    if (used[it->second]) throw InputError("--map: candidate tensor " + quote_name(c) + " is mapped twice");
+    assign(g, it->second, "--map");
+  }
+  std::vector<std::string> ignored;
+  for (std::size_t i = 0; i < candidate.size(); ++i) {
+    if (used[i]) continue;
+    const Tensor& t = candidate[i];
+    if (output_set.count(t.name)) {
+      assign(t.name, i, "same name");
+    } else if (bases.count(t.name)) {
+      const std::optional<DType> d = float_dtype(t.dtype);
+      const std::string target = t.name + "." + (d ? std::string(to_string(*d)) : std::string(to_string(t.dtype)));
+      if (!output_set.count(target)) {
+        std::vector<std::string> have;
+        for (const std::string& o : outputs)
+          if (base_of(o) == t.name) have.push_back(o);
+        throw InputError("candidate tensor " + quote_name(t.name) + " (" + std::string(to_string(t.dtype)) +
+                          ") resolves to " + quote_name(target) + ", which the golden set does not have (it has " +
+                          join(have) + ")");
+      }
+      assign(target, i, "base name with the candidate's dtype");
+    } else {
+      ignored.push_back(t.name);
+    }
+  }
+  if (match.empty())
+    throw InputError("no candidate tensor matches a golden output: the candidate has " + join(cand_names) +
+                      "; the golden outputs are " + join(outputs) +
+                      " (name a tensor like a golden output, use a base name such as q_rot, or --map GOLDEN=CANDIDATE)");
+
+  // Dtypes and shapes must match the manifest.
+  for (const auto& [g, ci] : match) {
+    const ManifestTensor& m = *golden.find(g);
+    const Tensor& t = candidate[ci];
+    if (t.dtype != m.dtype)
+      throw InputError(g + ": candidate tensor " + quote_name(t.name) + " is " + std::string(to_string(t.dtype)) +
+                        " but the golden tensor is " + std::string(to_string(m.dtype)));
+    if (t.shape != m.shape) {
+      const std::string slip = shape_slip(base_of(g), t, m.shape);
+      throw InputError(g + ": candidate tensor " + quote_name(t.name) + " has shape " +
+                        io::shape_for_message(t.shape) + " but the golden tensor has shape " +
+                        io::shape_for_message(m.shape) + (slip.empty() ? "" : ": " + slip));
+    }
+    validate(t);
+  }
+
+  // What was asked for (CheckOptions::only). The f64 copy of each output is the truth every check
+  // compares with, written whatever --dtypes said: asked for only when matched, named exactly, or
+  // when f64 is the set's only dtype.
+  const bool f64_only = golden.dtypes().size() == 1;
+  auto truth_copy = [&](const std::string& o) { return !f64_only && o == base_of(o) + ".f64" && !match.count(o); };
+  std::set<std::string> asked;
+  if (options.only.empty()) {
+    for (const std::string& o : outputs)
+      if (!truth_copy(o)) asked.insert(o);
+  } else {
+    for (const std::string& item : options.only) {
+      if (output_set.count(item)) {
+        asked.insert(item);
+      } else if (bases.count(item)) {
+        for (const std::string& o : outputs)
+          if (base_of(o) == item && !truth_copy(o)) asked.insert(o);
+      } else {
+        throw InputError("--only " + sanitize(item) + ": the golden set has no output or base " +
+                          quote_name(item) + " (outputs: " + join(outputs) + ")");
+      }
+    }
+  }
+
+  CheckPart part;
+  part.shard = shard;
+  part.total_tokens = golden.tokens();
+  std::tie(part.first_token, part.last_token) = shard_range(part.total_tokens, shard, "tokens of the golden set");
+  part.worst_count = options.worst_count;
+  CheckReport& rep = part.header;
+  rep.golden_dir = golden.dir().string();
+  rep.spec_name = golden.spec().name;
+  rep.golden_fingerprint = golden_fingerprint(golden);
+  rep.criterion = options.criterion;
+  rep.ignored_candidate = ignored;
+  for (const std::string& o : outputs) {
+    const auto it = match.find(o);
+    if (it == match.end() || !asked.count(o)) {
+      rep.unchecked_golden.push_back(o);
+      if (asked.count(o)) rep.not_tested.push_back(o);
+      continue;
+    }
+    part.tensors.push_back(check_tensor(golden, o, candidate[it->second], options, part.first_token, part.last_token));
+  }
+  return part;
+}
+
+CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options) {
+  return finalize(check_candidate_part(golden, candidate, options, Shard{}));
+}
+
+}  // namespace ropecheck::checker

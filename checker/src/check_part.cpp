@@ -1,0 +1,488 @@
+// Mergeable check statistics (check_part.hpp): merging, the report derived from them, and the part
+// file's JSON. Doubles in a part are written so that they read back to the same bits (non-finite ones
+// as "inf", "-inf", "nan"; sums exactly, ExactSum::to_text).
+#include "ropecheck/checker/check_part.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "check_internal.hpp"
+#include "json_number.hpp"
+#include "ropecheck/io/part_file.hpp"
+#include "ropecheck/io/detail/tensor_io.hpp"
+
+#ifndef ROPECHECK_VERSION
+#define ROPECHECK_VERSION "unknown"
+#endif
+
+namespace ropecheck::checker {
+// The checker's vocabulary from the modules below it.
+using golden::GoldenSet;
+using golden::ManifestTensor;
+using io::Tensor;
+using io::TensorDType;
+using io::ExactSum;
+using io::PartReader;
+using io::exact_number;
+using io::order_parts;
+
+using accuracy::AccuracyClass;
+using check_detail::g4;
+using check_detail::kInf;
+using check_detail::note_first;
+
+namespace {
+
+constexpr const char* kPartFormat = "ropecheck-check-part";
+constexpr int kPartVersion = 1;
+
+bool ranks_before(const ElementReport& a, const ElementReport& b) {
+  return a.score != b.score ? a.score > b.score : a.index < b.index;
+}
+
+void max_into(double& into, double v) {
+  if (v > into) into = v;
+}
+
+}  // namespace
+
+void ErrorSums::merge(const ErrorSums& o) {
+  n += o.n;
+  max_into(max_b, o.max_b);
+  max_into(max_u, o.max_u);
+  sum_b.merge(o.sum_b);
+  sq_b.merge(o.sq_b);
+  sum_u.merge(o.sum_u);
+  sq_u.merge(o.sq_u);
+}
+
+ErrorStats ErrorSums::result() const {
+  if (n == 0) return {};
+  const double dn = static_cast<double>(n);
+  return {n, {max_b, sum_b.value() / dn, std::sqrt(sq_b.value() / dn)}, {max_u, sum_u.value() / dn, std::sqrt(sq_u.value() / dn)}};
+}
+
+void TensorStats::merge_counts(const TensorStats& o) {
+  elements += o.elements;
+  identical += o.identical;
+  nan += o.nan;
+  inf += o.inf;
+  mismatches += o.mismatches;
+  finite += o.finite;
+  max_into(max_ulps, o.max_ulps);
+  max_into(max_abs, o.max_abs);
+  max_into(max_rel, o.max_rel);
+  max_into(max_pair, o.max_pair);
+  sum_ulps.merge(o.sum_ulps);
+  sum_pair.merge(o.sum_pair);
+  sum_sq_err.merge(o.sum_sq_err);
+  sum_sq_truth.merge(o.sum_sq_truth);
+  for (std::size_t k = 0; k < classes.size(); ++k) {
+    classes[k].violations += o.classes[k].violations;
+    if (o.classes[k].first) note_first(classes[k].first, *o.classes[k].first);
+    max_into(classes[k].worst, o.classes[k].worst);
+  }
+  violations += o.violations;
+  if (o.first) note_first(first, *o.first);
+  saturated += o.saturated;
+  if (o.first_saturated) note_first(first_saturated, *o.first_saturated);
+  max_into(worst_score, o.worst_score);
+  for (std::size_t b = 0; b < bins.size(); ++b) {
+    BinStats& x = bins[b];
+    const BinStats& y = o.bins[b];
+    x.elements += y.elements;
+    x.violations += y.violations;
+    x.saturated += y.saturated;
+    max_into(x.max_pair, y.max_pair);
+    max_into(x.max_ulps, y.max_ulps);
+    x.err.merge(y.err);
+  }
+  err.merge(o.err);
+}
+
+void merge_worst(std::vector<ElementReport>& into, const std::vector<ElementReport>& more, std::size_t K) {
+  into.insert(into.end(), more.begin(), more.end());
+  std::sort(into.begin(), into.end(), ranks_before);
+  if (into.size() > K) into.resize(K);
+}
+
+TensorReport finalize(const TensorStats& s, const Criterion& cr) {
+  TensorReport rep;
+  rep.golden_name = s.golden_name;
+  rep.candidate_name = s.candidate_name;
+  rep.base = s.base;
+  rep.dtype = s.dtype;
+  rep.shape = s.shape;
+  rep.elements = s.elements;
+  rep.identical = s.identical;
+  rep.nan_count = s.nan;
+  rep.inf_count = s.inf;
+  rep.nonfinite_mismatches = s.mismatches;
+  rep.max_ulps = s.max_ulps;
+  rep.max_abs_error = s.max_abs;
+  rep.max_rel_error = s.max_rel;
+  rep.max_pair_relative = s.max_pair;
+  rep.error = s.err.result();
+  if (s.finite > 0) {
+    rep.mean_ulps = s.sum_ulps.value() / static_cast<double>(s.finite);
+    rep.mean_pair_relative = s.sum_pair.value() / static_cast<double>(s.finite);
+  }
+  const double sq_err = s.sum_sq_err.value(), sq_truth = s.sum_sq_truth.value();
+  rep.nmse = s.mismatches > 0 ? kInf : (sq_truth > 0 ? sq_err / sq_truth : (sq_err == 0 ? 0 : kInf));
+  for (std::size_t k = 0; k < s.classes.size(); ++k)
+    rep.classes.push_back({accuracy::kAccuracyClasses[k], s.classes[k].violations == 0, s.classes[k].violations,
+                           s.classes[k].first, s.classes[k].worst});
+  rep.saturated = s.saturated;
+  rep.first_saturated_position = s.first_saturated;
+  if (s.violations > 0) {
+    rep.verdict = ropecheck::Verdict::fail;
+    rep.reason = fmt::format("{} element{} violate {} (first at position {})", s.violations, s.violations == 1 ? "" : "s",
+                             cr.to_string(), s.first.value_or(-1));
+  } else if (s.saturated > 0) {
+    rep.verdict = ropecheck::Verdict::not_tested;
+    rep.reason = fmt::format("{} of {} elements not discriminated by {} (saturated: bound >= the pair's magnitude, an "
+                             "all-zero output passes) from position {}; {}",
+                             s.saturated, rep.elements, cr.to_string(), s.first_saturated.value_or(-1),
+                             ropecheck::kSaturationAdvice);
+  }
+  rep.pass = rep.verdict == ropecheck::Verdict::pass;
+  rep.violations = s.violations;
+  rep.first_violating_position = s.first;
+  rep.worst_score = s.worst_score;
+  for (std::size_t b = 0; b < s.bins.size(); ++b) {
+    const BinStats& x = s.bins[b];
+    if (x.elements == 0) continue;
+    PositionBin pb;
+    pb.lo = b == 0 ? 0 : std::int64_t{1} << (b - 1);
+    pb.hi = b == 0 ? 1 : (b < 63 ? std::int64_t{1} << b : std::numeric_limits<std::int64_t>::max());
+    pb.elements = x.elements;
+    pb.max_pair_relative = x.max_pair;
+    pb.max_ulps = x.max_ulps;
+    pb.violations = x.violations;
+    pb.error = x.err.result();
+    pb.saturated = x.saturated;
+    rep.bins.push_back(pb);
+  }
+  rep.worst = s.worst;
+  return rep;
+}
+
+CheckReport finalize(const CheckPart& part) {
+  CheckReport rep = part.header;
+  rep.tensors.clear();
+  rep.verdict = ropecheck::Verdict::pass;
+  rep.reason.clear();
+  std::int64_t saturated_tensors = 0;
+  for (const TensorStats& s : part.tensors) {
+    rep.tensors.push_back(finalize(s, rep.criterion));
+    rep.verdict = ropecheck::combine(rep.verdict, rep.tensors.back().verdict);
+    saturated_tensors += rep.tensors.back().verdict == ropecheck::Verdict::not_tested;
+  }
+  if (!rep.not_tested.empty()) rep.verdict = ropecheck::combine(rep.verdict, ropecheck::Verdict::not_tested);
+  if (rep.verdict == ropecheck::Verdict::fail) {
+    std::int64_t failing = 0;
+    for (const TensorReport& t : rep.tensors) failing += t.verdict == ropecheck::Verdict::fail;
+    rep.reason = fmt::format("{} of {} tensors fail {}", failing, rep.tensors.size(), rep.criterion.to_string());
+  } else if (rep.verdict == ropecheck::Verdict::not_tested) {
+    std::vector<std::string> why;
+    if (!rep.not_tested.empty())
+      why.push_back("no candidate tensor for " + std::to_string(rep.not_tested.size()) + " asked-for golden output" +
+                    (rep.not_tested.size() == 1 ? "" : "s") + " (" + check_detail::join(rep.not_tested, 8) +
+                    "; name what the kernel produces with --only)");
+    if (saturated_tensors > 0)
+      why.push_back(std::to_string(saturated_tensors) + " tensor" + (saturated_tensors == 1 ? "" : "s") +
+                    " with saturated bounds (" + std::string(ropecheck::kSaturationAdvice) + ")");
+    for (const std::string& w : why) rep.reason += (rep.reason.empty() ? "" : "; ") + w;
+  }
+  rep.pass = rep.verdict == ropecheck::Verdict::pass;
+  return rep;
+}
+
+// ---- JSON ---------------------------------------------------------------------------------------------
+
+namespace {
+
+nlohmann::json xnum(double v) { return exact_number(v); }
+
+nlohmann::json sums_json(const ErrorSums& e) {
+  return {{"elements", e.n},          {"max_bound", xnum(e.max_b)},   {"max_u_dt", xnum(e.max_u)},
+          {"sum_bound", e.sum_b.to_text()}, {"sum_sq_bound", e.sq_b.to_text()}, {"sum_u_dt", e.sum_u.to_text()},
+          {"sum_sq_u_dt", e.sq_u.to_text()}};
+}
+ErrorSums sums_from(const PartReader& r, const nlohmann::json& j) {
+  ErrorSums e;
+  e.n = r.i64(j, "elements");
+  e.max_b = r.dbl(j, "max_bound");
+  e.max_u = r.dbl(j, "max_u_dt");
+  e.sum_b = r.sum(j, "sum_bound");
+  e.sq_b = r.sum(j, "sum_sq_bound");
+  e.sum_u = r.sum(j, "sum_u_dt");
+  e.sq_u = r.sum(j, "sum_sq_u_dt");
+  return e;
+}
+
+nlohmann::json element_json(const ElementReport& e) {
+  return {{"index", e.index},         {"token", e.token},         {"position", {e.position.t, e.position.h, e.position.w}},
+          {"stream", e.stream},       {"head", e.head},           {"channel", e.channel},
+          {"pair", e.pair},           {"theta", xnum(e.theta)},   {"candidate", xnum(e.candidate)},
+          {"truth", xnum(e.truth)},   {"golden", xnum(e.golden)}, {"abs_error", xnum(e.abs_error)},
+          {"ulps", xnum(e.ulps)},     {"magnitude", xnum(e.magnitude)}, {"pair_relative", xnum(e.pair_relative)},
+          {"score", xnum(e.score)}};
+}
+ElementReport element_from(const PartReader& r, const nlohmann::json& j) {
+  ElementReport e;
+  e.index = r.i64(j, "index");
+  e.token = r.i64(j, "token");
+  const nlohmann::json& p = r.at(j, "position");
+  if (!p.is_array() || p.size() != 3 || !p[0].is_number_integer() || !p[1].is_number_integer() || !p[2].is_number_integer())
+    r.bad("'position' is not [t, h, w]");
+  e.position = {p[0].get<std::int64_t>(), p[1].get<std::int64_t>(), p[2].get<std::int64_t>()};
+  e.stream = static_cast<int>(r.i64(j, "stream"));
+  e.head = static_cast<int>(r.i64(j, "head"));
+  e.channel = static_cast<int>(r.i64(j, "channel"));
+  e.pair = static_cast<int>(r.i64(j, "pair"));
+  e.theta = r.dbl(j, "theta");
+  e.candidate = r.dbl(j, "candidate");
+  e.truth = r.dbl(j, "truth");
+  e.golden = r.dbl(j, "golden");
+  e.abs_error = r.dbl(j, "abs_error");
+  e.ulps = r.dbl(j, "ulps");
+  e.magnitude = r.dbl(j, "magnitude");
+  e.pair_relative = r.dbl(j, "pair_relative");
+  e.score = r.dbl(j, "score");
+  return e;
+}
+
+nlohmann::json tensor_json(const TensorStats& s) {
+  nlohmann::json classes = nlohmann::json::array();
+  for (std::size_t k = 0; k < s.classes.size(); ++k)
+    classes.push_back({{"class", std::string(accuracy::to_string(accuracy::kAccuracyClasses[k]))},
+                       {"violations", s.classes[k].violations},
+                       {"first_violating_position", detail::opt_pos(s.classes[k].first)},
+                       {"worst_margin", xnum(s.classes[k].worst)}});
+  nlohmann::json bins = nlohmann::json::array();
+  for (std::size_t b = 0; b < s.bins.size(); ++b) {
+    const BinStats& x = s.bins[b];
+    if (x.elements == 0) continue;
+    bins.push_back({{"bin", b},
+                    {"elements", x.elements},
+                    {"violations", x.violations},
+                    {"saturated", x.saturated},
+                    {"max_pair_relative", xnum(x.max_pair)},
+                    {"max_ulps", xnum(x.max_ulps)},
+                    {"error_sums", sums_json(x.err)}});
+  }
+  nlohmann::json worst = nlohmann::json::array();
+  for (const ElementReport& e : s.worst) worst.push_back(element_json(e));
+  return {{"golden", s.golden_name},
+          {"candidate", s.candidate_name},
+          {"dtype", std::string(to_string(s.dtype))},
+          {"shape", s.shape},
+          {"elements", s.elements},
+          {"identical", s.identical},
+          {"nan", s.nan},
+          {"inf", s.inf},
+          {"nonfinite_mismatches", s.mismatches},
+          {"finite", s.finite},
+          {"max_ulps", xnum(s.max_ulps)},
+          {"max_abs_error", xnum(s.max_abs)},
+          {"max_rel_error", xnum(s.max_rel)},
+          {"max_pair_relative", xnum(s.max_pair)},
+          {"sum_ulps", s.sum_ulps.to_text()},
+          {"sum_pair_relative", s.sum_pair.to_text()},
+          {"sum_sq_error", s.sum_sq_err.to_text()},
+          {"sum_sq_truth", s.sum_sq_truth.to_text()},
+          {"classes", classes},
+          {"violations", s.violations},
+          {"first_violating_position", detail::opt_pos(s.first)},
+          {"saturated", s.saturated},
+          {"first_saturated_position", detail::opt_pos(s.first_saturated)},
+          {"worst_score", xnum(s.worst_score)},
+          {"error_sums", sums_json(s.err)},
+          {"position_bins", bins},
+          {"worst", worst}};
+}
+
+TensorStats tensor_from(const PartReader& r, const nlohmann::json& j) {
+  TensorStats s;
+  s.golden_name = r.str(j, "golden");
+  s.candidate_name = r.str(j, "candidate");
+  s.base = check_detail::base_of(s.golden_name);
+  const std::string dt = r.str(j, "dtype");
+  bool known = false;
+  for (TensorDType t : {TensorDType::f64, TensorDType::f32, TensorDType::f16, TensorDType::bf16})
+    if (to_string(t) == dt) s.dtype = t, known = true;
+  if (!known) r.bad("unknown dtype '" + dt + "'");
+  const nlohmann::json& shape = r.at(j, "shape");
+  if (!shape.is_array()) r.bad("'shape' is not a list");
+  for (const nlohmann::json& d : shape) {
+    if (!d.is_number_integer()) r.bad("'shape' is not a list of integers");
+    s.shape.push_back(d.get<std::int64_t>());
+  }
+  s.elements = r.i64(j, "elements");
+  s.identical = r.i64(j, "identical");
+  s.nan = r.i64(j, "nan");
+  s.inf = r.i64(j, "inf");
+  s.mismatches = r.i64(j, "nonfinite_mismatches");
+  s.finite = r.i64(j, "finite");
+  s.max_ulps = r.dbl(j, "max_ulps");
+  s.max_abs = r.dbl(j, "max_abs_error");
+  s.max_rel = r.dbl(j, "max_rel_error");
+  s.max_pair = r.dbl(j, "max_pair_relative");
+  s.sum_ulps = r.sum(j, "sum_ulps");
+  s.sum_pair = r.sum(j, "sum_pair_relative");
+  s.sum_sq_err = r.sum(j, "sum_sq_error");
+  s.sum_sq_truth = r.sum(j, "sum_sq_truth");
+  const nlohmann::json& classes = r.at(j, "classes");
+  if (!classes.is_array() || classes.size() != s.classes.size()) r.bad("'classes' does not list every class");
+  for (std::size_t k = 0; k < s.classes.size(); ++k) {
+    if (r.str(classes[k], "class") != accuracy::to_string(accuracy::kAccuracyClasses[k])) r.bad("'classes' out of order");
+    s.classes[k] = {r.i64(classes[k], "violations"), r.opt(classes[k], "first_violating_position"),
+                    r.dbl(classes[k], "worst_margin")};
+  }
+  s.violations = r.i64(j, "violations");
+  s.first = r.opt(j, "first_violating_position");
+  s.saturated = r.i64(j, "saturated");
+  s.first_saturated = r.opt(j, "first_saturated_position");
+  s.worst_score = r.dbl(j, "worst_score");
+  s.err = sums_from(r, r.at(j, "error_sums"));
+  const nlohmann::json& bins = r.at(j, "position_bins");
+  if (!bins.is_array()) r.bad("'position_bins' is not a list");
+  for (const nlohmann::json& b : bins) {
+    const std::int64_t k = r.i64(b, "bin");
+    if (k < 0 || k >= static_cast<std::int64_t>(kPositionBins)) r.bad("position bin out of range");
+    BinStats& x = s.bins[static_cast<std::size_t>(k)];
+    x.elements = r.i64(b, "elements");
+    x.violations = r.i64(b, "violations");
+    x.saturated = r.i64(b, "saturated");
+    x.max_pair = r.dbl(b, "max_pair_relative");
+    x.max_ulps = r.dbl(b, "max_ulps");
+    x.err = sums_from(r, r.at(b, "error_sums"));
+  }
+  const nlohmann::json& worst = r.at(j, "worst");
+  if (!worst.is_array()) r.bad("'worst' is not a list");
+  for (const nlohmann::json& e : worst) s.worst.push_back(element_from(r, e));
+  return s;
+}
+
+// The part's header: what a run's parts share, apart from the golden set's path.
+nlohmann::json header_json(const CheckPart& p) {
+  return {{"spec", p.header.spec_name},
+          {"golden_fingerprint", p.header.golden_fingerprint},
+          {"criterion", p.header.criterion.to_json()},
+          {"worst_count", p.worst_count},
+          {"ignored_candidate", p.header.ignored_candidate},
+          {"unchecked_golden", p.header.unchecked_golden},
+          {"not_tested", p.header.not_tested}};
+}
+
+Criterion criterion_from(const PartReader& r, const nlohmann::json& j) {
+  const std::string kind = r.str(j, "kind");
+  if (kind == "class") {
+    const std::optional<AccuracyClass> c = accuracy::parse_accuracy_class(r.str(j, "class"));
+    if (!c) r.bad("unknown class in 'criterion'");
+    return Criterion::of_class(*c);
+  }
+  if (kind == "max-ulp") return Criterion::of_max_ulp(r.dbl(j, "max_ulp"));
+  if (kind == "tolerance") return Criterion::of_tolerance(r.dbl(j, "atol"), r.dbl(j, "rtol"));
+  r.bad("unknown criterion kind '" + kind + "'");
+}
+
+}  // namespace
+
+nlohmann::json part_to_json(const CheckPart& part, const nlohmann::json& run, const nlohmann::json& source) {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const TensorStats& s : part.tensors) tensors.push_back(tensor_json(s));
+  return {{"format", kPartFormat},
+          {"format_version", kPartVersion},
+          {"ropecheck_version", ROPECHECK_VERSION},
+          {"command", "check"},
+          {"shard", {{"index", part.shard.index}, {"count", part.shard.count}}},
+          {"tokens", {{"first", part.first_token}, {"last", part.last_token}, {"total", part.total_tokens}}},
+          {"golden", part.header.golden_dir},
+          {"header", header_json(part)},
+          {"run", run},
+          {"candidate_source", source},
+          {"tensors", tensors}};
+}
+
+MergedCheck merge_check_parts(const std::vector<nlohmann::json>& parts, const std::vector<std::string>& names) {
+  struct Read {
+    CheckPart part;
+    nlohmann::json run, source;
+    std::string name;
+  };
+  std::vector<Read> read;
+  std::vector<Shard> shards;
+  std::vector<nlohmann::json> identity;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const PartReader r{names[i], "check part"};
+    const nlohmann::json& j = parts[i];
+    Read x;
+    x.name = names[i];
+    x.part.shard = r.header(j, kPartFormat, kPartVersion);
+    const nlohmann::json& tok = r.at(j, "tokens");
+    x.part.first_token = r.i64(tok, "first");
+    x.part.last_token = r.i64(tok, "last");
+    x.part.total_tokens = r.i64(tok, "total");
+    const nlohmann::json& h = r.at(j, "header");
+    x.part.header.golden_dir = r.str(j, "golden");
+    x.part.header.spec_name = r.str(h, "spec");
+    x.part.header.golden_fingerprint = r.str(h, "golden_fingerprint");
+    x.part.header.criterion = criterion_from(r, r.at(h, "criterion"));
+    x.part.worst_count = static_cast<int>(r.i64(h, "worst_count"));
+    x.part.header.ignored_candidate = r.strings(h, "ignored_candidate");
+    x.part.header.unchecked_golden = r.strings(h, "unchecked_golden");
+    x.part.header.not_tested = r.strings(h, "not_tested");
+    const nlohmann::json& ts = r.at(j, "tensors");
+    if (!ts.is_array()) r.bad("'tensors' is not a list");
+    for (const nlohmann::json& t : ts) x.part.tensors.push_back(tensor_from(r, t));
+    x.run = r.at(j, "run");
+    x.source = r.at(j, "candidate_source");
+    shards.push_back(x.part.shard);
+    identity.push_back({{"ropecheck_version", r.str(j, "ropecheck_version")},
+                        {"command", r.str(j, "command")},
+                        {"total_tokens", x.part.total_tokens},
+                        {"header", h},
+                        {"run", x.run}});
+    read.push_back(std::move(x));
+  }
+  std::vector<Read> ordered;
+  for (std::size_t i : order_parts(shards, identity, names)) ordered.push_back(std::move(read[i]));
+  read = std::move(ordered);
+  const Read& first = read.front();
+  MergedCheck m;
+  m.whole = first.part;
+  m.whole.shard = {1, 1};
+  m.whole.first_token = 0;
+  m.whole.last_token = first.part.total_tokens;
+  m.run = first.run;
+  m.source = first.source;
+  for (const Read& x : read) {
+    const auto [lo, hi] = shard_range(x.part.total_tokens, x.part.shard, "tokens");
+    if (x.part.first_token != lo || x.part.last_token != hi || x.part.tensors.size() != first.part.tensors.size())
+      PartReader{x.name, "check part"}.bad("its tokens are not shard " + x.part.shard.text() + "'s");
+    if (&x == &first) continue;
+    for (std::size_t t = 0; t < m.whole.tensors.size(); ++t) {
+      TensorStats& into = m.whole.tensors[t];
+      const TensorStats& s = x.part.tensors[t];
+      if (s.golden_name != into.golden_name || s.candidate_name != into.candidate_name || s.shape != into.shape ||
+          s.dtype != into.dtype)
+        PartReader{x.name, "check part"}.bad("its tensors differ from " + sanitize(first.name) + "'s");
+      into.merge_counts(s);
+      merge_worst(into.worst, s.worst, static_cast<std::size_t>(std::max(0, first.part.worst_count)));
+    }
+  }
+  for (const TensorStats& s : m.whole.tensors) {
+    std::int64_t n = 1;
+    for (std::int64_t d : s.shape) n *= d;
+    if (s.elements != n)
+      throw InputError("merge: the parts check " + std::to_string(s.elements) + " of the " + std::to_string(n) +
+                        " elements of " + s.golden_name);
+  }
+  return m;
+}
+
+}  // namespace ropecheck::checker

@@ -1,0 +1,121 @@
+// The catalogue of known RoPE mistakes (checker/DIAGNOSIS.md lists each with its source) and how two
+// mistakes compose.
+#include "ropecheck/checker/diagnose.hpp"
+
+namespace ropecheck::checker {
+
+bool Mistake::is_identity() const {
+  return !position_rounding && position_shift == 0 && !freq_rounding && !flip_layout && !ignore_scaling &&
+         !flip_truncate && !flip_mrope_mode && !swap_hw_streams && !swap_cos_sin && !negate_sin && att == Att::keep &&
+         !judged_class;
+}
+
+std::optional<Mistake> Mistake::compose(const Mistake& a, const Mistake& b) {
+  Mistake m = a;
+  bool clash = false;
+  auto take = [&clash](auto& into, const auto& from, const auto& none) {
+    if (from == none) return;
+    if (into != none) clash = true;
+    into = from;
+  };
+  take(m.position_rounding, b.position_rounding, std::optional<DType>{});
+  take(m.position_shift, b.position_shift, 0);
+  take(m.freq_rounding, b.freq_rounding, std::optional<DType>{});
+  take(m.flip_layout, b.flip_layout, false);
+  take(m.ignore_scaling, b.ignore_scaling, false);
+  take(m.flip_truncate, b.flip_truncate, false);
+  take(m.flip_mrope_mode, b.flip_mrope_mode, false);
+  take(m.swap_hw_streams, b.swap_hw_streams, false);
+  take(m.swap_cos_sin, b.swap_cos_sin, false);
+  take(m.negate_sin, b.negate_sin, false);
+  take(m.att, b.att, Att::keep);
+  take(m.judged_class, b.judged_class, std::optional<accuracy::AccuracyClass>{});
+  if (clash) return std::nullopt;
+  return m;
+}
+
+const std::vector<Hypothesis>& diagnosis_catalogue() {
+  using A = Mistake::Att;
+  static const std::vector<Hypothesis> c = [] {
+    std::vector<Hypothesis> v;
+    auto add = [&v](std::string id, std::string title, std::string source, Mistake m) {
+      v.push_back({std::move(id), std::move(title), std::move(source), m});
+    };
+    Mistake m;
+    m = {};
+    m.position_rounding = DType::bf16;
+    add("bf16-positions", "positions rounded to bf16",
+        "huggingface/candle PR #3520; diffusers PR #13922; NVIDIA/TransformerEngine #1245; recipe bf16-positions", m);
+    m = {};
+    m.position_rounding = DType::f16;
+    add("f16-positions", "positions rounded to f16", "NVIDIA/Megatron-LM #535; recipe f16-positions", m);
+    m = {};
+    m.freq_rounding = DType::bf16;
+    add("bf16-inv-freq", "inverse frequencies rounded to bf16",
+        "sgl-project/sglang-jax #1472; transformers #29496; NeMo Automodel PR #2549; recipe bf16-inv-freq", m);
+    m = {};
+    m.freq_rounding = DType::f16;
+    add("f16-inv-freq", "inverse frequencies rounded to f16", "transformers #25681; vLLM PR #1004; recipe f16-inv-freq", m);
+    m = {};
+    m.flip_layout = true;
+    add("wrong-pairing", "the other channel pairing (half-split <-> interleaved)",
+        "Dao-AILab/flash-attention #45; llama.cpp PR #6033 (Command-R pairs); variants.md section 0", m);
+    m = {};
+    m.position_shift = 1;
+    add("position-plus-1", "positions off by +1", "off-by-one offsets (flash-attention seqlen_offsets; KV-cache start)", m);
+    m = {};
+    m.position_shift = -1;
+    add("position-minus-1", "positions off by -1", "off-by-one offsets (flash-attention seqlen_offsets; KV-cache start)", m);
+    m = {};
+    m.swap_cos_sin = true;
+    add("cos-sin-swapped", "cos and sin swapped", "a hand-written kernel's argument order (issue 14)", m);
+    m = {};
+    m.negate_sin = true;
+    add("sin-negated", "sin with the wrong sign (rotation by -theta)",
+        "ggml's backward pass (sin_sign = -1) used forward; peers.md section 1", m);
+    m = {};
+    m.att = A::missing;
+    add("attention-factor-missing", "the attention factor not applied",
+        "vllm PR #46280 / #48351 (attention_factor dropped: 1.4159 vs 1.0)", m);
+    m = {};
+    m.att = A::squared;
+    add("attention-factor-twice", "the attention factor applied twice",
+        "vllm #48621 (mscale 1.2773 vs 1.0); TensorRT-LLM PR #16379 (log applied twice)", m);
+    m = {};
+    m.att = A::folded_in_table;
+    add("attention-factor-in-table", "cos / sin tables with the attention factor folded in",
+        "HF YaRN / LongRoPE (cos * attention_scaling); ggml rope_yarn (cos * mscale)", m);
+    m = {};
+    m.ignore_scaling = true;
+    add("scaling-ignored", "scaling ignored (plain base frequencies, no attention factor)",
+        "transformers #38224 (YaRN factor not effective); variants.md section 1", m);
+    m = {};
+    m.flip_truncate = true;
+    add("yarn-truncate-flipped", "YaRN correction range rounded when the spec says truncate:false, or the reverse",
+        "llama.cpp's gpt-oss path (floor/ceil with truncate false); transformers _compute_yarn_parameters", m);
+    m = {};
+    m.flip_mrope_mode = true;
+    add("mrope-mode-flipped", "mrope sections chunked instead of interleaved, or the reverse",
+        "Qwen2-VL (chunked) vs Qwen3-VL (interleaved) sections; ggml MROPE vs IMROPE", m);
+    m = {};
+    m.swap_hw_streams = true;
+    add("mrope-hw-swapped", "mrope height and width streams exchanged (wrong section order)",
+        "Liger-Kernel test_qwen2vl_mrope sections; sglang PR #33117", m);
+    m = {};
+    m.judged_class = accuracy::AccuracyClass::fp32_angle;
+    add("class-fp32-angle", "the angle formed in f32 (class fp32-angle)",
+        "the HF / Meta fp32 recipe (accuracy/ERROR_MODEL.md)", m);
+    m = {};
+    m.judged_class = accuracy::AccuracyClass::f16_table;
+    add("class-f16-table", "cos / sin cast to f16 (class f16-table)",
+        "flashinfer PR #585; EleutherAI/gpt-neox #1003 (accuracy/ERROR_MODEL.md)", m);
+    m = {};
+    m.judged_class = accuracy::AccuracyClass::bf16_table;
+    add("class-bf16-table", "cos / sin cast to bf16 (class bf16-table)",
+        "Dao-AILab/flash-attention #823; vLLM rotary_embedding/base.py cache.to(dtype)", m);
+    return v;
+  }();
+  return c;
+}
+
+}  // namespace ropecheck::checker

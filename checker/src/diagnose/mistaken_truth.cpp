@@ -1,0 +1,164 @@
+// One hypothesis evaluated exactly: the MPFR reference with the mistake applied (positions and
+// frequencies rounded, pairing / scaling / sections changed, cos and sin exchanged, the attention
+// factor dropped, squared or folded), per element of a golden output, with its class bound.
+#include <cmath>
+#include <cstring>
+
+#include "internal.hpp"
+#include "ropecheck/formulas/rope.hpp"
+#include "ropecheck/reference/rounding.hpp"
+#include "ropecheck/reference/scalar.hpp"
+
+namespace ropecheck::checker::diagnose_detail {
+// The checker's vocabulary from the modules below it.
+using golden::GoldenSet;
+using golden::ManifestTensor;
+using io::Tensor;
+using io::TensorDType;
+
+RopeSpec mistaken_spec(const RopeSpec& truth, const Mistake& m) {
+  RopeSpec r = truth;
+  if (m.ignore_scaling) r.scaling = RopeScaling{};
+  if (m.flip_truncate) r.scaling.truncate = !r.scaling.truncate;
+  if (m.flip_layout) r.layout = r.layout == RopeLayout::half_split ? RopeLayout::interleaved : RopeLayout::half_split;
+  if (m.flip_mrope_mode && r.mrope != MropeMode::none)
+    r.mrope = r.mrope == MropeMode::chunked ? MropeMode::interleaved : MropeMode::chunked;
+  return r;
+}
+
+bool evaluable(const RopeSpec& truth, const Mistake& m) {
+  return !(m.ignore_scaling && truth.scaling.type == ScalingType::proportional);
+}
+
+struct MistakenTruth::State {
+  const GoldenSet* g = nullptr;
+  Mistake m;
+  RopeSpec spec;
+  std::vector<Real> inv;
+  std::vector<double> log_freq;
+  Real att{1}, table_factor{1};
+  std::vector<int> pair_of, first_of;  // per channel: pair (-1 pass-through), whether it is the pair's first channel
+  int P = 0, D = 0, H = 1;
+  struct CosSin {
+    Real c, s;
+    double theta;
+    bool finite;
+  };
+  std::unordered_map<std::int64_t, CosSin> cache;  // token * P + pair
+
+  const CosSin& cos_sin(std::int64_t token, int j) {
+    const std::int64_t key = token * P + j;
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    int stream = spec.mrope == MropeMode::none ? 0 : mrope_stream(spec, j);
+    if (m.swap_hw_streams && stream > 0) stream = 3 - stream;
+    const Position& pos = g->positions()[static_cast<std::size_t>(token)];
+    const std::int64_t p = (stream == 0 ? pos.t : (stream == 1 ? pos.h : pos.w)) + m.position_shift;
+    double pd = static_cast<double>(p);
+    if (m.position_rounding) pd = round_to_double(Real(pd), *m.position_rounding);  // +-inf past the dtype's range
+    CosSin cs;
+    cs.finite = std::isfinite(pd);
+    if (cs.finite) {
+      const Real theta = Real(pd) * inv[static_cast<std::size_t>(j)];
+      cs.c = cos(theta);
+      cs.s = sin(theta);
+      if (m.negate_sin) cs.s = -cs.s;
+      if (m.swap_cos_sin) std::swap(cs.c, cs.s);
+      cs.theta = std::fabs(to_f64(theta));
+    } else {
+      cs.theta = 0;
+    }
+    return cache.emplace(key, std::move(cs)).first->second;
+  }
+  double input(const std::string& base, std::int64_t i) const {
+    const Tensor& t = g->tensor(base == "q_rot" ? "q" : "k");
+    float v;
+    std::memcpy(&v, t.data.data() + 4 * static_cast<std::size_t>(i), 4);
+    return static_cast<double>(v);
+  }
+};
+
+MistakenTruth::MistakenTruth(const GoldenSet& g, const Mistake& m) : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.g = &g;
+  s.m = m;
+  s.spec = mistaken_spec(g.spec().rope, m);
+  const RopeFrequencies<Real> f = rope_frequencies<Real>(s.spec, g.seq_len());
+  s.inv = f.inv_freq;
+  for (Real& w : s.inv)
+    if (m.freq_rounding) w = Real(round_to_double(w, *m.freq_rounding));
+  for (const Real& w : s.inv) {
+    const double wd = to_f64(w);
+    s.log_freq.push_back(wd == 0 ? 0.0 : std::fabs(std::log(std::fabs(wd))));
+  }
+  s.att = f.attention_factor;
+  if (m.att == Mistake::Att::missing) s.att = Real(1);
+  if (m.att == Mistake::Att::squared) s.att = f.attention_factor * f.attention_factor;
+  if (m.att == Mistake::Att::folded_in_table) s.table_factor = f.attention_factor;
+  s.P = rope_pairs(s.spec);
+  s.D = s.spec.head_dim;
+  s.H = g.heads();
+  s.pair_of.assign(static_cast<std::size_t>(s.D), -1);
+  s.first_of.assign(static_cast<std::size_t>(s.D), 0);
+  const int block = rope_block_channels(s.spec);
+  for (int j = 0; j < s.P; ++j) {
+    const auto [a, b] = pair_channels(s.spec, j);
+    if (a >= block || b >= block) continue;
+    s.pair_of[static_cast<std::size_t>(a)] = s.pair_of[static_cast<std::size_t>(b)] = j;
+    s.first_of[static_cast<std::size_t>(a)] = 1;
+  }
+}
+MistakenTruth::~MistakenTruth() = default;
+MistakenTruth::MistakenTruth(MistakenTruth&&) noexcept = default;
+
+unsigned MistakenTruth::precision_bits(const GoldenSet& g) {
+  std::int64_t max_pos = 0;
+  for (const Position& p : g.positions())
+    for (std::int64_t v : {p.t, p.h, p.w}) max_pos = std::max(max_pos, v < 0 ? -v : v);
+  max_pos = max_pos + max_pos / 64 + 2;  // rounded to bf16 or shifted by one
+  double angle = 0;
+  for (const Hypothesis& h : diagnosis_catalogue())
+    if (evaluable(g.spec().rope, h.mistake))
+      angle = std::max(angle, rope_max_abs_angle(mistaken_spec(g.spec().rope, h.mistake), g.seq_len(), max_pos));
+  return working_precision_bits(53, angle * 1.01);
+}
+
+MistakenTruth::Value MistakenTruth::at(const std::string& base, std::int64_t i, accuracy::AccuracyClass c, DType dt) {
+  State& s = *s_;
+  Value v;
+  const bool table = base == "cos" || base == "sin";
+  if (table) {
+    const std::int64_t token = i / s.P;
+    const int j = static_cast<int>(i % s.P);
+    const State::CosSin& cs = s.cos_sin(token, j);
+    if (!cs.finite) return {std::nan(""), 0};
+    v.value = to_f64((base == "cos" ? cs.c : cs.s) * s.table_factor);
+    const double M = to_f64(s.table_factor);
+    v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::table)
+                    .allowed({cs.theta, s.log_freq[static_cast<std::size_t>(j)]}, M);
+    return v;
+  }
+  const std::int64_t D = s.D;
+  const std::int64_t token = i / (s.H * D);
+  const int ch = static_cast<int>(i % D);
+  const int j = s.pair_of[static_cast<std::size_t>(ch)];
+  const double x = s.input(base, i);
+  if (j < 0) {
+    v.value = x;
+    v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::passthrough).allowed({0, 0}, std::fabs(x));
+    return v;
+  }
+  const auto [ca, cb] = pair_channels(s.spec, j);
+  const std::int64_t row = i - ch;
+  const double xa = s.input(base, row + ca), xb = s.input(base, row + cb);
+  const State::CosSin& cs = s.cos_sin(token, j);
+  if (!cs.finite) return {std::nan(""), 0};
+  const Real r = s.first_of[static_cast<std::size_t>(ch)] ? s.att * (Real(xa) * cs.c - Real(xb) * cs.s)
+                                                          : s.att * (Real(xb) * cs.c + Real(xa) * cs.s);
+  v.value = to_f64(r);
+  const double M = to_f64(s.att) * (std::fabs(xa) + std::fabs(xb));
+  v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::rotated)
+                  .allowed({cs.theta, s.log_freq[static_cast<std::size_t>(j)]}, M);
+  return v;
+}
+
+}  // namespace ropecheck::checker::diagnose_detail

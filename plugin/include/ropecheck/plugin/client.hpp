@@ -1,0 +1,138 @@
+// The plugin client: the one place ropecheck loads a kernel plugin (ropecheck/kernel_abi.h,
+// abi/KERNEL_ABI.md) and calls its entry points. `check --kernel`, `props --kernel` and
+// `drift plugin:` all go through it.
+//
+// Isolation (the default). The library is loaded and called in a separate process,
+// ropecheck-kernel-host, started with posix_spawn (fork + exec of a small helper, not a bare fork:
+// the host starts clean, without ropecheck's threads, locks, signal handlers or atexit handlers, so
+// a kernel that calls exit() or crashes in a constructor cannot run ropecheck's own cleanup, and
+// spawning does not copy the page tables of a parent holding gigabytes of golden data). Inputs and
+// outputs live in one shared-memory arena (memfd): every output and the message buffer sit between
+// guard bytes, followed by a guard page the host protects during the call; outputs are filled with
+// NaN before each call. The parent keeps the golden data, the verdict and the report.
+//
+// What a call can come to (KernelCall): ok, unsupported (ROPECHECK_UNSUPPORTED), or failed: the
+// host was killed by a signal, exited, gave no answer within the timeout, or the kernel wrote past
+// an output or its message capacity, wrote before an output, returned a code other than OK /
+// UNSUPPORTED, or left its message without a NUL. A failed call's message is one line naming the
+// entry point, the problem (the caller's `what`) and what happened ("killed by SIGSEGV", "no answer
+// after 30 s", "exited with status 0 inside ropecheck_rope_apply"). After a failure the next call
+// starts a fresh host; after a timeout, or three failures in a row (until forgive()), the client
+// gives up and fails every later call at once ("not called: ..."), so that a hanging kernel costs
+// one timeout and a crashing one does not respawn its host forever.
+//
+// In-process (`--in-process`). The library is loaded into ropecheck itself and called directly,
+// with the same arena, NaN prefill, guard bytes and guard pages (a write into a guard page is then
+// ropecheck's SIGSEGV). For running a kernel under gdb, valgrind or a sanitizer. No timeout.
+//
+// Loading throws InputError (unusable input, one line naming the library) when the file does not
+// exist or is not a regular file, dlopen fails, the ABI symbols are missing, the ABI version is not
+// 1, the name is NULL, or no entry point is exported. A host that dies or hangs while loading the
+// library (a constructor that exits or crashes) does not throw: the client is "broken", claims every
+// entry point, and fails every call with what happened, so the check fails (exit 1) and its report
+// is written.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ropecheck/kernel_abi.h"
+
+namespace ropecheck::plugin {
+
+// Seconds a kernel call may take before it counts as hung (`--kernel-timeout`).
+inline constexpr double kDefaultKernelTimeout = 120;
+
+struct PluginClientOptions {
+  bool in_process = false;              // --in-process
+  double timeout_s = kDefaultKernelTimeout;  // per call; isolated only
+};
+
+struct KernelCall {
+  enum class Status { ok, unsupported, failed };
+  Status status = Status::ok;
+  std::string message;  // ok / unsupported: the kernel's reason (may be empty); failed: what happened
+  bool ok() const { return status == Status::ok; }
+};
+
+// The inputs every RoPE call shares. `rope`'s pointers are ignored: the client lays out inv_freq
+// and longrope_ext (empty span = NULL).
+struct RopeInputs {
+  std::string_view spec_json;
+  ropecheck_rope_params rope{};
+  std::span<const double> inv_freq, longrope_ext;
+  std::int64_t tokens = 0;
+  std::int32_t position_streams = 1;
+  std::span<const std::int64_t> positions;  // [position_streams][tokens]
+};
+
+class KernelPlugin {
+ public:
+  KernelPlugin();
+  ~KernelPlugin();  // ends the host / dlclose
+  KernelPlugin(KernelPlugin&&) noexcept;
+  KernelPlugin& operator=(KernelPlugin&&) noexcept;
+  KernelPlugin(const KernelPlugin&) = delete;
+  KernelPlugin& operator=(const KernelPlugin&) = delete;
+
+  const std::filesystem::path& path() const;  // as given
+  const std::string& name() const;            // ropecheck_kernel_name(), sanitised for one-line output
+  std::string who() const;                    // "kernel 'NAME' (PATH)"
+  std::uint32_t abi_version() const;
+  bool has_rope_apply() const;
+  bool has_rope_cos_sin() const;
+  bool has_sinusoidal() const;
+  bool isolated() const;
+  // ropecheck_kernel_capabilities(), 0 when not exported.
+  std::uint64_t capabilities() const;
+  bool negative_positions() const { return (capabilities() & ROPECHECK_CAP_NEGATIVE_POSITIONS) != 0; }
+  // False when the kernel declares its output dtypes and `abi_dtype` is not one of them.
+  bool declares_dtype(std::int32_t abi_dtype) const;
+
+  // One call each. `what` names the problem for messages ("q_rot.f32: input q, 2048 tokens x 8
+  // heads, f32 output, spec llama-3.1-8b"). Outputs of an ok call: output(0) (out / cos) and
+  // output(1) (sin), valid until the next call.
+  KernelCall rope_apply(const RopeInputs& in, const char* input_name, std::int32_t heads, std::span<const float> x,
+                        std::int32_t out_dtype, std::size_t out_bytes, std::string_view what);
+  KernelCall rope_cos_sin(const RopeInputs& in, std::int32_t out_dtype, std::size_t table_bytes, std::string_view what);
+  KernelCall sinusoidal(std::string_view spec_json, const ropecheck_sinusoidal_params& params,
+                        std::span<const std::int64_t> positions, std::int32_t out_dtype, std::size_t out_bytes,
+                        std::string_view what);
+  std::span<const std::uint8_t> output(int i) const;
+
+  // Calls again after three failures in a row (not after a timeout, nor for a library that cannot
+  // be loaded): `props` forgives at each new property, so a kernel that crashes on some specs
+  // only is still tested on the others.
+  void forgive();
+
+  // Calls that failed so far (lost), and the first failure's message.
+  std::int64_t failed_calls() const;
+  std::int64_t calls() const;
+  const std::string& first_failure() const;
+
+ private:
+  friend KernelPlugin load_kernel_plugin(const std::filesystem::path& library, const PluginClientOptions& options);
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// `library` may carry the kernel's options after the file name: "LIB.so:OPTIONS" (split_kernel_options),
+// handed to the kernel's ropecheck_kernel_configure before anything else (kernel_abi.h, revision 1).
+KernelPlugin load_kernel_plugin(const std::filesystem::path& library, const PluginClientOptions& options = {});
+
+// "DIR/LIB.so:OPTIONS" -> {"DIR/LIB.so", "OPTIONS"}: the options start at the first ':' after the last
+// '/'. A name that is an existing file as a whole (a file name with ':' in it) has no options.
+std::pair<std::filesystem::path, std::string> split_kernel_options(const std::string& name);
+
+// Where the host executable is: $ROPECHECK_KERNEL_HOST, else beside the running executable, else
+// ../libexec/ropecheck/ beside it, else the build tree's copy.
+std::filesystem::path kernel_host_path();
+
+}  // namespace ropecheck::plugin

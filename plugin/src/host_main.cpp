@@ -1,0 +1,103 @@
+// ropecheck-kernel-host: the process a kernel plugin runs in (plugin_client.cpp starts it).
+//
+//   ropecheck-kernel-host LIBRARY PARENT_PID OPTIONS   socket on fd 3, the arena memfd on fd 4
+//                                                     (OPTIONS: for ropecheck_kernel_configure, "" = none)
+//
+// Loads LIBRARY (its constructors run here), says hello, then serves calls until the socket closes
+// (plugin_protocol.hpp). Everything the kernel can break is in this process; the client reads the
+// outcome from the exit status, the reply, and the guard bytes in the shared arena.
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "protocol.hpp"
+
+namespace pp = ropecheck::plugin::plugin_protocol;
+
+namespace {
+
+constexpr int kSocket = 3;
+constexpr int kArena = 4;
+
+bool read_all(void* p, std::size_t n) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::read(kSocket, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+void copy(char* dst, std::size_t cap, const std::string& s) {
+  const std::size_t n = s.size() < cap - 1 ? s.size() : cap - 1;
+  std::memcpy(dst, s.data(), n);
+  dst[n] = '\0';
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) return 64;
+  // Die with ropecheck: the host must never outlive the process it serves.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (std::to_string(::getppid()) != argv[2]) return 65;
+
+  pp::Symbols s;
+  std::string dl;
+  const std::string problem = pp::open_kernel_library(argv[1], argv[3], s, dl);
+  pp::Hello hello;
+  hello.ok = problem.empty() ? 1 : 0;
+  hello.abi_version = s.abi_version;
+  hello.has_rope_apply = s.rope_apply != nullptr;
+  hello.has_rope_cos_sin = s.rope_cos_sin != nullptr;
+  hello.has_sinusoidal = s.sinusoidal != nullptr;
+  hello.has_capabilities = s.has_capabilities;
+  hello.capabilities = s.capabilities;
+  copy(hello.name, sizeof hello.name, s.name);
+  copy(hello.problem, sizeof hello.problem, problem);
+  copy(hello.dl, sizeof hello.dl, dl);
+  if (!pp::send_all(kSocket, &hello, sizeof hello) || !hello.ok) return 0;
+
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  char* base = nullptr;
+  std::uint64_t mapped = 0;
+  // The guard pages stay protected between calls (only the kernel touches this mapping; the client
+  // writes through its own): a call whose layout repeats the last one's costs no mprotect.
+  std::uint64_t guarded[pp::kMaxGuardPages] = {};
+  auto listed = [](const std::uint64_t* pages, std::uint64_t g) {
+    for (std::size_t i = 0; i < pp::kMaxGuardPages; ++i)
+      if (pages[i] == g) return true;
+    return false;
+  };
+  pp::Request q;
+  while (read_all(&q, sizeof q)) {
+    if (q.arena_bytes != mapped) {
+      if (base) ::munmap(base, mapped);
+      void* m = ::mmap(nullptr, q.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, kArena, 0);
+      if (m == MAP_FAILED) return 66;
+      base = static_cast<char*>(m);
+      mapped = q.arena_bytes;
+      std::fill(std::begin(guarded), std::end(guarded), 0);
+    }
+    for (std::uint64_t g : guarded)  // the last call's guards that are buffers now
+      if (g && !listed(q.guard_pages, g)) ::mprotect(base + g, page, PROT_READ | PROT_WRITE);
+    for (std::uint64_t g : q.guard_pages)
+      if (g && !listed(guarded, g)) ::mprotect(base + g, page, PROT_NONE);
+    std::copy(std::begin(q.guard_pages), std::end(q.guard_pages), std::begin(guarded));
+    pp::Reply reply;
+    reply.rc = pp::call_entry(s, q, base);
+    if (!pp::send_all(kSocket, &reply, sizeof reply)) return 0;
+  }
+  return 0;
+}
