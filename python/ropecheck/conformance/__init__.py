@@ -10,10 +10,12 @@ from ._adapter import Adapter, Declined, NotTested
 from ._run import DEFAULT_HEADS, DEFAULT_POSITIONS, Cell, Matrix, judge, run
 from ._write import markdown, write
 from .keras_hub import KerasHub
+from .mlx import MlxFastRope, MlxLm
 from .onnxruntime import OnnxContrib, OnnxStandard
 from .torch_impls import HfTransformers, LigerRope, Torchtune
 
-ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib, KerasHub, HfTransformers, Torchtune, LigerRope)
+ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib, KerasHub, HfTransformers, Torchtune, LigerRope,
+                                        MlxFastRope, MlxLm)
 
 
 def adapters(names: list[str] | None = None) -> list[Adapter]:

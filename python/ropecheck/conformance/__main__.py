@@ -1,4 +1,4 @@
-"""python -m ropecheck.conformance [--impl ...] [--presets ...] --out DIR (README "Conformance").
+"""python -m ropecheck.conformance [--impl ...] [--presets ...] [--keep-not-run] --out DIR (README "Conformance").
 Exit codes as the CLI's: 0 every cell run held its expected class, 1 a cell failed (an implementation
 weaker than expected, or one that raised), 3 nothing failed but something asked for was not tested
 (a checker not-tested, an adapter named with --impl whose package is missing), 2 unusable input (one
@@ -17,6 +17,7 @@ import numpy as np
 from .. import SpecError, __version__, presets as all_presets
 from .._spec import Spec
 from . import DEFAULT_HEADS, DEFAULT_POSITIONS, adapters, run, write
+from ._carry import keep_not_run
 
 EXIT = {"pass": 0, "fail": 1, "not-tested": 3}
 
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heads", type=int, default=DEFAULT_HEADS, help=f"heads (default {DEFAULT_HEADS})")
     p.add_argument("--seed", type=int, default=0, help="golden input seed (default 0)")
     p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--keep-not-run", action="store_true",
+                   help="implementations not installed here keep their rows and cells from --out's matrix.json "
+                        "(same positions, heads and seed), marked with the date they were measured")
     p.add_argument("--list", action="store_true", help="list the implementations and exit")
     args = p.parse_args(argv)
     try:
@@ -77,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:  # a bad --positions
         print(f"ropecheck: error: {e}", file=sys.stderr)
         return 2
+    if args.keep_not_run:
+        for note in keep_not_run(m, args.out, names):
+            progress(note)
     m.date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     m.command = "python -m ropecheck.conformance " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     m.versions = {"ropecheck": __version__, "python": platform.python_version(), "numpy": np.__version__}

@@ -61,6 +61,11 @@ class Adapter:
         """None when the implementation can express `spec` (Spec.to_dict()), else why not."""
         raise NotImplementedError
 
+    def note(self, spec: dict[str, Any]) -> str | None:
+        """A difference from Hugging Face that the cells of `spec` carry whatever their verdict (e.g.
+        one by design, or one the golden inputs do not reach), shown in the matrix; None for none."""
+        return None
+
     def run(self, golden: Golden, dtype: str) -> tuple[np.ndarray, np.ndarray]:
         """q_rot, k_rot of the golden inputs in `dtype`, shaped [tokens, heads, head_dim]; raises
         Declined for what the implementation cannot do."""

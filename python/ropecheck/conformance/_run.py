@@ -42,6 +42,7 @@ class Cell:
     diagnosis: str | None = None            # the diagnosis' conclusion (failures)
     diagnosis_match: str | None = None
     seq_len: int | None = None              # what dynamic / LongRoPE were resolved with
+    note: str = ""                          # the adapter's stated difference from Hugging Face, if any
     seconds: float = 0.0
 
 
@@ -49,11 +50,12 @@ class Cell:
 class AdapterRun:
     name: str
     title: str
-    state: str                 # "run" or "not-run"
+    state: str                 # "run", "not-run", or "carried" (not installed; cells from an earlier run)
     install: str
     reason: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     requested: bool = False    # named with --impl (a not-run adapter then makes the run not-tested)
+    carried_from: str = ""     # "carried": the date its cells were measured
 
 
 @dataclass
@@ -73,7 +75,7 @@ class Matrix:
         states = {c.state for c in self.cells}
         if states & {"fail", "error"}:
             return "fail"
-        if "not-tested" in states or any(a.requested and a.state == "not-run" for a in self.adapters):
+        if "not-tested" in states or any(a.requested and a.state != "run" for a in self.adapters):
             return "not-tested"
         if not any(c.state == "pass" for c in self.cells):
             return "not-tested"  # nothing was judged at all
@@ -182,6 +184,7 @@ def _cell(a: Adapter, preset: str, golden: _golden.Golden, dt: str, progress: Ca
                     reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} ({last.filename}:{last.lineno})")
     else:
         cell = Cell(a.name, preset, dt, expected=expected, **judge(golden, dt, q_rot, k_rot, expected))
+    cell.note = a.note(golden.spec.to_dict()) or ""
     cell.seconds = round(time.perf_counter() - start, 3)
     line = f"{a.name} {preset} {dt}: {cell.state}"
     if cell.classes:

@@ -31,6 +31,8 @@ def markdown(m: Matrix) -> str:
     lines += ["| implementation | state | versions | install |", "|---|---|---|---|"]
     for a in m.adapters:
         state = "run" if a.state == "run" else f"**not run**: {_md(a.reason)}"
+        if a.state == "carried":  # not installed here: its cells are an earlier run's
+            state = f"carried over: {_md(a.reason)}"
         vers = ", ".join(f"{k} {v}" for k, v in a.versions.items())
         lines.append(f"| `{a.name}` ({_md(a.title)}) | {state} | {vers} | `{a.install}` |")
     lines += ["", "| implementation | model | dtype | verdict | strictest class held | expected | worst error / bound "
@@ -47,6 +49,8 @@ def markdown(m: Matrix) -> str:
         verdict = f"**{c.state}**" if c.state in ("fail", "error") else c.state
         if c.reason and c.state != "pass":
             verdict += f": {_md(c.reason)}"
+        if c.note:
+            verdict += f"; note: {_md(c.note)}"
         lines.append(f"| {c.impl} | {c.preset} | {c.dtype} | {verdict} | {c.strictest or '(none)' if c.classes else '-'} | "
                      f"{c.expected or '-'} | {_fmt(c.worst_score)} | {', '.join(stricter) or '-'} | {_md(c.diagnosis or '-')} |")
     na = [c for c in m.cells if c.state == "not-applicable" and c.dtype == "-"]

@@ -284,3 +284,27 @@ def test_keras_hub_yarn_truncate_flipped_is_caught_and_diagnosed(golden_sets):
     adapter.layer = flipped
     c = cell(adapter, golden_sets("gpt-oss-20b"), "f32")
     assert (c["state"], c["diagnosis_match"]) == ("fail", "yarn-truncate-flipped"), c
+
+
+def test_keep_not_run_carries_an_uninstalled_implementation(tmp_path):
+    """--keep-not-run: an adapter not installed keeps its row and cells from the earlier matrix.json
+    (marked carried, with the date), only when that matrix had the same golden inputs; a run that names
+    it with --impl stays not-tested."""
+    from ropecheck.conformance._carry import keep_not_run
+
+    first = conformance.run([_Stub("exact")], ["llama-3.2-1b", "gpt-j-6b"], positions="0:8", heads=1)
+    first.date = "2026-01-02"
+    conformance.write(first, str(tmp_path))
+    m = conformance.run([_Stub("missing")], ["gpt-j-6b"], positions="0:8", heads=1)
+    assert keep_not_run(m, str(tmp_path), ["gpt-j-6b"]) == [
+        f"stub: not installed, 1 cells carried from {tmp_path / 'matrix.json'} (measured on 2026-01-02)"]
+    (a,) = m.adapters
+    assert (a.state, a.carried_from) == ("carried", "2026-01-02")
+    assert a.reason.startswith("not installed here (ImportError")
+    assert [(c.preset, c.state, c.strictest) for c in m.cells] == [("gpt-j-6b", "pass", "exact")]
+    assert m.verdict() == "pass" and "| `stub` (stub) | carried over: not installed here" in conformance.markdown(m)
+    m.adapters[0].requested = True
+    assert m.verdict() == "not-tested"
+    other = conformance.run([_Stub("missing")], ["gpt-j-6b"], positions="0:4", heads=1)
+    assert "other golden inputs" in keep_not_run(other, str(tmp_path), ["gpt-j-6b"])[0]
+    assert other.cells == [] and other.adapters[0].state == "not-run"
