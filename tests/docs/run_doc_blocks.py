@@ -8,8 +8,8 @@ Phase `cli` (ctest `docs_blocks`) runs the ```sh and ```console blocks with `rop
 first checks the links (check_links.py); phase `python` (tests/python/package/test_doc_blocks.py, after
 `pip install .`) runs the ```python blocks and the blocks marked `package` with the interpreter that
 runs this script. The blocks of one file run in order in one temporary folder, which holds links to
-the repository's build/ and examples/ so that paths written from the repository root work, and
-ROPECHECK_REPO names the repository. Skipped blocks are counted and printed with their reason; a
+the build folder of the binary under test (as build/release) and to examples/, so that paths written
+from the repository root work; ROPECHECK_REPO names the repository. Skipped blocks are counted and printed with their reason; a
 block of the other phase is counted as such. Exit 0 when every block of the phase ran as written.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -83,15 +84,20 @@ def sh_script(block: Block) -> str:
     return "\n".join(out) + "\n"
 
 
+def matches(want: str, got: str) -> bool:
+    """A line as written, where each `...` stands for any text."""
+    return re.fullmatch(".*".join(re.escape(part) for part in want.split("...")), got) is not None
+
+
 def expect_lines(block: Block, cmd: str, expected: list[str], output: str) -> None:
     """Every expected line, in order, among the output's lines (trailing blanks ignored; `...` and
-    blank lines stand for anything)."""
+    blank lines stand for anything, `...` inside a line for any text)."""
     got = [l.rstrip() for l in output.split("\n")]
     at = 0
     for want in expected:
         if not want.strip() or want.strip() == "...":
             continue
-        while at < len(got) and got[at] != want:
+        while at < len(got) and not matches(want, got[at]):
             at += 1
         if at == len(got):
             raise BlockFailure(f"{block.where}: `{cmd}` did not print, in order:\n    {want}\n  it printed:\n{tail(output)}")
@@ -146,6 +152,7 @@ def environment(ropecheck: str, python: str) -> dict:
     dirs = [os.path.dirname(os.path.abspath(ropecheck)), os.path.dirname(os.path.abspath(python))]
     env["PATH"] = os.pathsep.join(dirs + [env.get("PATH", "")])
     env["ROPECHECK_REPO"] = REPO
+    env["ROPECHECK_BIN"] = os.path.abspath(ropecheck)
     env.pop("ROPECHECK_CUDA_EMULATION", None)
     return env
 
@@ -157,8 +164,10 @@ def run_file(path: str, blocks: list[Block], phase: str, env: dict, python: str)
         return []
     failures = []
     with tempfile.TemporaryDirectory(prefix="ropecheck-doc-") as cwd:
-        for name in ("build", "examples"):
-            os.symlink(os.path.join(REPO, name), os.path.join(cwd, name))
+        # build/release is the build folder of the binary under test (build/release, or another preset's)
+        os.mkdir(os.path.join(cwd, "build"))
+        os.symlink(os.path.dirname(os.path.dirname(os.path.abspath(env["ROPECHECK_BIN"]))), os.path.join(cwd, "build", "release"))
+        os.symlink(os.path.join(REPO, "examples"), os.path.join(cwd, "examples"))
         i = 0
         while i < len(mine):
             b = mine[i]
