@@ -11,6 +11,8 @@ directives:
     <!-- doc-test: setup COMMAND -->          a shell command run first in the block's folder (printed)
     <!-- doc-test: package -->                needs the Python package: runs with the Python blocks
     <!-- doc-test: pytest -->                 a ```python block that is a pytest file
+    <!-- doc-test: excerpt PATH -->           a block that cannot run alone (```cpp, ```cmake) is an
+                                              excerpt of PATH, a file the tests build: checked line by line
 
 A command line ending in `# exit N` must exit N (default 0), in ```sh and ```console blocks alike.
 """
@@ -41,6 +43,7 @@ class Block:
     setups: list[str] = dataclasses.field(default_factory=list)
     package: bool = False
     pytest: bool = False
+    excerpt: str | None = None
 
     @property
     def kind(self) -> str | None:
@@ -81,6 +84,8 @@ def _apply_directive(block: Block, name: str, arg: str, where: str) -> None:
         if not arg:
             raise DocError(f"{where}: setup needs a command")
         block.setups.append(arg)
+    elif name == "excerpt" and arg:
+        block.excerpt = arg
     elif name in ("package", "pytest") and not arg:
         setattr(block, name, True)
     else:
@@ -117,8 +122,9 @@ def parse(path: str, text: str) -> list[Block]:
             block = Block(path, i + 1, lang, body + "\n")
             for name, arg, where in pending:
                 _apply_directive(block, name, arg, where)
-            if pending and block.kind is None:
-                raise DocError(f"{block.where}: doc-test directives above a ```{lang} block, which never runs")
+            if pending and block.kind is None and not (block.excerpt and len(pending) == 1):
+                raise DocError(f"{block.where}: doc-test directives above a ```{lang} block, which never runs "
+                               "(only `excerpt PATH` applies to it)")
             if block.pytest and block.kind != "python":
                 raise DocError(f"{block.where}: pytest is for ```python blocks")
             blocks.append(block)
@@ -173,3 +179,24 @@ def console_commands(block: Block, text: str) -> list[tuple[str, int, list[str]]
         cmds.append((cmd, int(m.group(1)) if m else 0, []))
         i += 1
     return cmds
+
+
+def excerpt_problem(block: Block, file_text: str) -> str | None:
+    """None when every line of the block, comments and spacing aside, is part of a line of the file, in
+    order; else the first line that is not."""
+    comment = "#" if block.lang in ("cmake", "sh", "bash", "python") else "//"
+
+    def norm(line: str) -> str:
+        return " ".join(line.split(comment, 1)[0].split())
+
+    lines = [norm(l) for l in file_text.split("\n")]
+    at = 0
+    for want in (norm(l) for l in block.text.split("\n")):
+        if not want:
+            continue
+        while at < len(lines) and want not in lines[at]:
+            at += 1
+        if at == len(lines):
+            return want
+        at += 1
+    return None

@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_links  # noqa: E402
-from doc_blocks import Block, DocError, console_commands, logical_lines, parse  # noqa: E402
+from doc_blocks import Block, DocError, console_commands, excerpt_problem, logical_lines, parse  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEFAULT_FILES = ["README.md", "docs/guide/*.md"]
@@ -147,6 +147,19 @@ def run_python_blocks(blocks: list[Block], cwd: str, env: dict, python: str) -> 
         raise BlockFailure(f"python blocks of {blocks[0].path}: exited {r.returncode}:\n{tail(r, 60)}")
 
 
+def check_excerpts(parsed: dict[str, list[Block]]) -> list[str]:
+    """The blocks marked `excerpt PATH` are still part of PATH (phase cli; nothing runs)."""
+    failures = []
+    for blocks in parsed.values():
+        for b in (b for b in blocks if b.excerpt):
+            path = os.path.join(REPO, b.excerpt)
+            missing = excerpt_problem(b, open(path, encoding="utf-8").read()) if os.path.exists(path) else "(no such file)"
+            print(f"  {'ok' if missing is None else 'FAILED':6} {b.where} ```{b.lang} excerpt of {b.excerpt}")
+            if missing is not None:
+                failures.append(f"{b.where}: not an excerpt of {b.excerpt}: {missing}")
+    return failures
+
+
 def environment(ropecheck: str, python: str) -> dict:
     env = dict(os.environ)
     dirs = [os.path.dirname(os.path.abspath(ropecheck)), os.path.dirname(os.path.abspath(python))]
@@ -207,10 +220,12 @@ def main() -> int:
     except DocError as e:
         print(f"doc-test: {e}")
         return 1
-    counts = {"run": 0, "skipped": 0, "other phase": 0, "not a program": 0}
+    counts = {"run": 0, "skipped": 0, "other phase": 0, "excerpts": 0, "not a program": 0}
     for f, blocks in parsed.items():
         for b in blocks:
-            if b.kind is None:
+            if b.excerpt:
+                counts["excerpts"] += 1
+            elif b.kind is None:
                 counts["not a program"] += 1
             elif b.skip is not None:
                 counts["skipped"] += 1
@@ -222,7 +237,7 @@ def main() -> int:
     if a.list:
         print(", ".join(f"{v} {k}" for k, v in counts.items()))
         return 0
-    failures = check_links.check(REPO) if a.phase == "cli" else []
+    failures = check_links.check(REPO) + check_excerpts(parsed) if a.phase == "cli" else []
     env = environment(a.ropecheck, sys.executable)
     for f, blocks in parsed.items():
         failures += run_file(f, blocks, a.phase, env, sys.executable)
