@@ -14,7 +14,7 @@ include_guard(GLOBAL)
 add_library(ropecheck_asan_flags INTERFACE)
 # -Og: GCC's level for debugging, -O1 without the passes that cost most compile time under the
 # sanitizers' instrumentation: a third less than -O1 to compile, the same test time (measured in
-# docs/ARCHITECTURE.md "Build time"). Reports keep their frames (frame pointers, -g1); no recovery, so
+# docs/measurements.md "Build time"). Reports keep their frames (frame pointers, -g1); no recovery, so
 # any undefined behaviour fails the test. The teeth test (tests/support/sanitizer_teeth.cpp) checks that
 # every kind of report still fires at this level.
 target_compile_options(ropecheck_asan_flags INTERFACE

@@ -1,5 +1,5 @@
 // drift's files compiled as one translation unit: each instantiates the same nlohmann-json, fmt and reference templates; parsed and instantiated once instead of once
-// per file (docs/ARCHITECTURE.md, "Build time"). Relative includes rather than CMake's UNITY_BUILD, whose
+// per file (docs/measurements.md, "Build time"). Relative includes rather than CMake's UNITY_BUILD, whose
 // generated file includes each source by its absolute path, which makes ccache miss it in every clone at
 // a new path.
 #include "sampling.cpp"

@@ -1,5 +1,5 @@
 """A NumPy RoPE kernel and a JAX one, each checked against golden tensors and property-tested with the
-Python package (README "From Python"). JAX (`pip install "jax[cpu]"`) is pinned in
+Python package (docs/guide/python.md). JAX (`pip install "jax[cpu]"`) is pinned in
 tests/python/requirements.txt, so both run in CI; the JAX test is skipped, with that line, where JAX is absent.
 
     pytest examples/python/test_kernels.py

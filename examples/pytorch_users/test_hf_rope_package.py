@@ -17,7 +17,7 @@ import ropecheck
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_rope_numpy import hf_apply, hf_cos_sin, hf_inv_freq  # noqa: E402
 
-# The class each activation dtype lands in (README, "Accuracy classes").
+# The class each activation dtype lands in (docs/guide/checking-kernels.md, "Accuracy classes").
 EXPECTED = {"bf16": "bf16-table", "f16": "f16-table", "f32": "fp32-angle"}
 
 

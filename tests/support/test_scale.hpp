@@ -8,7 +8,7 @@
 // the full sizes would not fit in CI. Everything else defaults to full. ROPECHECK_TEST_SCALE=full|small|tiny
 // overrides the default. A test picks its sizes with scaled(full, small) or scaled(full, small, tiny)
 // (tiny takes the small size where a test names none), and what it asserts must still hold (and be able
-// to fail) at every size; README "Tests" ("Sanitizers") lists what each one shrinks.
+// to fail) at every size; docs/development/sanitizers.md lists what each one shrinks.
 #pragma once
 
 #include <optional>

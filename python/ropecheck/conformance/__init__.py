@@ -1,5 +1,5 @@
 """Conformance of real RoPE implementations: each adapter calls one implementation's own public code
-on ropecheck's golden inputs, and the checker judges it (README "Conformance").
+on ropecheck's golden inputs, and the checker judges it (docs/guide/conformance.md).
 
     from ropecheck import conformance
     m = conformance.run(conformance.adapters(), ["llama-3.1-8b"])   # or: python -m ropecheck.conformance

@@ -1,4 +1,4 @@
-"""python -m ropecheck.conformance [--impl ...] [--presets ...] [--keep-not-run] --out DIR (README "Conformance").
+"""python -m ropecheck.conformance [--impl ...] [--presets ...] [--keep-not-run] --out DIR (docs/guide/conformance.md).
 Exit codes as the CLI's: 0 every cell run held its expected class, 1 a cell failed (an implementation
 weaker than expected, or one that raised), 3 nothing failed but something asked for was not tested
 (a checker not-tested, an adapter named with --impl whose package is missing), 2 unusable input (one

@@ -1,5 +1,5 @@
-"""The Python package's tests (pytest, in the virtual environment scripts/test makes: README "From
-Python"). The CLI binary, for the byte-identity and same-report tests: $ROPECHECK_CLI, else
+"""The Python package's tests (pytest, in the virtual environment scripts/test makes:
+docs/guide/python.md). The CLI binary, for the byte-identity and same-report tests: $ROPECHECK_CLI, else
 build/release/cli/ropecheck."""
 from __future__ import annotations
 

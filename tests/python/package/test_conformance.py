@@ -171,7 +171,7 @@ def test_command_unusable_input_exits_2_without_output(tmp_path):
     assert r.returncode == 2 and r.stderr == f"ropecheck: error: --out: '{out}' exists and is not a folder\n"
 
 
-# The opt-in adapters (README "Conformance"): run where their packages are installed, skipped with the
+# The opt-in adapters (docs/guide/conformance.md): run where their packages are installed, skipped with the
 # install line otherwise. Measured with keras 3.15.1 + keras-hub 0.32.0 on jax 0.10.2, torch 2.15.0,
 # transformers 5.23.0, torchtune 0.6.1 (torchao 0.10.0), liger-kernel 0.8.5 + triton 3.9.0 (interpreter).
 OPT_IN_MEASURED = {

@@ -2,7 +2,7 @@
 //
 // An EncodingSpec is either a rotary encoding (RoPE, any scaling, either layout,
 // partial or multimodal) or a sinusoidal absolute encoding. It holds parameters
-// only; the mathematics lives in rope_reference.hpp / sinusoidal_reference.hpp.
+// only; the mathematics lives in formulas/rope.hpp / formulas/sinusoidal.hpp.
 // Numbers are binary64 values (the value nearest the JSON decimal); the reference
 // treats them as exact.
 #pragma once

@@ -1,6 +1,6 @@
 // Scalar helpers of the reference math that work for any scalar type T (double, float, or MPFR's
-// Real from scalar.hpp) without including MPFR: the exact formulas (rope_reference.hpp,
-// sinusoidal_reference.hpp) use only these, so code that runs them in double (the kernels, the
+// Real from scalar.hpp) without including MPFR: the exact formulas (formulas/rope.hpp,
+// formulas/sinusoidal.hpp) use only these, so code that runs them in double (the kernels, the
 // checker's error model) does not parse Boost.Multiprecision.
 #pragma once
 

@@ -103,7 +103,7 @@ void cuda_rope_apply(const CudaRopePlan& plan, const PositionsView& positions, c
 void cuda_rope_cos_sin_table(const CudaRopePlan& plan, const PositionsView& positions, void* cos_out, void* sin_out,
                              DType dtype, const CudaOptions& opts = {});
 
-// sinusoidal_table on the device: rows [tokens][d_model] (sinusoidal_reference.hpp's column
+// sinusoidal_table on the device: rows [tokens][d_model] (formulas/sinusoidal.hpp's column
 // layout), the angle at position + position_offset, computed the recipe's way, rounded to dtype.
 // positions: one stream, int32 or int64, device memory; out: device memory,
 // positions.tokens * d_model elements of dtype.

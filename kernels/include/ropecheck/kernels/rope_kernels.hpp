@@ -108,7 +108,7 @@ void rope_apply(const RopePlan& plan, const PositionsView& positions, const Tens
 void rope_cos_sin_table(const RopePlan& plan, const PositionsView& positions, void* cos_out, void* sin_out, DType dtype,
                         const KernelOptions& opts = {});
 
-// Sinusoidal rows [tokens][d_model] in reference/sinusoidal_reference.hpp's column layout, the angle
+// Sinusoidal rows [tokens][d_model] in formulas/sinusoidal.hpp's column layout, the angle
 // at position + position_offset, computed the recipe's way (hf/meta/ggml: the f32 formulas of
 // scalar_recipes.hpp; accurate: frequencies and angle in binary64, reduced, f32 sin / cos; the
 // known-bad recipes apply their defect to the frequency, position or sin / cos), rounded to dtype.

@@ -78,7 +78,7 @@ void hf_fp32_rope_apply(const RopeSpec& rope, const RopeFrequenciesF32& freq, st
 void hf_fp32_rope_cos_sin(const RopeSpec& rope, const RopeFrequenciesF32& freq, std::span<const Position> positions,
                           std::span<float> cos_out, std::span<float> sin_out, DType out_dtype);
 
-// Sinusoidal rows [tokens][d_model] (reference/sinusoidal_reference.hpp's column layout), the angle
+// Sinusoidal rows [tokens][d_model] (formulas/sinusoidal.hpp's column layout), the angle
 // at position + position_offset, rounded to out_dtype.
 void hf_fp32_sinusoidal(const SinusoidalSpec& s, std::span<const float> w, std::span<const std::int64_t> positions,
                         std::span<float> out, DType out_dtype);
