@@ -1,4 +1,4 @@
-// `merge --diagnose` (defined in cmd_check.cpp, where `check` reads its candidate): the diagnosis one
+// `merge --diagnose` (check_rediagnose.cpp): the diagnosis one
 // run of `check` adds to a failing report, from the golden set and the candidate the merged parts
 // name, read again (the paths must be readable where merge runs and hold the same data, or
 // InputError); nullopt where one run would not diagnose (a pass, a kernel failure).

@@ -15,3 +15,4 @@
 #include "drift_command.cpp"
 #include "props_part.cpp"
 #include "props_targets.cpp"
+#include "check_rediagnose.cpp"

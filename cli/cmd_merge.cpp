@@ -91,7 +91,7 @@ int merge_drift(const std::vector<nlohmann::json>& parts, const std::vector<std:
   const std::vector<std::string> files = drift::write_drift(m.result, dir, gnuplot, m.run.value("command_line", ""));
   dir.commit();
   fmt::print("merged {} drift parts ({} candidates, {} sampled positions) into {}: {}\n", parts.size(),
-             m.result.candidates.size(), m.result.plan.positions.size(), out.string(), fmt::join(files, ", "));
+             m.result.kernels.size(), m.result.plan.positions.size(), out.string(), fmt::join(files, ", "));
   return 0;
 }
 

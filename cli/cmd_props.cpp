@@ -1,5 +1,5 @@
-// `ropecheck props`: runs the property suite (props/PROPERTIES.md) against a named target or a kernel
-// plugin, prints one line per property and exits 0 (every property tested and held), 1 (a property
+// `ropecheck props`: runs the property suite (props/PROPERTIES.md) against a kernel (the one kernel grammar,
+// plugin/kernel_name.hpp) or a registered target (the reference, hf-fp32, the self-test's mutants), prints one line per property and exits 0 (every property tested and held), 1 (a property
 // failed: the counterexample and the reproduce command are printed; or, with --baseline, a margin grew
 // past --max-growth), 3 (nothing failed but some property was not tested: every case declined, or
 // saturated bounds; core/verdict.hpp) or 2 (unusable input, a baseline of another setup included).
@@ -37,7 +37,7 @@ namespace {
 
 struct PropsCliOptions {
   std::string junit;
-  std::string target, kernel, report, only, accuracy_class = "fp32-angle", dtype, baseline;
+  std::string target, kernel, report, only, accuracy_class, dtype, baseline;
   std::string shard;  // --shard I/N: --report is the part file
   double max_growth = 2;
   int cases = 100;
@@ -62,9 +62,15 @@ std::vector<std::string> split_commas(const std::string& s) {
 // is loaded here with stderr muted.
 // The `ropecheck props` line that reruns one outcome alone, with the target and the spec given as
 // this run was given them (a kernel with its class; the preset, spec file or HF config).
-std::string reproduce_command(const props::ReproduceRecord& r, const PropsCliOptions& o) {
+std::string reproduce_command(const props::ReproduceRecord& r, const PropsCliOptions& o,
+                              const std::optional<plugin::KernelName>& kernel) {
   std::string s = "ropecheck props";
-  s += o.kernel.empty() ? " --target " + r.target : " --kernel " + o.kernel + " --class " + o.accuracy_class;
+  if (!kernel) s += " --target " + r.target;
+  else {  // as given, unless given in an old spelling
+    const std::string name = kernel->deprecation.empty() ? kernel->given : kernel->canonical();
+    if (kernel->is_recipe() && o.accuracy_class.empty()) s += " --kernel " + name;  // its recipe's class per dtype
+    else s += " --kernel " + name + " --class " + (o.accuracy_class.empty() ? "fp32-angle" : o.accuracy_class);
+  }
   if (!o.source.hf_config.empty())
     s += " --hf-config " + o.source.hf_config;
   else if (!o.source.spec_file.empty())
@@ -98,7 +104,6 @@ int run_self_test(const PropsCliOptions& o) {
 int run_props(const PropsCliOptions& o) {
   const auto started = std::chrono::steady_clock::now();
   props::register_builtin_targets();  // hf-fp32, hf-fp32-f16out, hf-fp32-bf16out, mutant:NAME
-  cli::register_cuda_targets();     // cuda:RECIPE, cuda:RECIPE-bf16out
   if (o.self_test) {
     if (!o.target.empty() || !o.kernel.empty()) throw SpecError("--self-test takes no --target / --kernel");
     if (!o.shard.empty()) throw SpecError("--shard: not with --self-test (it runs whole)");
@@ -114,7 +119,27 @@ int run_props(const PropsCliOptions& o) {
     for (const auto& p : props::list_properties()) fmt::print("{:<20} {}\n{:<20}   tolerance: {}\n", p.name, p.statement, "", p.tolerance);
     return 0;
   }
-  if (o.target.empty() == o.kernel.empty()) throw SpecError("give exactly one of --target NAME, --kernel LIB.so");
+  if (o.target.empty() == o.kernel.empty()) throw SpecError("give exactly one of --kernel NAME, --target NAME");
+  // The kernel, or a registered target; props' old target names for kernels (kernel:R, cuda:R and their
+  // -bf16out forms) are read as the kernels they name.
+  std::optional<plugin::KernelName> kernel;
+  std::unique_ptr<props::Target> target;
+  if (!o.kernel.empty()) {
+    kernel = kernel_name(o.kernel, "--kernel");
+  } else if (!(target = props::make_target(o.target))) {
+    std::string known;
+    for (const auto& n : props::target_names()) known += (known.empty() ? "" : ", ") + n;
+    const std::string unknown = "--target: unknown target '" + o.target + "' (known: " + known + "; kernels: --kernel NAME)";
+    try {
+      kernel = plugin::parse_kernel_name(o.target, "--target");
+    } catch (const InputError&) {
+      throw SpecError(unknown);
+    }
+    if (kernel->kind == plugin::KernelName::Kind::plugin) throw SpecError(unknown);
+    deferred_notes().push_back("--target " + (kernel->deprecation.empty() ? "'" + o.target + "': kernels are given with --kernel now"
+                                                                           : kernel->deprecation));
+  }
+  if (!kernel && !o.accuracy_class.empty()) throw SpecError("--class: only with --kernel (a named target claims its own)");
   if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
   if (o.max_pos < 0) throw SpecError("--max-pos must be >= 0, got " + std::to_string(o.max_pos));
   if (o.max_pos > kMaxPosition)  // every other position input stops at 2^53 too
@@ -142,21 +167,15 @@ int run_props(const PropsCliOptions& o) {
     dtypes.push_back(*dt);
   }
   if (!o.dtype.empty() && dtypes.empty()) throw SpecError("--dtype: empty list");
-  std::unique_ptr<props::Target> target;
-  if (!o.target.empty()) {
-    target = props::make_target(o.target);
-    if (!target) {
-      std::string known;
-      for (const auto& n : props::target_names()) known += (known.empty() ? "" : ", ") + n;
-      throw SpecError("--target: unknown target '" + o.target + "' (known: " + known + ")");
-    }
-  } else {
-    const auto cls = accuracy::parse_accuracy_class(o.accuracy_class);
-    if (!cls) throw SpecError("--class: unknown class '" + o.accuracy_class + "'");
-    target = cli::make_plugin_target(o.kernel, *cls, dtypes.empty() ? DType::f32 : dtypes.front(), o.plugin);
+  if (kernel && kernel->storage && dtypes.empty()) dtypes = {*kernel->storage};  // kernel:R-bf16out: bf16 only
+  if (kernel) {
+    std::optional<accuracy::AccuracyClass> cls;
+    if (!o.accuracy_class.empty() && !(cls = accuracy::parse_accuracy_class(o.accuracy_class)))
+      throw SpecError("--class: unknown class '" + o.accuracy_class + "'");
+    target = kernel_target(*kernel, cls, dtypes.empty() ? DType::f32 : dtypes.front(), o.plugin);
   }
-  // Where a CUDA target runs (a device, or the host emulation), so that nobody mistakes one for the other.
-  if (o.target.starts_with("cuda:")) fmt::print("{}\n", target->info().description);
+  // Where a CUDA kernel runs (a device, or the host emulation), so that nobody mistakes one for the other.
+  if (kernel && kernel->kind == plugin::KernelName::Kind::cuda) fmt::print("{}\n", target->info().description);
   const bool has_spec = !o.source.preset.empty() || !o.source.hf_config.empty() || !o.source.spec_file.empty();
   std::optional<EncodingSpec> spec;
   if (has_spec) spec = o.source.load();
@@ -194,8 +213,11 @@ int run_props(const PropsCliOptions& o) {
   // Counterexamples replayed as a golden-set check and diagnosed (props_diagnosis.hpp): each distinct
   // (spec, position, dtype) once, at most three per run.
   // A part is not diagnosed: the run's three diagnoses are chosen across every property (as a check part).
-  const std::optional<std::string> diag_kernel =
-      o.no_diagnose || shard ? std::nullopt : check_kernel_of(o.target, o.kernel);
+  const std::optional<plugin::KernelName> diag_kernel = o.no_diagnose || shard ? std::nullopt : kernel;
+  const auto claimed_class = [&](DType d) {  // the class the outcome in `d` was judged with
+    const std::unique_ptr<props::Target> t = d == target->info().dtype ? nullptr : target->with_output(d);
+    return t ? t->info().accuracy : target->info().accuracy;
+  };
   std::map<std::size_t, nlohmann::json> diagnoses;  // outcome index -> its "diagnosis"
   std::map<std::string, std::string> diagnosed;       // (spec, position, dtype) -> conclusion printed
   for (std::size_t i = 0; i < rep.outcomes.size(); ++i) {
@@ -209,7 +231,7 @@ int run_props(const PropsCliOptions& o) {
         fmt::print("  {}\n", n);
         spec_json = n.substr(std::string("failing spec: ").size());
       }
-    fmt::print("  reproduce: {}\n", reproduce_command(out.reproduce, o));
+    fmt::print("  reproduce: {}\n", reproduce_command(out.reproduce, o, kernel));
     if (!diag_kernel || !out.failing_position || (spec_json.empty() && !spec)) continue;
     const std::string key = spec_json + "@" + std::to_string(*out.failing_position) + "@" + out.dtype;
     if (const auto it = diagnosed.find(key); it != diagnosed.end()) {
@@ -220,10 +242,10 @@ int run_props(const PropsCliOptions& o) {
     const EncodingSpec failing = spec_json.empty() ? *spec : spec_from_json(nlohmann::json::parse(spec_json));
     const std::optional<CounterexampleDiagnosis> d =
         diagnose_counterexample(*diag_kernel, failing, *out.failing_position, *parse_dtype(out.dtype),
-                                target->info().accuracy, o.plugin);
+                                claimed_class(*parse_dtype(out.dtype)), o.plugin);
     if (!d) continue;
     fmt::print("  counterexample replayed as a check of its spec at positions {} (same kernel, class {}): {}\n  {}",
-               d->positions, accuracy::to_string(target->info().accuracy), to_string(d->check.verdict),
+               d->positions, accuracy::to_string(claimed_class(*parse_dtype(out.dtype))), to_string(d->check.verdict),
                d->diagnosis.summary().substr(1));
     diagnosed[key] = d->diagnosis.conclusion;
     nlohmann::json dj = d->diagnosis.to_json();
@@ -232,7 +254,7 @@ int run_props(const PropsCliOptions& o) {
     diagnoses[i] = std::move(dj);
   }
   if (!o.report.empty()) {  // atomic: a full disk or a kill never leaves a partial report
-    nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o); });
+    nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o, kernel); });
     for (auto& [i, dj] : diagnoses) j["properties"][i]["diagnosis"] = std::move(dj);
     if (cmp) j["baseline"] = cmp->to_json();
     if (shard) j = props_part_json(j, *shard, rep.verdict());
@@ -240,7 +262,7 @@ int run_props(const PropsCliOptions& o) {
                                   "--report");
   }
   if (!o.junit.empty()) {
-    const nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o); });
+    const nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o, kernel); });
     std::vector<JunitCase> cases = props_junit_cases(j);
     if (cmp && !cmp->pass())
       cases.push_back({"ropecheck.props." + rep.target, "baseline", Verdict::fail, "a margin grew past --max-growth", cmp->summary()});
@@ -272,9 +294,13 @@ int run_props(const PropsCliOptions& o) {
 Command add_props_command(CLI::App& app) {
   auto o = std::make_shared<PropsCliOptions>();
   CLI::App* sub = app.add_subcommand("props", "run the property suite against a target or a kernel plugin");
-  sub->add_option("--target", o->target, "a registered target (see --list-targets)");
-  sub->add_option("--kernel", o->kernel, "a kernel plugin (abi/KERNEL_ABI.md)");
-  sub->add_option("--class", o->accuracy_class, "with --kernel: the accuracy class it claims")->capture_default_str();
+  sub->add_option("--kernel", o->kernel, std::string("the kernel to test: ") + kKernelGrammar);
+  sub->add_option("--target", o->target,
+                  "a registered target instead of a kernel: the exact reference, hf-fp32, a self-test mutant (see "
+                  "--list-targets)");
+  sub->add_option("--class", o->accuracy_class,
+                  "with --kernel: the accuracy class it claims (default: for builtin: and cuda: the class the error "
+                  "model gives the recipe in each output dtype; for a plugin fp32-angle)");
   sub->add_option("--dtype", o->dtype,
                   "output dtypes to run, comma-separated (f64, f32, f16, bf16); default: every one the target offers "
                   "(a kernel plugin: each it does not answer UNSUPPORTED; a named target: its own)");

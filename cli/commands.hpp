@@ -3,11 +3,15 @@
 #pragma once
 
 #include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include "ropecheck/plugin/client.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 
 namespace ropecheck::cli {
 
@@ -18,8 +22,28 @@ struct Command {
   Runner run;     // called when it was given
 };
 
+// The kernel grammar as --help says it, the same for check, props and drift (plugin/kernel_name.hpp).
+inline constexpr const char* kKernelGrammar =
+    "builtin:RECIPE (ropecheck's fast CPU kernel), cuda:RECIPE (its CUDA kernel: needs a GPU; "
+    "ROPECHECK_CUDA_EMULATION=1 runs the CUDA code on the host, for tests), or a kernel plugin "
+    "[plugin:]LIB.so[:OPTIONS] (a shared library implementing ropecheck/kernel_abi.h, abi/KERNEL_ABI.md)";
+
+// Notes for stderr that main() prints after the command ran (never before an exit-2 error, which stays
+// the only line on stderr): old spellings of kernel names.
+inline std::vector<std::string>& deferred_notes() {
+  static std::vector<std::string> notes;
+  return notes;
+}
+
+// A kernel name read from option `option`; an old spelling's note is deferred (deferred_notes).
+inline plugin::KernelName kernel_name(std::string_view name, std::string_view option) {
+  plugin::KernelName n = plugin::parse_kernel_name(name, option);
+  if (!n.deprecation.empty()) deferred_notes().push_back(std::string(option) + " " + n.deprecation);
+  return n;
+}
+
 // --kernel-timeout and --in-process, for every command that runs kernel plugins (check, props,
-// drift): how the plugin client (golden/plugin_client.hpp) runs them.
+// drift): how the plugin client (plugin/client.hpp) runs them.
 inline void add_kernel_isolation_options(CLI::App& cmd, plugin::PluginClientOptions& o) {
   cmd.add_option("--kernel-timeout", o.timeout_s,
                  fmt::format("seconds one kernel-plugin call may take before it counts as hung and the check fails "
@@ -35,7 +59,7 @@ Command add_spec_command(CLI::App& app);
 Command add_golden_command(CLI::App& app);
 Command add_check_command(CLI::App& app);
 Command add_props_command(CLI::App& app);
-Command add_drift_command(CLI::App& app);  // drift_command.cpp
+Command add_drift_command(CLI::App& app);
 Command add_merge_command(CLI::App& app);
 
 }  // namespace ropecheck::cli

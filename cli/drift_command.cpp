@@ -22,7 +22,7 @@
 #include "junit.hpp"
 #include "memory_option.hpp"
 #include "numeric_options.hpp"
-#include "ropecheck/drift/candidate.hpp"
+#include "ropecheck/drift/swept_kernel.hpp"
 #include "ropecheck/drift/part.hpp"
 #include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/drift/sweep.hpp"
@@ -132,24 +132,23 @@ int run_drift_command(const DriftCliOptions& o) {
     throw SpecError("--junit needs --compare: a sweep of recipes has no verdict to report");
   if (!o.junit.empty()) io::check_file_destination(o.junit, "--junit");
 
-  std::vector<std::string> names;
+  // The kernels, by the one grammar (plugin/kernel_name.hpp); an unknown recipe fails here, before
+  // anything is made.
+  std::vector<plugin::KernelName> names;
   if (!o.compare.empty()) {
-    names = split(o.compare);
-    if (names.size() != 2) throw SpecError("--compare needs exactly two names A,B (recipes or plugin:PATH.so), got '" + o.compare + "'");
+    for (const std::string& n : split(o.compare)) names.push_back(kernel_name(n, "--compare"));
+    if (names.size() != 2) throw SpecError("--compare needs exactly two kernels A,B, got '" + o.compare + "'");
   } else if (o.recipes == "all") {
-    for (const kernels::RecipeInfo& r : kernels::recipes()) names.emplace_back(r.name);
+    for (const kernels::RecipeInfo& r : kernels::recipes())
+      names.push_back(plugin::parse_kernel_name("builtin:" + std::string(r.name), "--recipes"));
   } else {
-    names = split(o.recipes);
+    for (const std::string& n : split(o.recipes)) names.push_back(kernel_name(n, "--recipes"));
     if (names.empty()) throw SpecError("--recipes: empty list");
   }
-  // Unknown recipe names fail here, before anything is made.
-  for (const std::string& n : names)
-    if (!n.starts_with("plugin:") && !kernels::parse_recipe(n.starts_with("cuda:") ? n.substr(5) : n))
-      throw SpecError("unknown recipe '" + n + "' (known: " + drift::recipe_names() + ", cuda:RECIPE, or plugin:PATH.so)");
   if (shard)
-    for (const std::string& n : names)
-      if (n.starts_with("plugin:"))
-        throw SpecError("--shard: plugin candidates are not split (their kernel failures do not merge); run " + n +
+    for (const plugin::KernelName& n : names)
+      if (n.kind == plugin::KernelName::Kind::plugin)
+        throw SpecError("--shard: plugin kernels are not split (their kernel failures do not merge); run " + n.given +
                         " in a sweep of its own");
 
   drift::DriftOptions d;
@@ -202,7 +201,7 @@ int run_drift_command(const DriftCliOptions& o) {
     fmt::print("{}: positions 0..{}, part {}: sampled positions [{}, {}) of {}, {} candidates; `ropecheck merge` the "
                "{} parts\n",
                spec.name, N - 1, shard->text(), r.first_sample, r.last_sample, r.plan.positions.size(),
-               r.candidates.size(), shard->count);
+               r.kernels.size(), shard->count);
     return 0;
   }
   const std::string out = o.out.empty() ? default_out(spec) : o.out;
@@ -254,10 +253,10 @@ int run_drift_command(const DriftCliOptions& o) {
   files = drift::write_drift(r, dir, gnuplot, cmd);
   dir.commit();
   fmt::print("{}: positions 0..{} ({} sampled, {} bins), storage {}, {} candidates\n", spec.name, N - 1,
-             r.plan.positions.size(), r.plan.bins.size(), to_string(*dt), r.candidates.size());
+             r.plan.positions.size(), r.plan.bins.size(), to_string(*dt), r.kernels.size());
   fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>12} {:>12}  {}\n", "candidate", "angle rad", "cos/sin", "rot ulp",
              "fp32-angle", "bf16-table", "distinct / first collision");
-  for (const drift::CandidateResult& c : r.candidates) {
+  for (const drift::KernelResult& c : r.kernels) {
     auto bd = [&](accuracy::AccuracyClass cls) -> std::string {
       for (const drift::Breakdown& b : c.breakdown)
         if (b.cls == cls) return b.position ? std::to_string(*b.position) : "never";
@@ -272,8 +271,8 @@ int run_drift_command(const DriftCliOptions& o) {
                bd(accuracy::AccuracyClass::bf16_table), uq);
   }
   // Where a class's bound is saturated, "never" proves nothing (issue 11 §2): say so.
-  if (!r.candidates.empty())
-    for (const drift::Breakdown& b : r.candidates.front().breakdown)
+  if (!r.kernels.empty())
+    for (const drift::Breakdown& b : r.kernels.front().breakdown)
       if (b.saturated_from && (b.cls == accuracy::AccuracyClass::fp32_angle || b.cls == accuracy::AccuracyClass::bf16_table))
         fmt::print("  note: the {} bound is saturated from position {} (an all-zero output would pass there): "
                    "not tested beyond it; {}\n",
@@ -290,11 +289,11 @@ Command add_drift_command(CLI::App& app) {
       "drift", "precision drift: how each recipe's error grows with position, as CSV, JSON, Markdown and plots");
   o->source.add_options(*sub);
   sub->add_option("--recipes", o->recipes,
-                  "comma-separated recipes (CPU), cuda:RECIPE (the CUDA kernel: needs a GPU; ROPECHECK_CUDA_EMULATION=1 runs "
-                  "the CUDA code on the host, for tests) and/or plugin:PATH.so, or all (" + drift::recipe_names() + ")")
+                  "comma-separated kernels: " + std::string(kKernelGrammar) + "; or all (builtin: of every recipe: " +
+                      drift::recipe_names() + ")")
       ->capture_default_str();
   sub->add_option("--compare", o->compare,
-                  "A,B: compare two recipes / cuda:RECIPE / plugin:PATH.so over the same sweep; exit 0 when they agree within twice "
+                  "A,B: compare two kernels (as --recipes names them) over the same sweep; exit 0 when they agree within twice "
                   "the --class bound everywhere, 1 when not, 3 when some bounds are saturated (not tested)");
   sub->add_option("--class", o->compare_class,
                   "with --compare: the accuracy class whose bound decides agreement")

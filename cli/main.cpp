@@ -54,7 +54,12 @@ int main(int argc, char** argv) {
   }
   try {
     for (const auto& c : commands)
-      if (c.app->parsed()) return c.run();
+      if (c.app->parsed()) {
+        const int rc = c.run();
+        std::fflush(stdout);
+        for (const std::string& n : ropecheck::cli::deferred_notes()) fmt::print(stderr, "ropecheck: note: {}\n", n);
+        return rc;
+      }
   } catch (const std::bad_alloc&) {
     // A size no estimate caught (golden estimates first: --max-memory): still one line, exit 2.
     return usage_error("out of memory: the request needs more memory than this process can get");

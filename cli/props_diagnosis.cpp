@@ -15,17 +15,6 @@
 
 namespace ropecheck::cli {
 
-std::optional<std::string> check_kernel_of(const std::string& target, const std::string& kernel_path) {
-  if (!kernel_path.empty()) return kernel_path;
-  auto recipe = [](std::string r) {
-    if (r.ends_with("-bf16out")) r.resize(r.size() - 8);
-    return r;
-  };
-  if (target.starts_with("kernel:")) return "builtin:" + recipe(target.substr(7));
-  if (target.starts_with("cuda:")) return "builtin-cuda:" + recipe(target.substr(5));
-  return std::nullopt;
-}
-
 namespace {
 
 // A temporary folder removed on scope exit.
@@ -44,7 +33,7 @@ struct ScratchDir {
 
 }  // namespace
 
-std::optional<CounterexampleDiagnosis> diagnose_counterexample(const std::string& kernel, const EncodingSpec& spec,
+std::optional<CounterexampleDiagnosis> diagnose_counterexample(const plugin::KernelName& kernel, const EncodingSpec& spec,
                                                                std::int64_t position, DType dtype,
                                                                accuracy::AccuracyClass accuracy_class,
                                                                const plugin::PluginClientOptions& plugin) {
@@ -58,9 +47,9 @@ std::optional<CounterexampleDiagnosis> diagnose_counterexample(const std::string
   go.out = dir.path / "set";
   golden::write_golden_set(go);
   const golden::GoldenSet g = golden::load_golden_set(go.out);
-  plugin::KernelSourceOptions ko;
+  plugin::OpenOptions ko;
   ko.plugin = plugin;
-  plugin::KernelSource ks = plugin::open_kernel_source(kernel, ko);
+  plugin::OpenedKernel ks = plugin::open_kernel(kernel, ko);
   const checker::KernelRun run = checker::run_kernel(*ks.kernel, g);
   checker::CheckOptions co;
   co.criterion = checker::Criterion::of_class(accuracy_class);

@@ -12,13 +12,9 @@
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/checker/diagnose.hpp"
 #include "ropecheck/plugin/client.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 
 namespace ropecheck::cli {
-
-// The `check --kernel` name of a props target: --kernel LIB.so as given, kernel:RECIPE[-bf16out] ->
-// builtin:RECIPE, cuda:RECIPE[-bf16out] -> builtin-cuda:RECIPE; nullopt for targets that are not such
-// kernels (the reference, the scalar hf-fp32, mutants).
-std::optional<std::string> check_kernel_of(const std::string& target, const std::string& kernel_path);
 
 struct CounterexampleDiagnosis {
   std::string positions;  // the golden set's --positions
@@ -27,8 +23,8 @@ struct CounterexampleDiagnosis {
 };
 
 // nullopt when the counterexample cannot be replayed as a golden set (a negative position, a
-// sinusoidal spec). Throws what the golden writer and the kernel source throw.
-std::optional<CounterexampleDiagnosis> diagnose_counterexample(const std::string& kernel, const EncodingSpec& spec,
+// sinusoidal spec). Throws what the golden writer and the kernel factory throw.
+std::optional<CounterexampleDiagnosis> diagnose_counterexample(const plugin::KernelName& kernel, const EncodingSpec& spec,
                                                                std::int64_t position, DType dtype,
                                                                accuracy::AccuracyClass accuracy_class,
                                                                const plugin::PluginClientOptions& plugin);

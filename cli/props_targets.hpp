@@ -1,28 +1,22 @@
-// Kernels under test that the property suite cannot make by itself (props must not depend on golden or
-// on the CUDA runtime): a kernel plugin (`ropecheck props --kernel LIB.so`) and ropecheck's CUDA
-// kernels (`ropecheck props --target cuda:RECIPE`), both behind props' one generic target
-// (props/kut_target.hpp).
+// A kernel by name (plugin/kernel_name.hpp) as a property-suite target: where props and the kernel factory
+// meet, so that props itself links neither plugins nor the CUDA runtime (`ropecheck props --kernel NAME`).
 #pragma once
 
-#include <filesystem>
 #include <memory>
+#include <optional>
 
-#include "ropecheck/plugin/client.hpp"
+#include "ropecheck/accuracy/error_model.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 #include "ropecheck/props/target.hpp"
 
 namespace ropecheck::cli {
 
-// Loads the plugin (the plugin client: isolation, load errors as one-line InputError) as a Target
-// named "plugin:NAME" that claims `accuracy` with outputs requested in `dtype`; with_output offers
-// every ABI dtype (the plugin answers UNSUPPORTED for those it does not implement).
-std::unique_ptr<props::Target> make_plugin_target(const std::filesystem::path& library,
-                                                  accuracy::AccuracyClass accuracy = accuracy::AccuracyClass::fp32_angle,
-                                                  DType dtype = DType::f32, const plugin::PluginClientOptions& options = {});
-
-// Registers "cuda:<recipe>" (f32 outputs) and "cuda:<recipe>-bf16out" for every recipe: ropecheck's
-// CUDA kernel claiming the class of the CPU kernel of the same recipe and dtype
-// (props::kernel_claimed_class). Making one without a GPU throws one line, "--target cuda:hf: no
-// CUDA device (...)" (or "... built without CUDA"), unless ROPECHECK_CUDA_EMULATION=1 (host emulation).
-void register_cuda_targets();
+// The kernel as a target offering every output dtype (with_output; a dtype the kernel does not implement
+// is answered unsupported), first in `dtype`. Its class: `claimed` (--class) in every dtype, else for
+// ropecheck's own kernels the class of their recipe in each dtype (props::kernel_claimed_class), for a
+// plugin fp32-angle. Named "builtin:RECIPE" / "cuda:RECIPE", or "plugin:" and the name the plugin reports.
+// InputError as plugin::open_kernel.
+std::unique_ptr<props::Target> kernel_target(const plugin::KernelName& name, std::optional<accuracy::AccuracyClass> claimed,
+                                             DType dtype, const plugin::PluginClientOptions& isolation);
 
 }  // namespace ropecheck::cli

@@ -45,12 +45,7 @@ std::vector<AccuracyClass> CheckReport::satisfied_classes() const {
 
 CheckPart check_candidate_part(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options,
                                const Shard& shard) {
-  if (options.criterion.kind == Criterion::Kind::max_ulp && !(options.criterion.max_ulp >= 0))
-    throw InputError("--max-ulp must be a non-negative number");
-  if (options.criterion.kind == Criterion::Kind::tolerance &&
-      !(options.criterion.atol >= 0 && options.criterion.rtol >= 0 && std::isfinite(options.criterion.atol) &&
-        std::isfinite(options.criterion.rtol)))
-    throw InputError("--atol and --rtol must be non-negative numbers");
+  validate(options.criterion);
 
   const std::vector<std::string> outputs = golden.output_names();
   const std::set<std::string> output_set(outputs.begin(), outputs.end());

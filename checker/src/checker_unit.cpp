@@ -10,3 +10,4 @@
 #include "check_report_json.cpp"
 #include "check_report_text.cpp"
 #include "kernel_run.cpp"
+#include "run_check.cpp"

@@ -1,4 +1,4 @@
-// run_compare: two candidates on the same inputs at the same positions (sweep.hpp, DRIFT.md
+// run_compare: two kernels on the same inputs at the same positions (sweep.hpp, DRIFT.md
 // "Comparing two candidates").
 #include <algorithm>
 #include <chrono>
@@ -51,12 +51,12 @@ void CompareMetrics::merge(const CompareMetrics& o) {
   saturated += o.saturated;
 }
 
-CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, const std::string& b_name,
+CompareResult run_compare(const EncodingSpec& spec, const plugin::KernelName& a_name, const plugin::KernelName& b_name,
                           const DriftOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   Setup s = detail::make_setup(spec, options, 2);
-  std::unique_ptr<Candidate> A = make_candidate(a_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
-  std::unique_ptr<Candidate> B = make_candidate(b_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
+  std::unique_ptr<SweptKernel> A = make_swept_kernel(a_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
+  std::unique_ptr<SweptKernel> B = make_swept_kernel(b_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
 
   CompareResult res;
   res.spec = spec;
@@ -240,8 +240,8 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
       }
     }
   }
-  for (const Candidate* c : {A.get(), B.get()})
-    if (const Candidate::KernelFailures f = c->failures(); f.failed > 0) res.kernel_failures.push_back(describe_failures(f));
+  for (const SweptKernel* c : {A.get(), B.get()})
+    if (const SweptKernel::KernelFailures f = c->failures(); f.failed > 0) res.kernel_failures.push_back(describe_failures(f));
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

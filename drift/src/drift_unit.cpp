@@ -4,7 +4,7 @@
 // a new path.
 #include "sampling.cpp"
 #include "exact.cpp"
-#include "candidate.cpp"
+#include "swept_kernel.cpp"
 #include "uniqueness.cpp"
 #include "sweep_setup.cpp"
 #include "sweep.cpp"

@@ -81,11 +81,11 @@ void ExactRope::cos_sin_row(const Position& p, std::span<DD> cos_out, std::span<
     cos_sin(p, j, cos_out[static_cast<std::size_t>(j)], sin_out[static_cast<std::size_t>(j)]);
 }
 
-double wrapped_angle_error(double candidate, const DD& c, const DD& s) {
-  if (!std::isfinite(candidate)) return std::nan("");
+double wrapped_angle_error(double kernel, const DD& c, const DD& s) {
+  if (!std::isfinite(kernel)) return std::nan("");
   // sin(x - t) = sin x cos t - cos x sin t, cos(x - t) = cos x cos t + sin x sin t. sin x and cos x
   // of a double x come from libm (within an ulp); the exact side contributes its DD head and tail.
-  const double sx = std::sin(candidate), cx = std::cos(candidate);
+  const double sx = std::sin(kernel), cx = std::cos(kernel);
   const double ct = c.hi + c.lo, st = s.hi + s.lo;
   const double sd = std::fma(sx, ct, -cx * st);
   const double cd = std::fma(cx, ct, sx * st);

@@ -22,9 +22,9 @@ std::string find_gnuplot() {
   std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
-    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / "gnuplot";
+    const fs::path kernel = fs::path(dir.empty() ? "." : dir) / "gnuplot";
     std::error_code ec;
-    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    if (fs::is_regular_file(kernel, ec) && ::access(kernel.c_str(), X_OK) == 0) return kernel.string();
   }
   return {};
 }

@@ -96,7 +96,7 @@ Uniqueness uniqueness_from(const PartReader& r, const json& j) {
 json setup_json(const DriftResult& r) {
   const DriftOptions& o = r.options;
   json names = json::array();
-  for (const CandidateResult& c : r.candidates) names.push_back(c.name);
+  for (const KernelResult& c : r.kernels) names.push_back(c.name);
   return {{"spec", spec_to_json(r.spec)},
           {"storage_dtype", to_string(o.storage)},
           {"seq_len", r.seq_len},
@@ -117,7 +117,7 @@ json setup_json(const DriftResult& r) {
 
 nlohmann::json part_to_json(const DriftResult& r, const nlohmann::json& run) {
   json cands = json::array();
-  for (const CandidateResult& c : r.candidates) {
+  for (const KernelResult& c : r.kernels) {
     json positions = json::array();
     for (std::int64_t i = r.first_sample; i < r.last_sample; ++i)
       positions.push_back(metrics_json(c.positions[static_cast<std::size_t>(i)]));
@@ -194,7 +194,7 @@ MergedDrift merge_drift_parts(const std::vector<nlohmann::json>& parts, const st
   const std::size_t n = res.plan.positions.size();
 
   const std::vector<std::string> cand_names = r0.strings(setup, "candidates");
-  res.candidates.resize(cand_names.size());
+  res.kernels.resize(cand_names.size());
   for (std::size_t k : order) {
     const PartReader r{names[k], "drift part"};
     const json& j = parts[k];
@@ -206,7 +206,7 @@ MergedDrift merge_drift_parts(const std::vector<nlohmann::json>& parts, const st
     if (!cands.is_array() || cands.size() != cand_names.size()) r.bad("'candidates' does not match 'setup'");
     for (std::size_t c = 0; c < cand_names.size(); ++c) {
       const json& cj = cands[c];
-      CandidateResult& cr = res.candidates[c];
+      KernelResult& cr = res.kernels[c];
       if (k == order.front()) {
         cr.name = r.str(cj, "name");
         cr.description = r.str(cj, "description");
@@ -243,7 +243,7 @@ MergedDrift merge_drift_parts(const std::vector<nlohmann::json>& parts, const st
     for (const std::string& f : r.strings(j, "kernel_failures")) res.kernel_failures.push_back(f);
     res.seconds += r.dbl(j, "seconds");
   }
-  for (CandidateResult& c : res.candidates) {
+  for (KernelResult& c : res.kernels) {
     if (o.uniqueness && !c.uniqueness) r0.bad("no part ran the uniqueness pass of " + c.name);
     summarize_positions(c, res.plan, o.shifts.size());
   }

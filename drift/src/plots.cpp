@@ -62,8 +62,8 @@ using detail::num;
 
 namespace {
 
-// The four drift plots. plot_data.csv columns (1-based): 1 candidate, 2 position, 3 angle, 4 cos_sin, 5 rot_ulp,
-// 6 rot_rel, 7 shift; one data block per candidate, in r.candidates order.
+// The four drift plots. plot_data.csv columns (1-based): 1 kernel, 2 position, 3 angle, 4 cos_sin, 5 rot_ulp,
+// 6 rot_rel, 7 shift; one data block per kernel, in r.kernels order.
 struct DriftPlot {
   const char* file;
   std::string title;
@@ -87,13 +87,13 @@ std::vector<DriftPlot> drift_plots(const DriftResult& r) {
   };
 }
 
-bool plots_candidate(const DriftPlot& p, const CandidateResult& c) { return !p.rows_only || c.has_rows; }
+bool plots_kernel(const DriftPlot& p, const KernelResult& c) { return !p.rows_only || c.has_rows; }
 
 // gnuplot refuses a plot whose every point is undefined, and log axes leave out 0 and position 0: a plot is
-// drawn only when some candidate it shows has a positive value at a position > 0.
+// drawn only when some kernel it shows has a positive value at a position > 0.
 bool drawable(const DriftPlot& p, const DriftResult& r) {
-  for (const CandidateResult& c : r.candidates) {
-    if (!plots_candidate(p, c)) continue;
+  for (const KernelResult& c : r.kernels) {
+    if (!plots_kernel(p, c)) continue;
     for (std::size_t i = 0; i < c.positions.size() && i < r.plan.positions.size(); ++i)
       if (r.plan.positions[i] > 0 && p.value(c.positions[i]) > 0) return true;
   }
@@ -127,9 +127,9 @@ std::string drift_gnuplot_script(const DriftResult& r) {
                      quoted(fmt::format("{}, {} storage: {} (upper envelope)", name, dt, p.title)),
                      quoted(p.ylabel));
     bool any = false;
-    for (std::size_t i = 0; i < r.candidates.size(); ++i) {
-      const CandidateResult& c = r.candidates[i];
-      if (!plots_candidate(p, c)) continue;
+    for (std::size_t i = 0; i < r.kernels.size(); ++i) {
+      const KernelResult& c = r.kernels[i];
+      if (!plots_kernel(p, c)) continue;
       s += fmt::format("{}  \"plot_data.csv\" index {} using (pos($2)):(pos(${})) with lines lc rgb \"{}\" dt {} title {}",
                        any ? ", \\\n" : "", i, p.column, kColours[i % 12], c.known_bad ? 2 : 1, quoted(c.name));
       any = true;
@@ -142,10 +142,10 @@ std::string drift_gnuplot_script(const DriftResult& r) {
 std::string drift_plot_data_csv(const DriftResult& r) {
   std::string out = "candidate,position,angle_err,cos_sin_err,rot_ulp,rot_rel,shift_err\n";
   const std::vector<std::int64_t>& pos = r.plan.positions;
-  for (const CandidateResult& c : r.candidates) {
+  for (const KernelResult& c : r.kernels) {
     // Candidates are separated by two blank lines: gnuplot's data blocks (`index i`), which most
     // CSV readers skip (pandas' skip_blank_lines).
-    if (&c != &r.candidates.front()) out += "\n\n";
+    if (&c != &r.kernels.front()) out += "\n\n";
     const std::vector<Metrics>& m = c.positions;
     auto env = [&](std::size_t i, auto get) { return envelope(pos, i, [&](std::size_t k) { return get(m[k]); }); };
     for (std::size_t i = 0; i < pos.size(); ++i) {

@@ -73,7 +73,7 @@ nlohmann::json to_json(const DriftResult& r, const std::string& command_line) {
   for (accuracy::AccuracyClass c : accuracy::kAccuracyClasses) classes.push_back(accuracy::to_string(c));
   j["classes"] = classes;
   json cands = json::array();
-  for (const CandidateResult& c : r.candidates) {
+  for (const KernelResult& c : r.kernels) {
     json bins = json::array();
     for (std::size_t i = 0; i < c.bins.size(); ++i) {
       json b = metrics(c.bins[i], r.options.shifts);

@@ -35,7 +35,7 @@ std::string bins_csv(const DriftResult& r) {
                     "table_err_max,table_err_rms,rot_ulp_max,rot_ulp_rms,rot_rel_max,rot_rel_rms";
   for (std::int64_t s : r.options.shifts) out += fmt::format(",shift_{0}_max,shift_{0}_rms", s);
   out += ",nonfinite,distinct_below_hi\n";
-  for (const CandidateResult& c : r.candidates)
+  for (const KernelResult& c : r.kernels)
     for (std::size_t i = 0; i < c.bins.size(); ++i) {
       const Metrics& m = c.bins[i];
       out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", field(c.name), i, r.plan.bins[i].lo,
@@ -53,7 +53,7 @@ std::string positions_csv(const DriftResult& r) {
   std::string out = "candidate,position,bin,angle_err_max,angle_err_rms,cos_sin_err_max,table_err_max,rot_ulp_max,rot_rel_max";
   for (std::int64_t s : r.options.shifts) out += fmt::format(",shift_{}_max", s);
   out += ",nonfinite\n";
-  for (const CandidateResult& c : r.candidates)
+  for (const KernelResult& c : r.kernels)
     for (std::size_t i = 0; i < c.positions.size(); ++i) {
       const Metrics& m = c.positions[i];
       out += fmt::format("{},{},{},{},{},{},{},{},{}", field(c.name), r.plan.positions[i], r.plan.bin_of[i], num(m.angle),
@@ -66,7 +66,7 @@ std::string positions_csv(const DriftResult& r) {
 
 std::string breakdown_csv(const DriftResult& r) {
   std::string out = "candidate,class,position,quantity,head,pair,channel,error,allowed\n";
-  for (const CandidateResult& c : r.candidates)
+  for (const KernelResult& c : r.kernels)
     for (const Breakdown& b : c.breakdown) {
       out += field(c.name) + "," + std::string(accuracy::to_string(b.cls)) + "," + opt_pos(b.position);
       if (b.position)
@@ -80,7 +80,7 @@ std::string breakdown_csv(const DriftResult& r) {
 
 std::string uniqueness_csv(const DriftResult& r) {
   std::string out = "candidate,positions,distinct,first_collision,collides_with\n";
-  for (const CandidateResult& c : r.candidates) {
+  for (const KernelResult& c : r.kernels) {
     if (!c.uniqueness) continue;
     const Uniqueness& u = *c.uniqueness;
     out += fmt::format("{},{},{},{},{}\n", field(c.name), u.positions, u.distinct, opt_pos(u.first_collision),
@@ -100,13 +100,13 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
       N - 1, r.plan.positions.size(), r.plan.options.window, r.plan.options.per_octave, to_string(r.options.storage),
       r.options.heads, r.options.seed, r.seq_len, to_string(r.options.storage));
 
-  s += "## Candidate x metric (max over all sampled positions)\n\n| candidate | angle err (rad) | cos/sin err (f32) | "
+  s += "## SweptKernel x metric (max over all sampled positions)\n\n| candidate | angle err (rad) | cos/sin err (f32) | "
        "table err | rotated (ulp) | rotated (/M) |";
   for (std::int64_t sh : r.options.shifts) s += fmt::format(" shift {} |", sh);
   s += " non-finite | distinct positions | first collision |\n|---|---|---|---|---|---|";
   for (std::size_t i = 0; i < r.options.shifts.size(); ++i) s += "---|";
   s += "---|---|---|\n";
-  for (const CandidateResult& c : r.candidates) {
+  for (const KernelResult& c : r.kernels) {
     const Metrics& m = c.total;
     s += fmt::format("| {}{} | {} | {} | {} | {} | {} |", c.name, c.known_bad ? " (known bad)" : "", md(m.angle),
                      md(m.trig), md(m.table), md(m.rot_ulp), md(m.rot_rel));
@@ -128,7 +128,7 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
   s += "\n|---|";
   for (std::size_t i = 0; i < accuracy::kAccuracyClasses.size(); ++i) s += "---|";
   s += "\n";
-  for (const CandidateResult& c : r.candidates) {
+  for (const KernelResult& c : r.kernels) {
     s += "| " + c.name + " |";
     for (const Breakdown& b : c.breakdown)
       s += fmt::format(" {}{} |", md_pos(b.position),
@@ -137,23 +137,23 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
   }
 
   s += "\n## Angle error per bin (max, rad)\n\n| positions |";
-  for (const CandidateResult& c : r.candidates) s += " " + c.name + " |";
+  for (const KernelResult& c : r.kernels) s += " " + c.name + " |";
   s += "\n|---|";
-  for (std::size_t i = 0; i < r.candidates.size(); ++i) s += "---|";
+  for (std::size_t i = 0; i < r.kernels.size(); ++i) s += "---|";
   s += "\n";
   for (std::size_t b = 0; b < r.plan.bins.size(); ++b) {
     s += "| " + bin_label(r.plan.bins[b]) + " |";
-    for (const CandidateResult& c : r.candidates) s += fmt::format(" {} |", md(c.bins[b].angle));
+    for (const KernelResult& c : r.kernels) s += fmt::format(" {} |", md(c.bins[b].angle));
     s += "\n";
   }
   s += "\n## Rotated error per bin (max, ulp of " + std::string(to_string(r.options.storage)) + ")\n\n| positions |";
-  for (const CandidateResult& c : r.candidates) s += " " + c.name + " |";
+  for (const KernelResult& c : r.kernels) s += " " + c.name + " |";
   s += "\n|---|";
-  for (std::size_t i = 0; i < r.candidates.size(); ++i) s += "---|";
+  for (std::size_t i = 0; i < r.kernels.size(); ++i) s += "---|";
   s += "\n";
   for (std::size_t b = 0; b < r.plan.bins.size(); ++b) {
     s += "| " + bin_label(r.plan.bins[b]) + " |";
-    for (const CandidateResult& c : r.candidates) s += fmt::format(" {} |", md(c.bins[b].rot_ulp));
+    for (const KernelResult& c : r.kernels) s += fmt::format(" {} |", md(c.bins[b].rot_ulp));
     s += "\n";
   }
   return s;

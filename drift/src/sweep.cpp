@@ -1,4 +1,4 @@
-// run_drift: every candidate against the exact reference (sweep.hpp, drift/DRIFT.md).
+// run_drift: every kernel against the exact reference (sweep.hpp, drift/DRIFT.md).
 #include "ropecheck/drift/sweep.hpp"
 
 #include <algorithm>
@@ -74,7 +74,7 @@ ClassBounds class_bounds(DType storage) {
 }
 
 // All measurements of one sample (sweep.hpp, Metrics; DRIFT.md "Metrics").
-void measure_sample(const Setup& s, const Candidate& c, const ClassBounds& cb, std::int64_t i, const float* x,
+void measure_sample(const Setup& s, const SweptKernel& c, const ClassBounds& cb, std::int64_t i, const float* x,
                     const double* rot, const double* tcos, const double* tsin, Metrics& m, SampleCheck& check,
                     std::vector<double>& angles, std::vector<float>& fc, std::vector<float>& fs) {
   const std::int64_t p = s.plan.positions[sz(i)];
@@ -199,9 +199,9 @@ void measure_sample(const Setup& s, const Candidate& c, const ClassBounds& cb, s
   }
 }
 
-CandidateResult sweep_candidate(const Setup& s, Candidate& c) {
+KernelResult sweep_kernel(const Setup& s, SweptKernel& c) {
   const auto t0 = std::chrono::steady_clock::now();
-  CandidateResult r;
+  KernelResult r;
   r.name = c.name();
   r.description = c.description();
   r.known_bad = c.known_bad();
@@ -269,7 +269,7 @@ CandidateResult sweep_candidate(const Setup& s, Candidate& c) {
 
 }  // namespace
 
-void summarize_positions(CandidateResult& r, const SamplingPlan& plan, std::size_t shifts) {
+void summarize_positions(KernelResult& r, const SamplingPlan& plan, std::size_t shifts) {
   r.bins.assign(plan.bins.size(), Metrics{});
   for (Metrics& b : r.bins) b.shift.assign(shifts, Stat{});
   r.total = Metrics{};
@@ -278,13 +278,13 @@ void summarize_positions(CandidateResult& r, const SamplingPlan& plan, std::size
   for (const Metrics& b : r.bins) r.total.merge(b);
 }
 
-DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> names, const DriftOptions& options) {
+DriftResult run_drift(const EncodingSpec& spec, std::span<const plugin::KernelName> names, const DriftOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (names.empty()) throw SpecError("--recipes: no recipe given");
   Setup s = detail::make_setup(spec, options, names.size());
-  // Every candidate first, so that a bad name or plugin fails before any long computation.
-  std::vector<std::unique_ptr<Candidate>> cands;
-  for (const std::string& n : names) cands.push_back(make_candidate(n, spec, options.storage, s.seq_len, s.threads, options.plugin));
+  // Every kernel first, so that a bad name or plugin fails before any long computation.
+  std::vector<std::unique_ptr<SweptKernel>> cands;
+  for (const plugin::KernelName& n : names) cands.push_back(make_swept_kernel(n, spec, options.storage, s.seq_len, s.threads, options.plugin));
 
   DriftResult res;
   res.spec = spec;
@@ -294,8 +294,8 @@ DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> nam
   res.attention_factor = s.att_f64;
   std::tie(res.first_sample, res.last_sample) = shard_range(s.samples(), options.shard, "sampled positions");
   for (std::size_t k = 0; k < cands.size(); ++k) {
-    Candidate* c = cands[k].get();
-    CandidateResult r = sweep_candidate(s, *c);
+    SweptKernel* c = cands[k].get();
+    KernelResult r = sweep_kernel(s, *c);
     const double sweep_s = r.seconds;
     if (options.uniqueness && static_cast<int>(k % static_cast<std::size_t>(options.shard.count)) == options.shard.index - 1) {
       r.uniqueness = measure_uniqueness(*c, spec.rope, options.sampling.max_pos, s.edges, s.threads);
@@ -304,10 +304,10 @@ DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> nam
     if (options.progress)
       options.progress(fmt::format("{}: sweep {:.2f} s{}", r.name, sweep_s,
                                    r.uniqueness ? fmt::format(", uniqueness {:.2f} s", r.uniqueness->seconds) : ""));
-    res.candidates.push_back(std::move(r));
+    res.kernels.push_back(std::move(r));
   }
   for (const auto& c : cands)
-    if (const Candidate::KernelFailures f = c->failures(); f.failed > 0) res.kernel_failures.push_back(describe_failures(f));
+    if (const SweptKernel::KernelFailures f = c->failures(); f.failed > 0) res.kernel_failures.push_back(describe_failures(f));
   res.seconds = seconds_since(t0);
   return res;
 }

@@ -13,7 +13,7 @@ namespace ropecheck::drift::detail {
 namespace {
 }  // namespace
 
-Setup make_setup(const EncodingSpec& spec, const DriftOptions& options, std::size_t candidates) {
+Setup make_setup(const EncodingSpec& spec, const DriftOptions& options, std::size_t kernels) {
   if (spec.family != Family::rope)
     throw SpecError("drift measures RoPE only; '" + spec.name + "' is a sinusoidal spec");
   validate(spec);
@@ -29,7 +29,7 @@ Setup make_setup(const EncodingSpec& spec, const DriftOptions& options, std::siz
   if (o.seq_len && (*o.seq_len < 1 || *o.seq_len > kMaxPosition))
     throw SpecError("--seq-len must be >= 1, got " + std::to_string(*o.seq_len));
 
-  drift::require_memory(spec, o, candidates);
+  drift::require_memory(spec, o, kernels);
 
   Setup s;
   s.spec = spec;
@@ -93,7 +93,7 @@ Chunk make_chunk(const Setup& s, std::int64_t begin, std::int64_t end) {
   return c;
 }
 
-void run_chunk(Candidate& c, const Setup& s, const Chunk& chunk, ChunkOutput& out) {
+void run_chunk(SweptKernel& c, const Setup& s, const Chunk& chunk, ChunkOutput& out) {
   out.rot.assign(chunk.x.size(), 0.0);
   c.rotate(chunk.token_positions, s.heads, chunk.x, out.rot);
   out.has_table = c.has_table();
@@ -109,32 +109,32 @@ void run_chunk(Candidate& c, const Setup& s, const Chunk& chunk, ChunkOutput& ou
 
 namespace ropecheck::drift {
 
-std::uint64_t estimate_memory_bytes(const EncodingSpec& spec, const DriftOptions& o, std::size_t candidates) {
+std::uint64_t estimate_memory_bytes(const EncodingSpec& spec, const DriftOptions& o, std::size_t kernels) {
   // In double: head_dim and the sample count can be far beyond what fits, and the estimate must say so.
   const auto n = static_cast<double>(make_sampling_plan(o.sampling).positions.size());
   const auto N = static_cast<double>(o.sampling.max_pos);
   const double P = rope_pairs(spec.rope), D = spec.rope.head_dim, H = o.heads;
   const auto S = static_cast<double>(o.shifts.size());
-  const double K = 2 + 2 * S, C = static_cast<double>(std::max<std::size_t>(candidates, 2));
+  const double K = 2 + 2 * S, C = static_cast<double>(std::max<std::size_t>(kernels, 2));
   const double chunk = std::min<double>(n, static_cast<double>(detail::kSamplesPerChunk));
   constexpr double kUniqueChunk = 16384, kF = sizeof(float), kD = sizeof(double);
   double b = n * P * 2 * sizeof(DD);                              // exact cos / sin rows
-  b += C * n * (sizeof(Metrics) + S * sizeof(Stat) + 8);          // per-sample metrics of every candidate
-  b += chunk * K * (H * D * (kF + 2 * kD) + 8);                   // a chunk's inputs and two candidates' outputs
-  b += chunk * P * 4 * kD;                                        // two candidates' cos / sin tables
+  b += C * n * (sizeof(Metrics) + S * sizeof(Stat) + 8);          // per-sample metrics of every kernel
+  b += chunk * K * (H * D * (kF + 2 * kD) + 8);                   // a chunk's inputs and two kernels' outputs
+  b += chunk * P * 4 * kD;                                        // two kernels' cos / sin tables
   if (o.uniqueness) b += N * sizeof(RowHash) + kUniqueChunk * D * (kF + 2 * kD);
   b *= 2;  // a plugin's shared arena holds a call's inputs and outputs again; allocator slack
   b += 64.0 * (1 << 20);  // the program itself
   return static_cast<std::uint64_t>(std::min(b, 0x1p63));
 }
 
-void require_memory(const EncodingSpec& spec, const DriftOptions& o, std::size_t candidates) {
-  io::require_memory(estimate_memory_bytes(spec, o, candidates), o.max_memory,
+void require_memory(const EncodingSpec& spec, const DriftOptions& o, std::size_t kernels) {
+  io::require_memory(estimate_memory_bytes(spec, o, kernels), o.max_memory,
                          "drift over " + std::to_string(make_sampling_plan(o.sampling).positions.size()) +
                              " sampled positions (--max-pos " + std::to_string(o.sampling.max_pos) + ", --window " +
                              std::to_string(o.sampling.window) + ", --per-octave " + std::to_string(o.sampling.per_octave) +
                              ") x --heads " + std::to_string(o.heads) + " x head_dim " +
-                             std::to_string(spec.rope.head_dim) + " x " + std::to_string(candidates) + " candidates");
+                             std::to_string(spec.rope.head_dim) + " x " + std::to_string(kernels) + " candidates");
 }
 
 }  // namespace ropecheck::drift

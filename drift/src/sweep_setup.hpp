@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "ropecheck/drift/candidate.hpp"
+#include "ropecheck/drift/swept_kernel.hpp"
 #include "ropecheck/drift/exact.hpp"
 #include "ropecheck/drift/sweep.hpp"
 
@@ -36,12 +36,12 @@ struct Setup {
   std::int64_t key_position(std::int64_t p) const { return p > opt.key_distance ? p - opt.key_distance : 0; }
 };
 
-// Validates the spec (RoPE only) and the options, refuses a run of `candidates` candidates estimated
+// Validates the spec (RoPE only) and the options, refuses a run of `kernels` kernels estimated
 // beyond options.max_memory (require_memory), builds the plan and the exact rows (threads).
-Setup make_setup(const EncodingSpec& spec, const DriftOptions& options, std::size_t candidates);
+Setup make_setup(const EncodingSpec& spec, const DriftOptions& options, std::size_t kernels);
 
 // One chunk of samples [begin, end): positions of its tokens, their inputs (q tokens carry the
-// sample's q vectors, k tokens its k vectors) and the candidate's outputs.
+// sample's q vectors, k tokens its k vectors) and the kernel's outputs.
 struct Chunk {
   std::int64_t begin = 0, end = 0;
   std::vector<std::int64_t> token_positions;  // (end - begin) * K
@@ -55,7 +55,7 @@ struct ChunkOutput {
   std::vector<double> tcos, tsin;  // [sample][pair] when has_table
   bool has_table = false;
 };
-void run_chunk(Candidate& c, const Setup& s, const Chunk& chunk, ChunkOutput& out);
+void run_chunk(SweptKernel& c, const Setup& s, const Chunk& chunk, ChunkOutput& out);
 
 // Samples per chunk: bounds the memory of one chunk's outputs.
 inline constexpr std::int64_t kSamplesPerChunk = 512;

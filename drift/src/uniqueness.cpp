@@ -112,7 +112,7 @@ Uniqueness uniqueness_from_hashes(std::span<const RowHash> hashes, std::span<con
   return u;
 }
 
-Uniqueness measure_uniqueness(Candidate& c, const RopeSpec& spec, std::int64_t n, std::span<const std::int64_t> edges,
+Uniqueness measure_uniqueness(SweptKernel& c, const RopeSpec& spec, std::int64_t n, std::span<const std::int64_t> edges,
                               int threads, const std::function<void(std::int64_t)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const int P = rope_pairs(spec), D = spec.head_dim;

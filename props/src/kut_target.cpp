@@ -10,9 +10,10 @@ std::size_t element_size(DType t) { return static_cast<std::size_t>(format_info(
 
 class KutTarget final : public Target {
  public:
-  KutTarget(std::shared_ptr<kut::KernelUnderTest> kernel, TargetInfo info, bool every_dtype)
-      : kernel_(std::move(kernel)), info_(std::move(info)), every_dtype_(every_dtype) {
+  KutTarget(std::shared_ptr<kut::KernelUnderTest> kernel, TargetInfo info, bool every_dtype, ClassClaim claim)
+      : kernel_(std::move(kernel)), info_(std::move(info)), every_dtype_(every_dtype), claim_(std::move(claim)) {
     info_.negative_positions = kernel_->info().capabilities.negative_positions;
+    if (claim_) info_.accuracy = claim_(info_.dtype);
   }
   const TargetInfo& info() const override { return info_; }
 
@@ -44,7 +45,7 @@ class KutTarget final : public Target {
     if (!every_dtype_) return nullptr;
     TargetInfo info = info_;
     info.dtype = dtype;
-    return std::make_unique<KutTarget>(kernel_, std::move(info), true);
+    return std::make_unique<KutTarget>(kernel_, std::move(info), true, claim_);
   }
 
   bool sinusoidal(const EncodingSpec& spec, std::span<const std::int64_t> positions, std::span<double> out) override {
@@ -85,6 +86,7 @@ class KutTarget final : public Target {
   std::shared_ptr<kut::KernelUnderTest> kernel_;
   TargetInfo info_;
   bool every_dtype_;
+  ClassClaim claim_;
   std::vector<std::byte> buf_;
   std::int64_t failed_ = 0, calls_ = 0;
   std::string first_;
@@ -92,8 +94,22 @@ class KutTarget final : public Target {
 
 }  // namespace
 
-std::unique_ptr<Target> make_kut_target(std::shared_ptr<kut::KernelUnderTest> kernel, TargetInfo info, bool every_dtype) {
-  return std::make_unique<KutTarget>(std::move(kernel), std::move(info), every_dtype);
+accuracy::AccuracyClass kernel_claimed_class(kernels::Recipe recipe, DType storage) {
+  switch (recipe) {
+    case kernels::Recipe::accurate: return storage == DType::f32 ? accuracy::AccuracyClass::f32_reduced : accuracy::AccuracyClass::fp64_angle;
+    case kernels::Recipe::meta:
+    case kernels::Recipe::ggml: return accuracy::AccuracyClass::fp32_angle;
+    case kernels::Recipe::bf16_table: return accuracy::AccuracyClass::bf16_table;
+    case kernels::Recipe::f16_table: return accuracy::AccuracyClass::f16_table;
+    default:  // hf and the known-bad recipes built on it: hf rounds its tables and rotation to the storage dtype
+      return storage == DType::bf16 ? accuracy::AccuracyClass::bf16_table
+                                    : (storage == DType::f16 ? accuracy::AccuracyClass::f16_table : accuracy::AccuracyClass::fp32_angle);
+  }
+}
+
+std::unique_ptr<Target> make_kut_target(std::shared_ptr<kut::KernelUnderTest> kernel, TargetInfo info, bool every_dtype,
+                                        ClassClaim claim) {
+  return std::make_unique<KutTarget>(std::move(kernel), std::move(info), every_dtype, std::move(claim));
 }
 
 }  // namespace ropecheck::props

@@ -17,7 +17,6 @@
 #include <utility>
 
 #include "ropecheck/kernels/scalar_recipes.hpp"
-#include "ropecheck/props/kernel_targets.hpp"
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
 #include "ropecheck/reference/presets.hpp"
@@ -604,7 +603,6 @@ void register_builtin_targets() {
           "scalar CPU kernel, Hugging Face Llama recipe in float32, output " + std::string(to_string(t)) +
               " (class fp32-angle)");
     }
-    register_kernel_targets();  // kernel:<recipe>, kernel:<recipe>-bf16out (kernel_targets.hpp)
     for (const MutantDef& d : mutant_defs())
       register_target(
           std::string("mutant:") + d.name, [&d] { return make_bug_target(d); },

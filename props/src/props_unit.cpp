@@ -8,4 +8,3 @@
 #include "suite_baseline.cpp"
 #include "target.cpp"
 #include "kut_target.cpp"
-#include "kernel_targets.cpp"

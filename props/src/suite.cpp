@@ -272,6 +272,9 @@ SuiteReport run_suite(Target& target, const EncodingSpec* spec, const SuiteOptio
       continue;
     }
     report.dtypes.emplace_back(to_string(d));
+    if (other->info().accuracy != target.info().accuracy)  // a kernel whose claim depends on the dtype
+      report.dtype_notes.push_back("output " + std::string(to_string(d)) + ": judged with class " +
+                                   std::string(to_string(other->info().accuracy)) + " (the target's claim for that dtype)");
     run_properties(*other, spec, options, defs, report, spec_reports);
   }
   return report;

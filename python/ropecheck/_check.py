@@ -58,6 +58,8 @@ class Report:
         # The diagnosis of a failing check (checker/DIAGNOSIS.md): which known mistake explains the
         # failing elements, ranked; None when the check was not diagnosed.
         self.diagnosis: dict | None = self.json.get("diagnosis")
+        # check(..., baseline=): the comparison with the earlier report (a regression fails the verdict).
+        self.baseline: dict | None = self.json.get("baseline")
 
     def __bool__(self) -> bool:
         return self.passed
@@ -123,39 +125,48 @@ def _run_kernel(golden: Golden, fn: Kernel, dtypes: Iterable[str], layout: str) 
     return out
 
 
-def check(golden: Golden, candidate: Mapping[str, Any] | Kernel, *, cls: str | None = None,
+def _as_candidate(golden: Golden, candidate: Any, dtypes: Iterable[str] | None, layout: str,
+                  only: Iterable[str] | str | None) -> tuple[list, str, dict[str, Any], list[str]]:
+    """(tensors, kernel name, candidate_source, only) for _core.check from what check() was given."""
+    if isinstance(only, str):
+        only = only.split(",")
+    if isinstance(candidate, str):  # a kernel by name: the C++ side runs it, as `ropecheck check --kernel`
+        return [], candidate, {}, list(only or [])
+    source: dict[str, Any] = {"kind": "python"}
+    if callable(candidate) and not isinstance(candidate, Mapping):
+        dtypes = list(dtypes) if dtypes is not None else [d for d in golden.dtypes if d != "f64"] or ["f64"]
+        source = {"kind": "python-callable", "name": getattr(candidate, "__qualname__", type(candidate).__name__)}
+        candidate = _run_kernel(golden, candidate, dtypes, layout)
+        only = list(candidate) if only is None else only
+    elif not isinstance(candidate, Mapping):
+        raise InputError("candidate: expected a mapping of name -> array, a kernel callable or a kernel name, "
+                         f"got {type(candidate).__name__}")
+    return _candidate_tensors(golden, candidate, layout), "", source, list(only or [])
+
+
+def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str, *, cls: str | None = None,
           max_ulp: float | None = None, atol: float | None = None, rtol: float | None = None,
           layout: str = "thd", dtypes: Iterable[str] | None = None, only: Iterable[str] | None = None,
           name_map: Mapping[str, str] | None = None, worst: int = 10, threads: int = 0,
-          diagnose: bool | None = None) -> Report:
+          diagnose: bool | None = None, baseline: str | None = None, max_growth: float = 2.0) -> Report:
     """Checks `candidate` against `golden` with one criterion (default class fp32-angle; or cls=,
-    max_ulp=, atol= with rtol=), exactly as `ropecheck check` does.
+    max_ulp=, atol= with rtol=), exactly as `ropecheck check` does: the same checker entry point, the
+    same report.
 
     candidate: a mapping from tensor name ("q_rot.bf16", or "q_rot" with a bf16 array) to an array
     (NumPy, PyTorch CPU / CUDA, JAX, anything with __dlpack__ or __array__); every golden output is
     asked for unless `only` narrows it (a missing one makes the verdict "not-tested"). Or a kernel
     fn(q, k, positions) -> (q_rot, k_rot), called with the golden inputs in each of `dtypes` (default:
-    the set's dtypes but f64); then q_rot and k_rot of those dtypes are what is asked for.
+    the set's dtypes but f64); then q_rot and k_rot of those dtypes are what is asked for. Or a kernel
+    name, as `ropecheck check --kernel` takes it ("builtin:hf", "cuda:hf", "plugin:./librope.so").
     layout: "thd" [tokens, heads, head_dim], "bhsd" [batch, heads, seq, head_dim] or "bshd" [batch,
     seq, heads, head_dim] for q / k shaped tensors (a kernel gets batch 1).
     diagnose: None (as `ropecheck check`: a failing check is diagnosed), True (always, every
-    tensor: --diagnose) or False (never: --no-diagnose); the result is Report.diagnosis."""
-    source: dict[str, Any] = {"kind": "python"}
-    if callable(candidate) and not isinstance(candidate, Mapping):
-        if dtypes is None:
-            dtypes = [d for d in golden.dtypes if d != "f64"] or ["f64"]
-        dtypes = list(dtypes)
-        source = {"kind": "python-callable", "name": getattr(candidate, "__qualname__", type(candidate).__name__)}
-        candidate = _run_kernel(golden, candidate, dtypes, layout)
-        if only is None:
-            only = list(candidate)
-    elif not isinstance(candidate, Mapping):
-        raise InputError(f"candidate: expected a mapping of name -> array or a kernel callable, got {type(candidate).__name__}")
-    tensors = _candidate_tensors(golden, candidate, layout)
-    if isinstance(only, str):
-        only = only.split(",")
-    result = _core.check(golden._core, tensors, cls or "", max_ulp, atol, rtol, list(only or []), dict(name_map or {}),
-                         worst, threads, json.dumps(source), diagnose)
+    tensor: --diagnose) or False (never: --no-diagnose); the result is Report.diagnosis.
+    baseline: an earlier report's path (`--baseline`): an error grown past `max_growth` fails."""
+    tensors, kernel, source, only = _as_candidate(golden, candidate, dtypes, layout, only)
+    result = _core.check(golden._core, tensors, kernel, cls or "", max_ulp, atol, rtol, only, dict(name_map or {}),
+                         worst, threads, json.dumps(source), diagnose, baseline or "", max_growth)
     report = Report(result)
     for sink in report_sinks:
         sink(report)

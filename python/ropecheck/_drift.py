@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import warnings
 from typing import Iterable
 
 import numpy as np
@@ -86,15 +87,20 @@ class Drift:
         return self.summary
 
 
-def drift(spec: Spec | str, recipes: Iterable[str] = ("hf", "accurate"), *, dtype: str = "bf16", max_pos: int = 131072,
+def drift(spec: Spec | str, recipes: Iterable[str] = ("builtin:hf", "builtin:accurate"), *, dtype: str = "bf16", max_pos: int = 131072,
           heads: int = 4, seed: int = 0, uniqueness: bool = True, window: int = 256, per_octave: int = 64,
           seq_len: int | None = None, threads: int = 0, max_memory: int = 0) -> Drift:
-    """`ropecheck drift --recipes ...` for `spec` (a Spec or a preset name): every candidate (a recipe
-    name, or plugin:PATH.so) measured against the exact reference at positions 0..max_pos-1 (dense
-    windows and log-spaced between), stored in `dtype`."""
+    """`ropecheck drift --recipes ...` for `spec` (a Spec or a preset name): every kernel (builtin:RECIPE,
+    cuda:RECIPE or plugin:LIB.so, as `ropecheck check --kernel` names them) measured against the exact
+    reference at positions 0..max_pos-1 (dense windows and log-spaced between), stored in `dtype`. An
+    old spelling (a bare recipe name) still works, with a FutureWarning."""
     if isinstance(spec, str):
         spec = Spec.from_preset(spec)
     recipes = [recipes] if isinstance(recipes, str) else list(recipes)
+    for name in recipes:
+        _, deprecation = _core.kernel_name(name, "recipes")
+        if deprecation:
+            warnings.warn(f"ropecheck.drift: {deprecation}", FutureWarning, stacklevel=2)
     command = f"ropecheck.drift({spec.name!r}, {recipes!r}, dtype={dtype!r}, max_pos={max_pos})"
     return Drift(_core.drift(spec._core, recipes, dtype, max_pos, heads, seed, uniqueness, window, per_octave, seq_len,
                              threads, max_memory, command))

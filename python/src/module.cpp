@@ -20,6 +20,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -29,8 +30,7 @@
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/io/atomic_output.hpp"
-#include "ropecheck/checker/checker.hpp"
-#include "ropecheck/checker/diagnose.hpp"
+#include "ropecheck/checker/run_check.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/golden/hf_config_file.hpp"
@@ -40,6 +40,7 @@
 #include "ropecheck/drift/sweep.hpp"
 #include "ropecheck/drift/writers.hpp"
 #include "ropecheck/kut/kernel_under_test.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 #include "ropecheck/props/kut_target.hpp"
 #include "ropecheck/props/rapidcheck_seed.hpp"
 #include "ropecheck/props/suite.hpp"
@@ -159,30 +160,6 @@ void save_golden(const Golden& g, const std::string& out, bool overwrite) {
   folder.commit();
 }
 
-checker::Criterion criterion_of(const std::string& cls, std::optional<double> max_ulp, std::optional<double> atol,
-                               std::optional<double> rtol) {
-  const int given = !cls.empty() + max_ulp.has_value() + (atol.has_value() || rtol.has_value());
-  if (given > 1) throw InputError("give one criterion: cls, max_ulp, or atol with rtol");
-  if (max_ulp) {
-    if (!(*max_ulp >= 0)) throw InputError("max_ulp: must be a non-negative number");
-    return checker::Criterion::of_max_ulp(*max_ulp);
-  }
-  if (atol || rtol) {
-    if (!atol || !rtol) throw InputError("atol and rtol go together");
-    if (!(*atol >= 0 && std::isfinite(*atol))) throw InputError("atol: must be a finite non-negative number");
-    if (!(*rtol >= 0 && std::isfinite(*rtol))) throw InputError("rtol: must be a finite non-negative number");
-    return checker::Criterion::of_tolerance(*atol, *rtol);
-  }
-  if (cls.empty()) return checker::Criterion::of_class(accuracy::kDefaultAccuracyClass);
-  const std::optional<accuracy::AccuracyClass> c = accuracy::parse_accuracy_class(cls);
-  if (!c) {
-    std::string known;
-    for (accuracy::AccuracyClass k : accuracy::kAccuracyClasses) known += (known.empty() ? "" : ", ") + std::string(accuracy::to_string(k));
-    throw InputError("cls: unknown class '" + cls + "' (known: " + known + ")");
-  }
-  return checker::Criterion::of_class(*c);
-}
-
 // One candidate tensor: name, dtype, shape and its bytes (little-endian, row-major; the caller made
 // them contiguous). The bytes are copied once into the checker's tensor.
 using CandidateIn = std::tuple<std::string, std::string, std::vector<std::int64_t>, BytesIn>;
@@ -193,21 +170,42 @@ struct CheckResult {
   std::string verdict;  // pass, fail, not-tested
 };
 
-CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, const std::string& cls,
-                  std::optional<double> max_ulp, std::optional<double> atol, std::optional<double> rtol,
-                  const std::vector<std::string>& only, const std::map<std::string, std::string>& name_map, int worst,
-                  int threads, const std::string& source_json, std::optional<bool> diagnose) {
-  checker::CheckOptions opt;
-  opt.criterion = criterion_of(cls, max_ulp, atol, rtol);
-  opt.only = only;
-  opt.name_map = name_map;
+// `ropecheck check` from Python, through the checker's one entry point (checker/run_check.hpp): the
+// candidate is the arrays given, or the kernel `kernel` names (plugin/kernel_name.hpp) run on the golden
+// inputs; `baseline` an earlier report's path.
+CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, const std::string& kernel,
+                  const std::string& cls, std::optional<double> max_ulp, std::optional<double> atol,
+                  std::optional<double> rtol, const std::vector<std::string>& only,
+                  const std::map<std::string, std::string>& name_map, int worst, int threads, const std::string& source_json,
+                  std::optional<bool> diagnose, const std::string& baseline, double max_growth) {
+  checker::CheckRequest r;
+  r.options.criterion =
+      checker::parse_criterion(cls.empty() ? std::nullopt : std::optional<std::string>(cls), max_ulp, atol, rtol, true);
+  r.options.only = only;
+  r.options.name_map = name_map;
   if (worst < 0 || worst > 100000) throw InputError("worst: must be in [0, 100000], got " + std::to_string(worst));
-  opt.worst_count = worst;
+  r.options.worst_count = worst;
   if (threads < 0 || threads > 1024) throw InputError("threads: must be in [0, 1024], got " + std::to_string(threads));
-  opt.threads = threads;
-  const nlohmann::json source = parse_json_text(source_json, "candidate source");
-  std::vector<io::Tensor> tensors;
-  tensors.reserve(candidates.size());
+  r.options.threads = threads;
+  using D = checker::CheckRequest::Diagnose;  // as `ropecheck check`: a failing check is diagnosed unless False
+  r.diagnose = !diagnose ? D::if_failing : (*diagnose ? D::always : D::never);
+  if (!(max_growth >= 1 && std::isfinite(max_growth))) throw InputError("max_growth: must be a finite number >= 1");
+  r.max_growth = max_growth;
+  if (!baseline.empty()) r.baseline = checker::read_check_baseline(baseline);
+  checker::check_request(g.set, r);
+  if (!kernel.empty()) {
+    plugin::OpenOptions ko;
+    ko.cpu.threads = threads;
+    plugin::OpenedKernel k = plugin::open_kernel(plugin::parse_kernel_name(kernel, "kernel"), ko, "kernel");
+    nb::gil_scoped_release release;
+    const checker::CheckOutcome out =
+        checker::run_check(g.set, checker::run_kernel_candidate(*k.kernel, k.title, std::move(k.source), g.set), r);
+    return {out.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", out.summary(),
+            std::string(to_string(out.verdict))};
+  }
+  checker::Candidate c;
+  c.source = parse_json_text(source_json, "candidate source");
+  c.tensors.reserve(candidates.size());
   for (const auto& [name, dtype, shape, bytes] : candidates) {
     io::Tensor t;
     t.name = name;
@@ -217,22 +215,12 @@ CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, c
     t.shape = shape;
     t.data.assign(bytes.data(), bytes.data() + bytes.size());
     io::validate(t);
-    tensors.push_back(std::move(t));
+    c.tensors.push_back(std::move(t));
   }
   nb::gil_scoped_release release;
-  const checker::CheckReport rep = checker::check_candidate(g.set, tensors, opt);
-  // As `ropecheck check`: a failing check is diagnosed unless diagnose=False; diagnose=True always.
-  std::optional<checker::Diagnosis> diagnosis;
-  if (diagnose.value_or(rep.verdict == Verdict::fail)) {
-    checker::DiagnoseOptions dopt;
-    dopt.threads = threads;
-    diagnosis = checker::diagnose(g.set, tensors, rep, dopt, diagnose.value_or(false));
-  }
-  nlohmann::json j = rep.to_json();
-  j["candidate_source"] = source;
-  if (diagnosis) j["diagnosis"] = diagnosis->to_json();
-  return {j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
-          rep.summary() + (diagnosis ? diagnosis->summary() : std::string()), std::string(to_string(rep.verdict))};
+  const checker::CheckOutcome out = checker::run_check(g.set, std::move(c), r);
+  return {out.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", out.summary(),
+          std::string(to_string(out.verdict))};
 }
 
 // A Python callable as a kernel under test, so that the property suite (and anything else that calls
@@ -364,6 +352,8 @@ DriftOutput run_drift(const Spec& spec, const std::vector<std::string>& candidat
   const std::optional<DType> dt = parse_dtype(dtype);
   if (!dt) throw SpecError("dtype: unknown dtype '" + dtype + "' (f64, f32, f16, bf16)");
   if (candidates.empty()) throw SpecError("recipes: empty list");
+  std::vector<plugin::KernelName> names;
+  for (const std::string& c : candidates) names.push_back(plugin::parse_kernel_name(c, "recipes"));
   if (heads < 1 || heads > 64) throw SpecError("heads: must be in [1, 64], got " + std::to_string(heads));
   drift::DriftOptions d;
   d.sampling.max_pos = max_pos;
@@ -380,7 +370,7 @@ DriftOutput run_drift(const Spec& spec, const std::vector<std::string>& candidat
   {
     nb::gil_scoped_release release;
     try {
-      r = drift::run_drift(spec.spec, candidates, d);
+      r = drift::run_drift(spec.spec, names, d);
     } catch (const std::invalid_argument& e) {
       throw SpecError(e.what());
     }
@@ -502,6 +492,12 @@ NB_MODULE(_core, m) {
       .def_ro("breakdown_csv", &DriftOutput::breakdown_csv)
       .def_ro("uniqueness_csv", &DriftOutput::uniqueness_csv)
       .def_ro("summary", &DriftOutput::summary);
+  m.def("kernel_name",
+        [](const std::string& name, const std::string& option) {
+          const plugin::KernelName n = plugin::parse_kernel_name(name, option);
+          return std::make_pair(n.canonical(), n.deprecation);
+        },
+        "name"_a, "option"_a = "kernel", "(canonical spelling, deprecation note or '') of a kernel name (plugin/kernel_name.hpp)");
   m.def("drift", &run_drift, "spec"_a, "candidates"_a, "dtype"_a, "max_pos"_a, "heads"_a, "seed"_a, "uniqueness"_a,
         "window"_a, "per_octave"_a, "seq_len"_a.none(), "threads"_a, "max_memory"_a, "command_line"_a);
 
@@ -509,7 +505,8 @@ NB_MODULE(_core, m) {
       .def_ro("json", &CheckResult::json)
       .def_ro("summary", &CheckResult::summary)
       .def_ro("verdict", &CheckResult::verdict);
-  m.def("check", &check, "golden"_a, "candidates"_a, "cls"_a = "", "max_ulp"_a = nb::none(), "atol"_a = nb::none(),
-        "rtol"_a = nb::none(), "only"_a = std::vector<std::string>{}, "name_map"_a = std::map<std::string, std::string>{},
-        "worst"_a = 10, "threads"_a = 0, "source"_a = "{\"kind\": \"python\"}", "diagnose"_a = nb::none());
+  m.def("check", &check, "golden"_a, "candidates"_a, "kernel"_a = "", "cls"_a = "", "max_ulp"_a = nb::none(),
+        "atol"_a = nb::none(), "rtol"_a = nb::none(), "only"_a = std::vector<std::string>{},
+        "name_map"_a = std::map<std::string, std::string>{}, "worst"_a = 10, "threads"_a = 0,
+        "source"_a = "{\"kind\": \"python\"}", "diagnose"_a = nb::none(), "baseline"_a = "", "max_growth"_a = 2.0);
 }

@@ -3,8 +3,8 @@
 # kut/src/builtin_plugin.cpp) as a plugin of check, props and drift give what the built-in kernels give:
 #   check --kernel LIB:RECIPE       the same exit code and the same report, tensor by tensor (every error
 #                                   figure, the worst elements), as --kernel builtin:RECIPE
-#   props --kernel LIB:RECIPE       the same exit code, per-property verdicts and margins as --target
-#                                   kernel:RECIPE (given its class and dtype)
+#   props --kernel LIB:RECIPE       the same exit code, per-property verdicts and margins as --kernel
+#                                   builtin:RECIPE (given its class and dtype)
 #   drift --recipes plugin:LIB:R    the same breakdown positions per class as the recipe R
 # and unusable options exit 2 with one line. The plugin runs with `:threads=1` (the same bytes at any
 # thread count; OpenMP's idle workers in the kernel host would spin for most of the test's CPU time).
@@ -51,22 +51,22 @@ PY
 done
 
 # ---- props: the same verdicts and margins ----------------------------------------------------------
-# A named target kernel:T has its own class and output dtype; the plugin is given the same. Every line
-# but the header naming the target (each property's verdict, cases, worst and RMS margins, reasons).
+# builtin:R claims its recipe's class in the dtype run; the plugin is given that class. Every line but the
+# header naming the target (each property's verdict, cases, worst and RMS margins, reasons).
 body() { grep -vE '^(target |output )' "$1"; }
-for c in "accurate f32-reduced f32 accurate" "hf-bf16out bf16-table bf16 hf"; do
+for c in "accurate f32-reduced f32" "hf bf16-table bf16"; do
   set -- $c
-  "$BIN" props --target "kernel:$1" --preset llama-3.1-8b --cases 6 --seed 7 >b.txt 2>b.err; rc_b=$?
-  "$BIN" props --kernel "$LIB:$4:threads=1" --class "$2" --dtype "$3" --preset llama-3.1-8b --cases 6 --seed 7 >a.txt 2>a.err; rc_a=$?
+  "$BIN" props --kernel "builtin:$1" --dtype "$3" --preset llama-3.1-8b --cases 6 --seed 7 >b.txt 2>b.err; rc_b=$?
+  "$BIN" props --kernel "$LIB:$1:threads=1" --class "$2" --dtype "$3" --preset llama-3.1-8b --cases 6 --seed 7 >a.txt 2>a.err; rc_a=$?
   p=""
-  [ "$rc_a" -eq "$rc_b" ] || p+="exit $rc_a, kernel:$1 $rc_b ($(head -c 200 a.err)); "
+  [ "$rc_a" -eq "$rc_b" ] || p+="exit $rc_a, builtin:$1 $rc_b ($(head -c 200 a.err)); "
   grep -qE '^[a-z_0-9]+ +cases ' a.txt || p+="no property lines; "
   [ "$(body a.txt)" = "$(body b.txt)" ] || p+="output differs: $(diff <(body b.txt) <(body a.txt) | head -5 | tr '\n' ' '); "
-  check "props --kernel LIB:$4 --class $2 --dtype $3 --cases 6 --seed 7: kernel:$1's exit ($rc_b), verdicts and margins" "$p"
+  check "props --kernel LIB:$1 --class $2 --dtype $3 --cases 6 --seed 7: builtin:$1's exit ($rc_b), verdicts and margins" "$p"
 done
 
 # ---- drift: the same breakdown positions -------------------------------------------------------------
-"$BIN" drift --preset llama-3.1-8b --recipes "hf,plugin:$LIB:hf:threads=1" --dtype f32 --max-pos 1024 --out d >drift.txt 2>drift.err; rc=$?
+"$BIN" drift --preset llama-3.1-8b --recipes "builtin:hf,plugin:$LIB:hf:threads=1" --dtype f32 --max-pos 1024 --out d >drift.txt 2>drift.err; rc=$?
 p=""
 [ "$rc" -eq 0 ] || p+="exit $rc ($(head -c 300 drift.err)); "
 python3 - d/drift.json <<'PY' || p+="drift.json: plugin:LIB:hf does not break down where hf does; "
@@ -77,7 +77,7 @@ def first(x):  # class -> the first sampled position where it breaks down (None:
     return {cls: (v or {}).get("position") for cls, v in x["breakdown"].items()}
 assert first(a) == first(b), (first(a), first(b))
 PY
-check "drift --recipes hf,plugin:LIB:hf: exit 0, the plugin breaks down where hf does" "$p"
+check "drift --recipes builtin:hf,plugin:LIB:hf: exit 0, the plugin breaks down where hf does" "$p"
 
 # ---- unusable options: exit 2, one line ----------------------------------------------------------------
 expect_input_error() {  # DESCRIPTION PATTERN ARGS...

@@ -361,7 +361,7 @@ check "golden --strict wrote nothing" "$([ ! -e "$TMP/g_strict" ] || echo "$TMP/
 expect_input_error "props --strict: an unknown RoPE key is exit 2" "--strict" \
   props --target reference --hf-config "$FIX/hf_unknown_keys_config.json" --strict
 expect_input_error "drift --strict: an unknown RoPE key is exit 2" "--strict" \
-  drift --hf-config "$FIX/hf_unknown_keys_config.json" --strict --recipes hf --out "$TMP/d_strict"
+  drift --hf-config "$FIX/hf_unknown_keys_config.json" --strict --recipes builtin:hf --out "$TMP/d_strict"
 check "drift --strict wrote nothing" "$([ ! -e "$TMP/d_strict" ] || echo "$TMP/d_strict exists")"
 expect_ok "spec --strict on a config without unused keys exits 0" spec --hf-config "$FIX/hf_phimoe_config.json" --strict
 # reliability-2 defect 9: 64-bit integers were narrowed to int silently (2^32 + 64 read as 64).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA kernels as a target of check, props and drift (kut/cuda_source.hpp):
-#   check --kernel builtin-cuda:hf, props --target cuda:hf, drift --recipes hf,cuda:hf.
+#   check --kernel cuda:hf, props --kernel cuda:hf --dtype f32, drift --recipes builtin:hf,cuda:hf.
 # Without a GPU they run over the host emulation of the CUDA kernels, switched on by the test-only
 # ROPECHECK_CUDA_EMULATION=1, and must give the CPU recipe's verdicts (exit codes and per-output /
 # per-property / per-class verdicts); without the switch (and no GPU) each exits 2 with one line on
@@ -29,22 +29,22 @@ expect_input_error() {  # DESCRIPTION PATTERN ARGS...
   { echo "golden set not written"; exit 1; }
 
 if [ "$HAVE_CUDA" != "ON" ]; then
-  expect_input_error "check --kernel builtin-cuda:hf: built without CUDA" "built without CUDA" check --golden g --kernel builtin-cuda:hf
-  expect_input_error "props --target cuda:hf: built without CUDA" "built without CUDA" props --target cuda:hf --preset llama-3.1-8b --cases 5
+  expect_input_error "check --kernel cuda:hf: built without CUDA" "built without CUDA" check --golden g --kernel cuda:hf
+  expect_input_error "props --kernel cuda:hf --dtype f32: built without CUDA" "built without CUDA" props --kernel cuda:hf --dtype f32 --preset llama-3.1-8b --cases 5
   expect_input_error "drift --recipes cuda:hf: built without CUDA" "built without CUDA" drift --preset llama-3.1-8b --recipes cuda:hf --max-pos 64 --out d
   finish
   exit
 fi
 
 # ---- without the switch: no GPU here, exit 2 (a machine with a GPU runs the kernels instead) ----------
-env -u ROPECHECK_CUDA_EMULATION "$BIN" check --golden g --kernel builtin-cuda:hf >/dev/null 2>err.txt
+env -u ROPECHECK_CUDA_EMULATION "$BIN" check --golden g --kernel cuda:hf >/dev/null 2>err.txt
 if grep -q "no CUDA device" err.txt; then
-  expect_input_error "check --kernel builtin-cuda:hf without a GPU" "--kernel builtin-cuda:hf: no CUDA device (" \
-    check --golden g --kernel builtin-cuda:hf
-  expect_input_error "props --target cuda:hf without a GPU" "--target cuda:hf: no CUDA device (" \
-    props --target cuda:hf --preset llama-3.1-8b --cases 5
-  expect_input_error "drift --recipes hf,cuda:hf without a GPU" "--recipes cuda:hf: no CUDA device (" \
-    drift --preset llama-3.1-8b --recipes hf,cuda:hf --max-pos 64 --out d
+  expect_input_error "check --kernel cuda:hf without a GPU" "--kernel cuda:hf: no CUDA device (" \
+    check --golden g --kernel cuda:hf
+  expect_input_error "props --kernel cuda:hf --dtype f32 without a GPU" "--kernel cuda:hf: no CUDA device (" \
+    props --kernel cuda:hf --dtype f32 --preset llama-3.1-8b --cases 5
+  expect_input_error "drift --recipes builtin:hf,cuda:hf without a GPU" "--recipes cuda:hf: no CUDA device (" \
+    drift --preset llama-3.1-8b --recipes builtin:hf,cuda:hf --max-pos 64 --out d
   [ ! -e d ] || fail "drift without a GPU left an output folder"
 else
   echo "SKIP  exit-2 checks: a CUDA device is present (the commands ran the GPU kernels)"
@@ -58,7 +58,7 @@ verdicts() { grep -E '^(PASS|FAIL|NOT TESTED)|^[a-z_]+\.[a-z0-9]+  <-  |^  (exac
              awk '/  <-  / {print $1, $NF; next} /^  / {print $1, $2; next} {print}'; }
 for cls in bf16-table fp32-angle; do
   "$BIN" check --golden g --kernel builtin:hf --class "$cls" >cpu.txt 2>cpu.err; rc_cpu=$?
-  "$BIN" check --golden g --kernel builtin-cuda:hf --class "$cls" --report cuda.json >cuda.txt 2>cuda.err; rc_cuda=$?
+  "$BIN" check --golden g --kernel cuda:hf --class "$cls" --report cuda.json >cuda.txt 2>cuda.err; rc_cuda=$?
   p=""
   [ "$rc_cpu" -eq "$rc_cuda" ] || p+="exit $rc_cuda, CPU $rc_cpu; "
   [ -n "$(verdicts cuda.txt)" ] || p+="no verdict lines; "
@@ -68,26 +68,26 @@ for cls in bf16-table fp32-angle; do
   python3 - cuda.json <<'PY' || p+="report: candidate_source is not the emulated CUDA kernel; "
 import json, sys
 s = json.load(open(sys.argv[1]))["candidate_source"]
-sys.exit(0 if s["kind"] == "cuda" and s["name"] == "builtin-cuda:hf" and s["emulated"] is True and s["device"] == "host emulation" else 1)
+sys.exit(0 if s["kind"] == "cuda" and s["name"] == "cuda:hf" and s["emulated"] is True and s["device"] == "host emulation" else 1)
 PY
-  check "check --kernel builtin-cuda:hf --class $cls (emulated) gives builtin:hf's verdicts (exit $rc_cpu)" "$p"
+  check "check --kernel cuda:hf --class $cls (emulated) gives builtin:hf's verdicts (exit $rc_cpu)" "$p"
 done
 [ "$rc_cpu" -eq 1 ] || fail "builtin:hf was expected to fail fp32-angle (its bf16 outputs rotate in bf16), exit $rc_cpu"
 
 # ---- props: the same exit code and per-property verdicts as kernel:hf --------------------------------
 # "relative_shift  cases 20 (skipped 0)  worst margin ...  rms ...  NOT TESTED" -> "relative_shift NOT TESTED"
 prop_verdicts() { grep -E '^[a-z_0-9]+ +cases ' "$1" | sed -E 's/^([a-z_0-9]+) .* rms +[^ ]+ +(.*)$/\1 \2/'; }
-"$BIN" props --target kernel:hf --preset llama-3.1-8b --cases 20 --seed 7 >cpu.txt 2>cpu.err; rc_cpu=$?
-"$BIN" props --target cuda:hf --preset llama-3.1-8b --cases 20 --seed 7 >cuda.txt 2>cuda.err; rc_cuda=$?
+"$BIN" props --kernel builtin:hf --dtype f32 --preset llama-3.1-8b --cases 20 --seed 7 >cpu.txt 2>cpu.err; rc_cpu=$?
+"$BIN" props --kernel cuda:hf --dtype f32 --preset llama-3.1-8b --cases 20 --seed 7 >cuda.txt 2>cuda.err; rc_cuda=$?
 p=""
 [ "$rc_cpu" -eq "$rc_cuda" ] || p+="exit $rc_cuda, CPU $rc_cpu; "
 [ -n "$(prop_verdicts cuda.txt)" ] || p+="no property lines; "
 [ "$(prop_verdicts cpu.txt)" = "$(prop_verdicts cuda.txt)" ] || p+="verdicts differ: $(diff <(prop_verdicts cpu.txt) <(prop_verdicts cuda.txt) | head -5 | tr '\n' ' '); "
 grep -q "host emulation, not a GPU run" cuda.txt || p+="the output does not say host emulation; "
-check "props --target cuda:hf --preset llama-3.1-8b --cases 20 (emulated) gives kernel:hf's verdicts (exit $rc_cpu)" "$p"
+check "props --kernel cuda:hf --dtype f32 --preset llama-3.1-8b --cases 20 (emulated) gives builtin:hf's verdicts (exit $rc_cpu)" "$p"
 
 # ---- drift: cuda:hf beside hf, the same breakdown positions per class --------------------------------
-"$BIN" drift --preset llama-3.1-8b --recipes hf,cuda:hf --dtype f32 --max-pos 4096 --out d >drift.txt 2>drift.err; rc=$?
+"$BIN" drift --preset llama-3.1-8b --recipes builtin:hf,cuda:hf --dtype f32 --max-pos 4096 --out d >drift.txt 2>drift.err; rc=$?
 p=""
 [ "$rc" -eq 0 ] || p+="exit $rc ($(head -c 300 drift.err)); "
 python3 - d/drift.json <<'PY' || p+="drift.json: cuda:hf does not match hf; "
@@ -102,6 +102,6 @@ def first(x):  # class -> the first sampled position where it breaks down (None:
     return {cls: (v or {}).get("position") for cls, v in x["breakdown"].items()}
 assert first(a) == first(b), (first(a), first(b))
 PY
-check "drift --recipes hf,cuda:hf (emulated): exit 0, cuda:hf breaks down where hf does" "$p"
+check "drift --recipes builtin:hf,cuda:hf (emulated): exit 0, cuda:hf breaks down where hf does" "$p"
 
 finish

@@ -100,7 +100,7 @@ grep -q 'cos with equal halves: a cat(freqs, freqs) table; ropecheck expects \[t
 check "cos as cat(freqs, freqs): exit 2 naming the table convention" "$e"
 
 # props: the failing counterexample replayed as a check of the same kernel and diagnosed.
-run props --target kernel:bf16-positions --preset llama-3.1-8b --cases 20 --only cosine_sum --report p1.json
+run props --kernel builtin:bf16-positions --dtype f32 --preset llama-3.1-8b --cases 20 --only cosine_sum --report p1.json
 e=""
 [ "$RC" = 1 ] || e+="exit $RC (want 1); "
 grep -q '^  counterexample replayed as a check of its spec at positions log:[0-9]*:2 (same kernel, class fp32-angle): fail$' "$OUT" || e+="no replay line; "
@@ -108,7 +108,7 @@ grep -q '^  diagnosis: matches the truth computed with positions rounded to bf16
 [ "$(json p1.json 'd["properties"][0]["diagnosis"]["match"]' p1.json)" = "bf16-positions" ] || e+="JSON diagnosis.match; "
 check "props: a failing kernel's counterexample is diagnosed (text and JSON)" "$e"
 
-run props --target kernel:bf16-positions --preset llama-3.1-8b --cases 20 --only cosine_sum --no-diagnose --report p2.json
+run props --kernel builtin:bf16-positions --dtype f32 --preset llama-3.1-8b --cases 20 --only cosine_sum --no-diagnose --report p2.json
 e=""
 [ "$RC" = 1 ] || e+="exit $RC (want 1); "
 grep -q 'diagnosis' "$OUT" && e+="diagnosis printed; "

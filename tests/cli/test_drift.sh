@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # ---- a sweep on a base-1e4, d=128 preset (llama-2-7b) to 131072, f32 storage ----------------------
 out="$tmp/sweep"
-"$rc_bin" drift --preset llama-2-7b --recipes hf,bf16-inv-freq,bf16-positions,accurate --dtype f32 \
+"$rc_bin" drift --preset llama-2-7b --recipes builtin:hf,builtin:bf16-inv-freq,builtin:bf16-positions,builtin:accurate --dtype f32 \
   --max-pos 131072 --out "$out" >"$tmp/stdout" 2>"$tmp/stderr"
 code=$?
 [ "$code" -eq 0 ] || { cat "$tmp/stdout" "$tmp/stderr"; fail "drift exited $code"; }
@@ -78,22 +78,22 @@ grep -q "^  fast-sincos " "$tmp/stdout" || fail "default --recipes is not every 
 # ---- --compare: two recipes, and a recipe against a plugin ------------------------------------------
 # Every compared pair has a verdict (issue 11): hf and bf16-positions disagree beyond twice the
 # fp32-angle bound from position 257 (exit 1).
-"$rc_bin" drift --preset llama-3.1-8b --compare hf,bf16-positions --dtype f32 --max-pos 4096 --out "$tmp/cmp" \
+"$rc_bin" drift --preset llama-3.1-8b --compare builtin:hf,builtin:bf16-positions --dtype f32 --max-pos 4096 --out "$tmp/cmp" \
   >"$tmp/stdout" 2>"$tmp/stderr"
 code=$?
-[ "$code" -eq 1 ] || { cat "$tmp/stdout" "$tmp/stderr"; fail "--compare hf,bf16-positions exited $code, expected 1"; }
+[ "$code" -eq 1 ] || { cat "$tmp/stdout" "$tmp/stderr"; fail "--compare builtin:hf,builtin:bf16-positions exited $code, expected 1"; }
 grep -q "^FAIL: .*cannot both be fp32-angle" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare: no FAIL verdict line"; }
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['verdict']=='fail' and d['class']=='fp32-angle' and d['first_violation']>=257 and d['total']['violations']>0, (d['verdict'], d['first_violation'])" \
-  "$tmp/cmp/compare.json" || fail "--compare hf,bf16-positions: bad verdict in compare.json"
+  "$tmp/cmp/compare.json" || fail "--compare builtin:hf,bf16-positions: bad verdict in compare.json"
 for f in compare.json compare_bins.csv compare_positions.csv compare_plot_data.csv summary.md compare.gp drift-compare.png; do
   [ -s "$tmp/cmp/$f" ] || fail "--compare: missing $f"
 done
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['first_difference_all']['position'] == 257, d['first_difference_all']" \
-  "$tmp/cmp/compare.json" || fail "--compare hf,bf16-positions: first difference is not 257"
+  "$tmp/cmp/compare.json" || fail "--compare builtin:hf,bf16-positions: first difference is not 257"
 grep -q "first differ at position 257" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare: stdout does not name 257"; }
 "$rc_bin" drift --preset llama-3.1-8b --compare "hf,plugin:$hf_plugin" --dtype f32 --max-pos 2048 --out "$tmp/cmp2" \
   >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr"; fail "--compare with a plugin exited nonzero"; }
-grep -q "^PASS: A and B agree" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare hf,plugin: no PASS line"; }
+grep -q "^PASS: A and B agree" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare builtin:hf,plugin: no PASS line"; }
 # A sweep of plugins only: no angle / cos-sin data; those plots are left out (gnuplot used to fail the run).
 "$rc_bin" drift --preset llama-3.1-8b --recipes "plugin:$hf_plugin" --max-pos 2048 --out "$tmp/plugin_only" --quiet \
   >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr"; fail "drift with only a plugin exited nonzero"; }
@@ -101,12 +101,12 @@ for f in drift-rotated.png drift-shift.png; do [ -s "$tmp/plugin_only/$f" ] || f
 [ ! -e "$tmp/plugin_only/drift-angle.png" ] || fail "plugin-only drift: drift-angle.png drawn without angle data"
 grep -q "drift-angle.png is not drawn" "$tmp/plugin_only/drift.gp" || fail "plugin-only drift: drift.gp does not say why"
 # Past ~1.16e6 the fp32-angle bound of the highest frequencies is saturated: not tested (exit 3), per bin.
-"$rc_bin" drift --preset llama-3.1-8b --compare hf,meta --dtype f32 --max-pos 2000000 --no-uniqueness --no-plots \
+"$rc_bin" drift --preset llama-3.1-8b --compare builtin:hf,builtin:meta --dtype f32 --max-pos 2000000 --no-uniqueness --no-plots \
   --out "$tmp/cmp3" >"$tmp/stdout" 2>"$tmp/stderr"
 code=$?
-[ "$code" -eq 3 ] || { cat "$tmp/stdout" "$tmp/stderr"; fail "--compare hf,meta to 2e6 exited $code, expected 3"; }
+[ "$code" -eq 3 ] || { cat "$tmp/stdout" "$tmp/stderr"; fail "--compare builtin:hf,builtin:meta to 2e6 exited $code, expected 3"; }
 grep -q "^NOT TESTED: .*use a stricter class (f32-reduced, fp64-angle) here" "$tmp/stdout" || { cat "$tmp/stdout"; fail "--compare: no NOT TESTED line"; }
-python3 - "$tmp/cmp3/compare.json" <<'PY' || fail "--compare hf,meta: saturation not reported per bin"
+python3 - "$tmp/cmp3/compare.json" <<'PY' || fail "--compare builtin:hf,meta: saturation not reported per bin"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["verdict"] == "not-tested" and d["total"]["violations"] == 0, (d["verdict"], d["total"]["violations"])
@@ -132,7 +132,7 @@ expect2() {
   ls -a "$tmp" | grep -q partial && fail "drift $*: temporary folder left behind"
   return 0
 }
-expect2 --preset llama-3.1-8b --recipes hf,no-such-recipe --max-pos 64
+expect2 --preset llama-3.1-8b --recipes builtin:hf,no-such-recipe --max-pos 64
 grep -q "no-such-recipe" "$tmp/err" || fail "unknown recipe not named"
 expect2 --preset llama-3.1-8b --max-pos 0
 expect2 --preset llama-3.1-8b --max-pos 16777217
@@ -141,7 +141,7 @@ expect2 --preset transformer-base --max-pos 64
 grep -q "RoPE only" "$tmp/err" || fail "sinusoidal spec: message does not say RoPE only"
 expect2 --preset no-such-preset --max-pos 64
 expect2 --preset llama-3.1-8b --max-pos 64 --dtype f8
-expect2 --preset llama-3.1-8b --max-pos 64 --compare hf
+expect2 --preset llama-3.1-8b --max-pos 64 --compare builtin:hf
 expect2 --preset llama-3.1-8b --max-pos 64 --recipes "plugin:$tmp/missing.so"
 expect2 --preset llama-3.1-8b --max-pos 64 --shifts 1,x
 expect2 --preset llama-3.1-8b --max-pos 64 --heads 0

@@ -31,8 +31,8 @@ same_folder() {  # same_folder ONE MERGED: every file equal, drift.json apart fr
 
 # name | part counts | drift arguments
 cases=(
-  "llama|1 2 3 7|--preset llama-3.1-8b --recipes hf,bf16-table,f16-positions --max-pos 4096 --window 16 --per-octave 8 --heads 2"
-  "qwen2vl|3|--preset qwen2-vl-7b --recipes meta,bf16-positions --dtype f32 --max-pos 3000 --window 8 --per-octave 4 --no-uniqueness --shifts 1,7"
+  "llama|1 2 3 7|--preset llama-3.1-8b --recipes builtin:hf,builtin:bf16-table,builtin:f16-positions --max-pos 4096 --window 16 --per-octave 8 --heads 2"
+  "qwen2vl|3|--preset qwen2-vl-7b --recipes builtin:meta,builtin:bf16-positions --dtype f32 --max-pos 3000 --window 8 --per-octave 4 --no-uniqueness --shifts 1,7"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name counts args <<<"$c"
@@ -49,17 +49,17 @@ done
 # ---- refusals: one line, exit 2, no output --------------------------------------------------------
 P="$tmp/llama.3.part"
 D=(drift --preset llama-3.1-8b --max-pos 4096 --window 16 --per-octave 8 --heads 2 --no-plots --quiet)
-"$rc_bin" "${D[@]}" --recipes hf,bf16-table --shard 2/3 --out "$tmp/other.json" >/dev/null
-"$rc_bin" "${D[@]}" --recipes hf,bf16-table,f16-positions --seed 9 --shard 2/3 --out "$tmp/seed.json" >/dev/null
+"$rc_bin" "${D[@]}" --recipes builtin:hf,builtin:bf16-table --shard 2/3 --out "$tmp/other.json" >/dev/null
+"$rc_bin" "${D[@]}" --recipes builtin:hf,builtin:bf16-table,builtin:f16-positions --seed 9 --shard 2/3 --out "$tmp/seed.json" >/dev/null
 expect2 "differ in run.command_line" "$tmp/m1" merge "${P}1.json" "$tmp/other.json" "${P}3.json" --out "$tmp/m1"
 expect2 "differ in setup.seed" "$tmp/m2" merge "${P}1.json" "$tmp/seed.json" "${P}3.json" --out "$tmp/m2"
 expect2 "shard 2/3 given twice" "$tmp/m3" merge "${P}1.json" "${P}2.json" "${P}2.json" "${P}3.json" --out "$tmp/m3"
 expect2 "shard 3/3 is missing" "$tmp/m4" merge "${P}1.json" "${P}2.json" --out "$tmp/m4"
 expect2 "differ in shard_count" "$tmp/m5" merge "${P}1.json" "$tmp/llama.2.part2.json" "${P}3.json" --out "$tmp/m5"
 expect2 "exists" "" merge "${P}1.json" "${P}2.json" "${P}3.json" --out "$tmp/llama.one"
-expect2 "--shard needs --out" "" "${D[@]}" --recipes hf --shard 1/2
-expect2 "--compare: not with --shard" "$tmp/r1" "${D[@]}" --compare hf,meta --shard 1/2 --out "$tmp/r1"
-expect2 "plugin candidates are not split" "$tmp/r2" "${D[@]}" --recipes hf,plugin:/nonexistent.so --shard 1/2 --out "$tmp/r2"
-expect2 "shards are numbered 1..2" "$tmp/r3" "${D[@]}" --recipes hf --shard 3/2 --out "$tmp/r3"
-expect2 "cannot be split into 100000 non-empty shards" "$tmp/r4" "${D[@]}" --recipes hf --shard 1/100000 --out "$tmp/r4"
+expect2 "--shard needs --out" "" "${D[@]}" --recipes builtin:hf --shard 1/2
+expect2 "--compare: not with --shard" "$tmp/r1" "${D[@]}" --compare builtin:hf,builtin:meta --shard 1/2 --out "$tmp/r1"
+expect2 "plugin kernels are not split" "$tmp/r2" "${D[@]}" --recipes builtin:hf,plugin:/nonexistent.so --shard 1/2 --out "$tmp/r2"
+expect2 "shards are numbered 1..2" "$tmp/r3" "${D[@]}" --recipes builtin:hf --shard 3/2 --out "$tmp/r3"
+expect2 "cannot be split into 100000 non-empty shards" "$tmp/r4" "${D[@]}" --recipes builtin:hf --shard 1/100000 --out "$tmp/r4"
 echo "PASS: drift parts merged equal one run (timing fields aside) (N = 1, 2, 3, 7; 3) over ${#cases[@]} sweeps; refusals exit 2"

@@ -91,16 +91,26 @@ grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "broken pl
 # The reproduce line names the target and the spec as this run was given them.
 grep -qxF "  reproduce: ropecheck props --kernel $broken_plugin --class fp32-angle --preset llama-3.1-8b --only relative_shift --seed 20261121 --cases 10 --dtype f32" "$tmp/out" ||
   { cat "$tmp/out"; fail "broken plugin: no reproduce line for relative_shift with --kernel, --class and --preset"; }
-# ropecheck's own fast kernels (kernel:<recipe>): accurate passes as f32-reduced, bf16 inverse frequencies fail.
+# ropecheck's own fast kernels (builtin:<recipe>, the kernel grammar of check and drift): accurate passes
+# as f32-reduced, bf16 inverse frequencies fail. --list-targets lists the registered targets only.
 "$rc_bin" props --list-targets >"$tmp/out" 2>&1 || fail "--list-targets exited nonzero"
-grep -q "^kernel:accurate .*class f32-reduced" "$tmp/out" || { cat "$tmp/out"; fail "--list-targets: no kernel:accurate (f32-reduced)"; }
-grep -q "^kernel:hf-bf16out .*class bf16-table" "$tmp/out" || fail "--list-targets: no kernel:hf-bf16out (bf16-table)"
-expect_exit 0 --target kernel:accurate --preset llama-3.1-8b
-grep -q "target kernel:accurate (f32-reduced)" "$tmp/out" || { cat "$tmp/out"; fail "kernel:accurate: no header naming its class"; }
-expect_exit 1 --target kernel:bf16-inv-freq --preset llama-3.1-8b --only relative_shift
-grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "kernel:bf16-inv-freq: relative_shift did not fail"; }
-grep -qxF "  reproduce: ropecheck props --target kernel:bf16-inv-freq --preset llama-3.1-8b --only relative_shift --seed 20261121 --cases 10 --dtype f32" "$tmp/out" ||
-  { cat "$tmp/out"; fail "kernel:bf16-inv-freq: no reproduce line for relative_shift with --target and --preset"; }
+grep -q "^hf-fp32-bf16out " "$tmp/out" || { cat "$tmp/out"; fail "--list-targets: no hf-fp32-bf16out"; }
+! grep -q "^kernel:" "$tmp/out" || { cat "$tmp/out"; fail "--list-targets still lists kernels (they come by --kernel NAME)"; }
+expect_exit 0 --kernel builtin:accurate --dtype f32 --preset llama-3.1-8b
+grep -q "target builtin:accurate (f32-reduced)" "$tmp/out" || { cat "$tmp/out"; fail "builtin:accurate: no header naming its class"; }
+# Each output dtype is judged with the class the recipe claims in it (bf16: hf's rotation in bf16 is bf16-table).
+expect_exit 0 --kernel builtin:hf --dtype f32,bf16 --preset llama-3.1-8b --max-pos 1000000 --only norm,relative_shift
+grep -q "output bf16: judged with class bf16-table" "$tmp/out" || { cat "$tmp/out"; fail "builtin:hf bf16: not judged with bf16-table"; }
+# The old spellings still run, with one note on stderr after the run and the same verdicts.
+"$rc_bin" props --target kernel:bf16-inv-freq --preset llama-3.1-8b --only relative_shift >"$tmp/old.out" 2>"$tmp/old.err"
+[ $? -eq 1 ] || { cat "$tmp/old.out" "$tmp/old.err"; fail "--target kernel:bf16-inv-freq (old spelling) did not fail"; }
+grep -qx "ropecheck: note: --target 'kernel:bf16-inv-freq' is spelled 'builtin:bf16-inv-freq' now (the old spelling goes away in the next release)" "$tmp/old.err" ||
+  { cat "$tmp/old.err"; fail "--target kernel:bf16-inv-freq: no deprecation note"; }
+[ "$(wc -l <"$tmp/old.err")" -eq 1 ] || { cat "$tmp/old.err"; fail "--target kernel:bf16-inv-freq: more than the note on stderr"; }
+expect_exit 1 --kernel builtin:bf16-inv-freq --dtype f32 --preset llama-3.1-8b --only relative_shift
+grep -q "^relative_shift .*FAIL" "$tmp/out" || { cat "$tmp/out"; fail "builtin:bf16-inv-freq: relative_shift did not fail"; }
+grep -qxF "  reproduce: ropecheck props --kernel builtin:bf16-inv-freq --preset llama-3.1-8b --only relative_shift --seed 20261121 --cases 10 --dtype f32" "$tmp/out" ||
+  { cat "$tmp/out"; fail "builtin:bf16-inv-freq: no reproduce line for relative_shift with --kernel and --preset"; }
 # --report / --baseline: the same setup again passes, margins grown past --max-growth fail (exit 1), a
 # baseline of another setup or a malformed one is exit 2 before anything runs.
 "$rc_bin" props --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --report "$tmp/base.json" >"$tmp/out" 2>"$tmp/err" ||
@@ -131,7 +141,7 @@ python3 -c "import json,sys; b=json.load(open(sys.argv[1]))['baseline']; assert 
 expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 11 --baseline "$tmp/base.json"
 grep -q "cases 10, this run has 11" "$tmp/err" || { cat "$tmp/err"; fail "other cases: message"; }
 expect2 --target hf-fp32 --preset llama-2-7b --max-pos 1000000 --cases 10 --baseline "$tmp/base.json"
-expect2 --target kernel:accurate --preset llama-3.1-8b --max-pos 1000000 --cases 10 --baseline "$tmp/base.json"
+expect2 --kernel builtin:accurate --dtype f32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --baseline "$tmp/base.json"
 expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --only norm --baseline "$tmp/base.json"
 printf '{"format": ' >"$tmp/trunc.json"
 expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --baseline "$tmp/trunc.json"

@@ -278,9 +278,9 @@ TEST(Diagnose, KnownBadRecipesOfTheCpuKernel) {
                                      std::pair{"bf16-table", "class-bf16-table"}}) {
       SCOPED_TRACE(preset + " builtin:" + recipe);
       const GoldenSet& g = golden_of(preset);
-      KernelSourceOptions ko;
+      OpenOptions ko;
       ko.cpu.threads = 1;
-      KernelSource ks = open_kernel_source(std::string("builtin:") + recipe, ko);
+      OpenedKernel ks = open_kernel(parse_kernel_name(std::string("builtin:") + recipe), ko);
       const KernelRun run = run_kernel(*ks.kernel, g);
       CheckOptions o;
       o.only = {"cos", "sin", "q_rot", "k_rot"};

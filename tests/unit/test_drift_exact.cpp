@@ -97,7 +97,7 @@ TEST(DriftExact, WrappedAngleError) {
     const Real t = Real(theta);
     const DD c{static_cast<double>(cos(t)), static_cast<double>(Real(cos(t) - Real(static_cast<double>(cos(t)))))};
     const DD sn{static_cast<double>(sin(t)), static_cast<double>(Real(sin(t) - Real(static_cast<double>(sin(t)))))};
-    // A candidate angle theta + delta, reduced into [-pi, pi] the way a recipe reports it.
+    // A kernel angle theta + delta, reduced into [-pi, pi] the way a recipe reports it.
     const double cand = std::remainder(theta + delta, 2 * pi);
     const double e = rd::wrapped_angle_error(cand, c, sn);
     // remainder's own rounding and theta + delta's rounding: <= 2 ulp of 2e5 = 6e-11.

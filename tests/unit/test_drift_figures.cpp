@@ -10,6 +10,8 @@
 // Deterministic (input seed 0, fixed sampling plan). Reproduce one: ctest -R DriftFigures --output-on-failure
 #include <gtest/gtest.h>
 
+#include "kernel_names.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -22,27 +24,27 @@ using namespace ropecheck;
 
 namespace {
 
-const rd::CandidateResult& find(const rd::DriftResult& r, const std::string& name) {
-  for (const rd::CandidateResult& c : r.candidates)
+const rd::KernelResult& find(const rd::DriftResult& r, const std::string& name) {
+  for (const rd::KernelResult& c : r.kernels)
     if (c.name == name) return c;
   throw std::runtime_error("no candidate " + name);
 }
 
 // Largest angle error over the bins that end at or below `end`.
-double angle_max_below(const rd::DriftResult& r, const rd::CandidateResult& c, std::int64_t end) {
+double angle_max_below(const rd::DriftResult& r, const rd::KernelResult& c, std::int64_t end) {
   double m = 0;
   for (std::size_t b = 0; b < r.plan.bins.size(); ++b)
     if (r.plan.bins[b].hi <= end) m = std::max(m, c.bins[b].angle.max);
   return m;
 }
 
-std::int64_t distinct_below(const rd::DriftResult& r, const rd::CandidateResult& c, std::int64_t edge) {
+std::int64_t distinct_below(const rd::DriftResult& r, const rd::KernelResult& c, std::int64_t edge) {
   for (std::size_t b = 0; b < r.plan.bins.size(); ++b)
     if (r.plan.bins[b].hi == edge) return c.uniqueness->distinct_below[b];
   throw std::runtime_error("no bin ends at " + std::to_string(edge));
 }
 
-std::optional<std::int64_t> breakdown(const rd::CandidateResult& c, accuracy::AccuracyClass cls) {
+std::optional<std::int64_t> breakdown(const rd::KernelResult& c, accuracy::AccuracyClass cls) {
   for (const rd::Breakdown& b : c.breakdown)
     if (b.cls == cls) return b.position;
   throw std::runtime_error("no breakdown entry");
@@ -54,7 +56,7 @@ const rd::DriftResult& base_sweep() {
     rd::DriftOptions o;
     o.sampling.max_pos = 131072;
     o.storage = DType::f32;
-    const std::vector<std::string> names = {"hf", "bf16-inv-freq", "bf16-positions", "accurate"};
+    const std::vector<plugin::KernelName> names = ropecheck::test::kernels({"builtin:hf", "builtin:bf16-inv-freq", "builtin:bf16-positions", "builtin:accurate"});
     return rd::run_drift(load_preset("llama-2-7b"), names, o);
   }();
   return r;
@@ -64,7 +66,7 @@ const rd::DriftResult& base_sweep() {
 
 TEST(DriftFigures, Fp32PhaseErrorAtBase1e4) {
   const rd::DriftResult& r = base_sweep();
-  const rd::CandidateResult& hf = find(r, "hf");
+  const rd::KernelResult& hf = find(r, "hf");
   const double below_4096 = angle_max_below(r, hf, 4096);
   const double below_131072 = angle_max_below(r, hf, 131072);
   EXPECT_GT(below_4096, 2.4e-4 / 1.5);
@@ -78,7 +80,7 @@ TEST(DriftFigures, Fp32PhaseErrorAtBase1e4) {
 
 TEST(DriftFigures, Bf16InverseFrequenciesDestroyThePhase) {
   const rd::DriftResult& r = base_sweep();
-  const rd::CandidateResult& c = find(r, "bf16-inv-freq");
+  const rd::KernelResult& c = find(r, "bf16-inv-freq");
   EXPECT_GE(angle_max_below(r, c, 4096), 1.0) << "whole radians by 4096";
   EXPECT_GT(angle_max_below(r, c, 4096), 100 * angle_max_below(r, find(r, "hf"), 4096));
   // Broken by a few positions already (the error is position x 3.65e-3 relative).
@@ -88,7 +90,7 @@ TEST(DriftFigures, Bf16InverseFrequenciesDestroyThePhase) {
 
 TEST(DriftFigures, Bf16PositionsCollapse) {
   const rd::DriftResult& r = base_sweep();
-  const rd::CandidateResult& c = find(r, "bf16-positions");
+  const rd::KernelResult& c = find(r, "bf16-positions");
   ASSERT_TRUE(c.uniqueness);
   EXPECT_EQ(c.uniqueness->positions, 131072);
   EXPECT_EQ(c.uniqueness->distinct, 1409);
@@ -115,9 +117,9 @@ TEST(DriftFigures, AccurateWithinAboutOneUlpUpTo2e24) {
   o.sampling.per_octave = 16;
   o.storage = DType::f32;
   o.uniqueness = false;
-  const std::vector<std::string> names = {"accurate"};
+  const std::vector<plugin::KernelName> names = ropecheck::test::kernels({"builtin:accurate"});
   const rd::DriftResult r = rd::run_drift(load_preset("llama-3.1-8b"), names, o);
-  const rd::CandidateResult& c = r.candidates.at(0);
+  const rd::KernelResult& c = r.kernels.at(0);
   const double u32 = std::ldexp(1.0, -24);
   // cos / sin in [-1, 1]: one ulp is at most 2^-23 (values in [1, 2) only at exactly 1).
   EXPECT_LE(c.total.trig.max, 2 * u32) << "cos / sin error " << c.total.trig.max / u32 << " x 2^-24";
@@ -134,9 +136,9 @@ TEST(DriftFigures, MetaAndHfShareTheAngle) {
   rd::DriftOptions o;
   o.sampling.max_pos = 8192;
   o.uniqueness = false;
-  const std::vector<std::string> names = {"hf", "meta"};
+  const std::vector<plugin::KernelName> names = ropecheck::test::kernels({"builtin:hf", "builtin:meta"});
   const rd::DriftResult r = rd::run_drift(load_preset("llama-3.1-8b"), names, o);
   for (std::size_t i = 0; i < r.plan.positions.size(); ++i)
-    ASSERT_EQ(r.candidates[0].positions[i].angle.max, r.candidates[1].positions[i].angle.max)
+    ASSERT_EQ(r.kernels[0].positions[i].angle.max, r.kernels[1].positions[i].angle.max)
         << "position " << r.plan.positions[i];
 }

@@ -3,6 +3,7 @@
 // fixed plans); rerun one with ctest -R 'Drift(Uniqueness|Compare|Plugin|Output)' --output-on-failure.
 #include <gtest/gtest.h>
 
+#include "kernel_names.hpp"
 #include "test_paths.hpp"
 #include <stdlib.h>
 #include <unistd.h>
@@ -90,7 +91,7 @@ TEST(DriftCompare, IdenticalAndCollidingRecipes) {
   const EncodingSpec spec = load_preset("llama-3.1-8b");
   rd::DriftOptions o = small_options(2048);
   o.storage = DType::f32;  // with bf16 storage hf also rotates in bf16 and bf16-positions in f32
-  const rd::CompareResult same = rd::run_compare(spec, "hf", "hf", o);
+  const rd::CompareResult same = rd::run_compare(spec, ropecheck::test::kernel("builtin:hf"), ropecheck::test::kernel("builtin:hf"), o);
   EXPECT_FALSE(same.first_sampled.position);
   EXPECT_FALSE(same.first_all.position);
   EXPECT_EQ(same.positions_differing_all, 0);
@@ -101,7 +102,7 @@ TEST(DriftCompare, IdenticalAndCollidingRecipes) {
   EXPECT_EQ(same.total.saturated, 0);
 
   // bf16 positions equal the exact ones up to 256: the first difference over all positions is 257.
-  const rd::CompareResult pos = rd::run_compare(spec, "hf", "bf16-positions", o);
+  const rd::CompareResult pos = rd::run_compare(spec, ropecheck::test::kernel("builtin:hf"), ropecheck::test::kernel("builtin:bf16-positions"), o);
   ASSERT_TRUE(pos.first_all.position);
   EXPECT_EQ(*pos.first_all.position, 257);
   ASSERT_TRUE(pos.first_sampled.position);
@@ -124,7 +125,7 @@ TEST(DriftCompare, SaturatedBoundsAreNotTested) {
   rd::DriftOptions o = small_options(1 << 21);
   o.storage = DType::f32;
   o.uniqueness = false;
-  const rd::CompareResult r = rd::run_compare(spec, "hf", "meta", o);
+  const rd::CompareResult r = rd::run_compare(spec, ropecheck::test::kernel("builtin:hf"), ropecheck::test::kernel("builtin:meta"), o);
   EXPECT_EQ(r.total.violations, 0);
   EXPECT_GT(r.total.saturated, 0);
   EXPECT_EQ(r.verdict, ropecheck::Verdict::not_tested);
@@ -138,7 +139,7 @@ TEST(DriftCompare, SaturatedBoundsAreNotTested) {
     }
   // f32-reduced still discriminates there: hf (an f32 angle) and accurate cannot both be f32-reduced.
   o.compare_class = ropecheck::accuracy::AccuracyClass::f32_reduced;
-  const rd::CompareResult strict = rd::run_compare(spec, "hf", "accurate", o);
+  const rd::CompareResult strict = rd::run_compare(spec, ropecheck::test::kernel("builtin:hf"), ropecheck::test::kernel("builtin:accurate"), o);
   EXPECT_EQ(strict.verdict, ropecheck::Verdict::fail);
   EXPECT_EQ(strict.total.saturated, 0);
 }
@@ -148,10 +149,10 @@ TEST(DriftCompare, SweepBreakdownSaysWhereTheBoundSaturates) {
   rd::DriftOptions o = small_options(1 << 21);
   o.storage = DType::f32;
   o.uniqueness = false;
-  const std::vector<std::string> names = {"accurate"};
+  const std::vector<plugin::KernelName> names = ropecheck::test::kernels({"builtin:accurate"});
   const rd::DriftResult r = rd::run_drift(load_preset("llama-3.1-8b"), names, o);
-  ASSERT_EQ(r.candidates.size(), 1u);
-  for (const rd::Breakdown& b : r.candidates[0].breakdown) {
+  ASSERT_EQ(r.kernels.size(), 1u);
+  for (const rd::Breakdown& b : r.kernels[0].breakdown) {
     if (b.cls == ropecheck::accuracy::AccuracyClass::fp32_angle) {
       EXPECT_FALSE(b.position);  // accurate never leaves fp32-angle ...
       ASSERT_TRUE(b.saturated_from);  // ... but past ~1.16e6 that is not tested for the highest frequencies
@@ -172,7 +173,7 @@ TEST(DriftPlugin, HfPluginAgainstTheHfRecipe) {
   const EncodingSpec spec = load_preset("llama-3.1-8b");
   rd::DriftOptions o = small_options(8192);
   o.storage = DType::f32;
-  const rd::CompareResult r = rd::run_compare(spec, "hf", std::string("plugin:") + ropecheck::test::hf_plugin(), o);
+  const rd::CompareResult r = rd::run_compare(spec, ropecheck::test::kernel("builtin:hf"), ropecheck::test::kernel(std::string("plugin:") + ropecheck::test::hf_plugin()), o);
   EXPECT_EQ(r.b.rfind("plugin:", 0), 0u) << r.b;
   EXPECT_EQ(r.total.nonfinite_b, 0);
   EXPECT_LE(r.total.diff_rel.max, 1e-5) << "plugin and hf recipe disagree";
@@ -181,9 +182,9 @@ TEST(DriftPlugin, HfPluginAgainstTheHfRecipe) {
   EXPECT_TRUE(r.total.angle_diff.empty());
 
   // The same plugin in a drift sweep: rotated errors and uniqueness, no angle rows.
-  const std::vector<std::string> names = {std::string("plugin:") + ropecheck::test::hf_plugin()};
+  const std::vector<plugin::KernelName> names = ropecheck::test::kernels({std::string("plugin:") + ropecheck::test::hf_plugin()});
   const rd::DriftResult d = rd::run_drift(spec, names, o);
-  const rd::CandidateResult& c = d.candidates.at(0);
+  const rd::KernelResult& c = d.kernels.at(0);
   EXPECT_FALSE(c.has_rows);
   EXPECT_TRUE(c.total.angle.empty());
   EXPECT_FALSE(c.total.rot_ulp.empty());
@@ -198,7 +199,7 @@ TEST(DriftPlugin, BrokenPluginsGiveOneLineErrors) {
   const rd::DriftOptions o = small_options(64);
   const std::string dir = ropecheck::test::test_plugin_dir();
   for (const char* mode : {"unsupported_all", "sinusoidal", "wrong_abi"}) {
-    const std::vector<std::string> names = {"plugin:" + dir + "/test_plugin_" + mode + ".so"};
+    const std::vector<plugin::KernelName> names = ropecheck::test::kernels({"plugin:" + dir + "/test_plugin_" + mode + ".so"});
     try {
       rd::run_drift(spec, names, o);
       ADD_FAILURE() << mode << ": no error";
@@ -207,16 +208,16 @@ TEST(DriftPlugin, BrokenPluginsGiveOneLineErrors) {
     }
   }
   // A failure code is a failed kernel call, not an error: the sweep goes on and reports it.
-  const std::vector<std::string> fail_plugin = {"plugin:" + dir + "/test_plugin_fail.so"};
+  const std::vector<plugin::KernelName> fail_plugin = ropecheck::test::kernels({"plugin:" + dir + "/test_plugin_fail.so"});
   const rd::DriftResult f = rd::run_drift(spec, fail_plugin, o);
   ASSERT_EQ(f.kernel_failures.size(), 1u);
   EXPECT_NE(f.kernel_failures[0].find("returned 7"), std::string::npos) << f.kernel_failures[0];
   // A plugin that writes nothing: every output NaN, counted as non-finite at the caps, never a
   // crash, and reported as failed calls (unwritten outputs).
-  const std::vector<std::string> nan_plugin = {"plugin:" + dir + "/test_plugin_nan.so"};
+  const std::vector<plugin::KernelName> nan_plugin = ropecheck::test::kernels({"plugin:" + dir + "/test_plugin_nan.so"});
   const rd::DriftResult r = rd::run_drift(spec, nan_plugin, o);
-  EXPECT_GT(r.candidates.at(0).total.nonfinite, 0);
-  EXPECT_EQ(r.candidates.at(0).total.rot_rel.max, rd::kUnitCap);
+  EXPECT_GT(r.kernels.at(0).total.nonfinite, 0);
+  EXPECT_EQ(r.kernels.at(0).total.rot_rel.max, rd::kUnitCap);
   ASSERT_EQ(r.kernel_failures.size(), 1u);
   EXPECT_NE(r.kernel_failures[0].find("unwritten"), std::string::npos) << r.kernel_failures[0];
   EXPECT_NO_THROW((void)rd::to_json(r, "test").dump());
@@ -224,14 +225,13 @@ TEST(DriftPlugin, BrokenPluginsGiveOneLineErrors) {
 
 TEST(DriftPlugin, UnknownRecipeAndSinusoidalSpec) {
   const rd::DriftOptions o = small_options(64);
-  const std::vector<std::string> bad = {"hf", "no-such-recipe"};
-  try {
-    rd::run_drift(load_preset("llama-3.1-8b"), bad, o);
+  try {  // the grammar refuses the name before drift makes anything
+    rd::run_drift(load_preset("llama-3.1-8b"), ropecheck::test::kernels({"builtin:hf", "builtin:no-such-recipe"}), o);
     ADD_FAILURE() << "no error";
-  } catch (const SpecError& e) {
+  } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("no-such-recipe"), std::string::npos) << e.what();
   }
-  const std::vector<std::string> hf = {"hf"};
+  const std::vector<plugin::KernelName> hf = ropecheck::test::kernels({"builtin:hf"});
   EXPECT_THROW(rd::run_drift(load_preset("transformer-base"), hf, o), SpecError);
 }
 
@@ -241,9 +241,9 @@ TEST(DriftOutput, F16PositionsOverflowIsCountedAndWritten) {
   // f16 positions become infinite from 65520: cos / sin NaN there, counted at the caps.
   rd::DriftOptions o = small_options(70000);
   o.uniqueness = false;
-  const std::vector<std::string> names = {"f16-positions", "hf"};
+  const std::vector<plugin::KernelName> names = ropecheck::test::kernels({"builtin:f16-positions", "builtin:hf"});
   const rd::DriftResult r = rd::run_drift(load_preset("llama-3.1-8b"), names, o);
-  const rd::CandidateResult& c = r.candidates.at(0);
+  const rd::KernelResult& c = r.kernels.at(0);
   EXPECT_GT(c.total.nonfinite, 0);
   EXPECT_EQ(c.bins.back().angle.max, rd::kAngleCap);
   EXPECT_EQ(c.bins.back().rot_rel.max, rd::kUnitCap);
@@ -262,7 +262,7 @@ TEST(DriftOutput, F16PositionsOverflowIsCountedAndWritten) {
 TEST(DriftOutput, FilesColumnsAndKeys) {
   rd::DriftOptions o = small_options(1024);
   o.shifts = {1, 64};
-  const std::vector<std::string> names = {"hf", "accurate", "bf16-positions"};
+  const std::vector<plugin::KernelName> names = ropecheck::test::kernels({"builtin:hf", "builtin:accurate", "builtin:bf16-positions"});
   const rd::DriftResult r = rd::run_drift(load_preset("llama-3.1-8b"), names, o);
 
   EXPECT_EQ(first_line(rd::bins_csv(r)),
@@ -275,7 +275,7 @@ TEST(DriftOutput, FilesColumnsAndKeys) {
   EXPECT_EQ(first_line(rd::breakdown_csv(r)), "candidate,class,position,quantity,head,pair,channel,error,allowed");
   EXPECT_EQ(first_line(rd::uniqueness_csv(r)), "candidate,positions,distinct,first_collision,collides_with");
   EXPECT_EQ(first_line(rd::drift_plot_data_csv(r)), "candidate,position,angle_err,cos_sin_err,rot_ulp,rot_rel,shift_err");
-  // Rows: one per candidate x bin / position / class.
+  // Rows: one per kernel x bin / position / class.
   auto lines = [](const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); };
   EXPECT_EQ(lines(rd::bins_csv(r)), 1 + 3 * r.plan.bins.size());
   EXPECT_EQ(lines(rd::positions_csv(r)), 1 + 3 * r.plan.positions.size());
@@ -310,19 +310,19 @@ TEST(DriftOutput, FilesColumnsAndKeys) {
 }
 
 // A plot with nothing to show on log axes (all values 0 or absent) made gnuplot fail the whole run ("all
-// points y value undefined"), e.g. angles when every candidate is a plugin: such plots are left out.
+// points y value undefined"), e.g. angles when every kernel is a plugin: such plots are left out.
 TEST(DriftOutput, PlotsWithNothingToDrawAreLeftOut) {
-  const std::vector<std::string> names = {"hf"};
+  const std::vector<plugin::KernelName> names = ropecheck::test::kernels({"builtin:hf"});
   rd::DriftResult r = rd::run_drift(load_preset("llama-3.1-8b"), names, small_options(256));
   const std::vector<std::string> all = {"drift-angle.png", "drift-cos-sin.png", "drift-rotated.png", "drift-shift.png"};
   EXPECT_EQ(rd::drift_plot_files(r), all);
-  r.candidates[0].has_rows = false;  // what a plugin or CUDA candidate gives: rotated values only
+  r.kernels[0].has_rows = false;  // what a plugin or CUDA kernel gives: rotated values only
   EXPECT_EQ(rd::drift_plot_files(r), std::vector<std::string>({"drift-rotated.png", "drift-shift.png"}));
   std::string gp = rd::drift_gnuplot_script(r);
   EXPECT_NE(gp.find("# drift-angle.png is not drawn"), std::string::npos) << gp;
   EXPECT_EQ(gp.find("set output \"drift-angle.png\""), std::string::npos) << gp;
   EXPECT_EQ(gp.find("NaN notitle"), std::string::npos) << gp;
-  for (rd::Metrics& m : r.candidates[0].positions) m.rot_rel = {};  // an exact candidate: every error 0
+  for (rd::Metrics& m : r.kernels[0].positions) m.rot_rel = {};  // an exact kernel: every error 0
   EXPECT_EQ(rd::drift_plot_files(r), std::vector<std::string>({"drift-shift.png"}));
   gp = rd::drift_gnuplot_script(r);
   EXPECT_NE(gp.find("# drift-rotated.png is not drawn"), std::string::npos) << gp;
@@ -338,7 +338,7 @@ TEST(DriftOutput, PlotsWithNothingToDrawAreLeftOut) {
 }
 
 TEST(DriftOutput, CompareFiles) {
-  const rd::CompareResult r = rd::run_compare(load_preset("llama-3.1-8b"), "hf", "ggml", small_options(512));
+  const rd::CompareResult r = rd::run_compare(load_preset("llama-3.1-8b"), ropecheck::test::kernel("builtin:hf"), ropecheck::test::kernel("builtin:ggml"), small_options(512));
   EXPECT_EQ(first_line(rd::compare_bins_csv(r)),
             "bin,lo,hi,samples,diff_ulp_max,diff_ulp_rms,diff_rel_max,diff_rel_rms,differing,elements,angle_diff_max,"
             "angle_diff_rms,cos_sin_diff_max,table_diff_max,err_a_ulp_max,err_b_ulp_max,err_a_rel_max,err_b_rel_max,"

@@ -120,7 +120,7 @@ TEST(DriftSampling, JsonCarriesThePlan) {
   EXPECT_EQ(j["window_starts"].size(), p.window_starts.size());
 }
 
-// The memory estimate grows with what the run holds (samples x heads x head_dim, candidates, the
+// The memory estimate grows with what the run holds (samples x heads x head_dim, kernels, the
 // uniqueness pass over every position), is above what a default run measures (~100 MB peak RSS for
 // llama-3.1-8b to 2^20, two recipes; DRIFT.md), and require_memory refuses above --max-memory only.
 TEST(DriftMemory, EstimateGrowsWithTheRunAndRefusesAboveTheLimit) {

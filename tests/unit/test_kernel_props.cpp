@@ -1,11 +1,10 @@
-// The property suite against ropecheck's own fast kernels (props/kernel_targets.hpp): the targets
-// "kernel:<recipe>" (f32 outputs) and "kernel:<recipe>-bf16out", each claiming the class the error model
-// gives its recipe. The recommended recipes (accurate, hf, meta, ggml) must pass every property on
+// The property suite against ropecheck's own fast kernels (`props --kernel builtin:RECIPE`, here through
+// support/builtin_targets.hpp), each claiming the class the error model gives its recipe and dtype. The recommended recipes (accurate, hf, meta, ggml) must pass every property on
 // generated specs of every kind; the known-bad recipes bf16-inv-freq and bf16-positions must be caught
 // on the spec a user meets them with (llama-3.1-8b).
 //
 // Deterministic: RapidCheck seed kSeed, printed. Reproduce a failure with the `reproduce` line the suite
-// prints, or `ropecheck props --target kernel:RECIPE --cases N --seed 20261121`.
+// prints, or `ropecheck props --kernel builtin:RECIPE --dtype f32 --cases N --seed 20261121`.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +13,8 @@
 #include <vector>
 
 #include "ropecheck/kernels/recipe.hpp"
-#include "ropecheck/props/kernel_targets.hpp"
+#include "builtin_targets.hpp"
+#include "ropecheck/props/kut_target.hpp"
 #include "ropecheck/props/mutants.hpp"
 #include "ropecheck/props/registry.hpp"
 #include "ropecheck/props/suite.hpp"
@@ -33,18 +33,13 @@ class KernelProps : public ::testing::Test {
   static void SetUpTestSuite() { register_builtin_targets(); }
 };
 
-TEST_F(KernelProps, EveryRecipeIsRegisteredWithItsClass) {
-  const std::vector<std::string> names = target_names();
+TEST_F(KernelProps, EveryRecipeClaimsItsClass) {
   for (const k::RecipeInfo& r : k::recipes())
-    for (const std::string suffix : {"", "-bf16out"}) {
-      const std::string name = "kernel:" + std::string(r.name) + suffix;
-      ASSERT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
-      const auto t = make_target(name);
-      ASSERT_TRUE(t) << name;
-      EXPECT_EQ(t->info().name, name);
-      const DType dt = suffix.empty() ? DType::f32 : DType::bf16;
-      EXPECT_EQ(t->info().dtype, dt) << name;
-      EXPECT_EQ(t->info().accuracy, kernel_claimed_class(r.recipe, dt)) << name;
+    for (const DType dt : {DType::f32, DType::bf16}) {
+      const auto t = ropecheck::test::builtin_target(r.recipe, dt);
+      EXPECT_EQ(t->info().name, "builtin:" + std::string(r.name));
+      EXPECT_EQ(t->info().dtype, dt) << r.name;
+      EXPECT_EQ(t->info().accuracy, kernel_claimed_class(r.recipe, dt)) << r.name;
     }
   // The claims the error model derives (ERROR_MODEL.md section 10, kernels/RECIPES.md).
   EXPECT_EQ(kernel_claimed_class(k::Recipe::accurate, DType::f32), AccuracyClass::f32_reduced);
@@ -58,7 +53,7 @@ TEST_F(KernelProps, EveryRecipeIsRegisteredWithItsClass) {
   EXPECT_EQ(kernel_claimed_class(k::Recipe::bf16_inv_freq, DType::f32), AccuracyClass::fp32_angle);
   EXPECT_EQ(kernel_claimed_class(k::Recipe::f16_table, DType::f32), AccuracyClass::f16_table);
   // The portable path is selectable and says so.
-  EXPECT_NE(make_kernel_target(k::Recipe::accurate, DType::f32, true)->info().description.find("portable"),
+  EXPECT_NE(ropecheck::test::builtin_target(k::Recipe::accurate, DType::f32, true)->info().description.find("portable"),
             std::string::npos);
 }
 
@@ -67,26 +62,28 @@ TEST_F(KernelProps, EveryRecipeIsRegisteredWithItsClass) {
 // cases per property (each property draws its own specs, so every kind still comes up).
 TEST_F(KernelProps, RecommendedRecipesPassTheWholeSuite) {
   struct Run {
-    const char* target;
+    k::Recipe recipe;
+    DType dtype;
     int cases;
   };
   const int f32 = ropecheck::test::scaled(30, 30, 4), bf16 = ropecheck::test::scaled(12, 12, 2);
-  for (const Run& r : {Run{"kernel:accurate", f32}, Run{"kernel:hf", f32}, Run{"kernel:meta", f32}, Run{"kernel:ggml", f32},
-                       Run{"kernel:accurate-bf16out", bf16}, Run{"kernel:hf-bf16out", bf16}, Run{"kernel:meta-bf16out", bf16},
-                       Run{"kernel:ggml-bf16out", bf16}}) {
-    const auto t = make_target(r.target);
-    ASSERT_TRUE(t) << r.target;
+  using R = k::Recipe;
+  for (const Run& r : {Run{R::accurate, DType::f32, f32}, Run{R::hf, DType::f32, f32}, Run{R::meta, DType::f32, f32},
+                       Run{R::ggml, DType::f32, f32}, Run{R::accurate, DType::bf16, bf16}, Run{R::hf, DType::bf16, bf16},
+                       Run{R::meta, DType::bf16, bf16}, Run{R::ggml, DType::bf16, bf16}}) {
+    const auto t = ropecheck::test::builtin_target(r.recipe, r.dtype);
+    const std::string target = t->info().name + " " + std::string(to_string(r.dtype));
     SuiteOptions o;
     o.cases = r.cases;
     o.seed = kSeed;
     const SuiteReport rep = run_suite(*t, nullptr, o);
-    std::printf("%s (%s), generated specs, seed %llu, %d cases per property:\n%s", r.target,
+    std::printf("%s (%s), generated specs, seed %llu, %d cases per property:\n%s", target.c_str(),
                 std::string(to_string(t->info().accuracy)).c_str(), static_cast<unsigned long long>(kSeed), r.cases,
                 rep.summary().c_str());
-    EXPECT_TRUE(rep.passed()) << r.target << ":\n" << rep.summary();
+    EXPECT_TRUE(rep.passed()) << target << ":\n" << rep.summary();
     int run = 0;
     for (const PropertyOutcome& p : rep.outcomes) run += p.cases - p.skipped;
-    EXPECT_GT(run, 0) << r.target << " ran no case";
+    EXPECT_GT(run, 0) << target << " ran no case";
   }
 }
 
@@ -94,9 +91,9 @@ TEST_F(KernelProps, RecommendedRecipesPassTheWholeSuite) {
 // bf16) claim what hf claims (fp32-angle with f32 outputs) and are caught.
 TEST_F(KernelProps, KnownBadRecipesAreCaught) {
   const EncodingSpec spec = load_preset("llama-3.1-8b");
-  for (const char* name : {"kernel:bf16-inv-freq", "kernel:bf16-positions"}) {
-    const auto t = make_target(name);
-    ASSERT_TRUE(t) << name;
+  for (const k::Recipe recipe : {k::Recipe::bf16_inv_freq, k::Recipe::bf16_positions}) {
+    const auto t = ropecheck::test::builtin_target(recipe);
+    const std::string name = t->info().name;
     SuiteOptions o;
     o.cases = 40;
     o.seed = kSeed;
@@ -105,7 +102,7 @@ TEST_F(KernelProps, KnownBadRecipesAreCaught) {
     EXPECT_FALSE(rep.passed()) << name << " passed:\n" << rep.summary();
     for (const PropertyOutcome& p : rep.outcomes)
       if (!p.passed)
-        std::printf("%-30s caught by %-15s margin %-10.4g %s\n", name, p.property.c_str(), p.worst_margin,
+        std::printf("%-30s caught by %-15s margin %-10.4g %s\n", name.c_str(), p.property.c_str(), p.worst_margin,
                     p.counterexample.c_str());
   }
 }

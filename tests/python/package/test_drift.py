@@ -12,7 +12,7 @@ ARGS = dict(max_pos=4096, uniqueness=False)
 
 @pytest.fixture(scope="module")
 def sweep():
-    return ropecheck.drift("llama-3.2-1b", ["hf", "accurate", "bf16-positions"], **ARGS)
+    return ropecheck.drift("llama-3.2-1b", ["builtin:hf", "builtin:accurate", "builtin:bf16-positions"], **ARGS)
 
 
 def test_arrays_and_what_they_show(sweep):
@@ -28,12 +28,18 @@ def test_arrays_and_what_they_show(sweep):
 
 
 def test_same_files_as_the_cli(cli, sweep, tmp_path):
-    p = run_cli(cli, "drift", "--preset", "llama-3.2-1b", "--recipes", "hf,accurate,bf16-positions", "--max-pos", "4096",
+    p = run_cli(cli, "drift", "--preset", "llama-3.2-1b", "--recipes", "builtin:hf,builtin:accurate,builtin:bf16-positions", "--max-pos", "4096",
                 "--no-uniqueness", "--no-plots", "--quiet", "--out", str(tmp_path / "d"))
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "d" / "positions.csv").read_text() == sweep.positions_csv
     assert (tmp_path / "d" / "bins.csv").read_text() == sweep.bins_csv
     assert (tmp_path / "d" / "breakdown.csv").read_text() == sweep.breakdown_csv
+
+
+def test_old_recipe_spelling_warns_and_gives_the_same_sweep(sweep):
+    with pytest.warns(FutureWarning, match="'hf' is spelled 'builtin:hf' now"):
+        old = ropecheck.drift("llama-3.2-1b", ["hf", "builtin:accurate", "builtin:bf16-positions"], **ARGS)
+    assert old.candidates == sweep.candidates and old.positions_csv == sweep.positions_csv
 
 
 def test_optional_pandas_and_matplotlib(sweep):
@@ -59,7 +65,7 @@ def test_optional_pandas_and_matplotlib(sweep):
     (dict(dtype="f8"), "dtype"),
 ])
 def test_bad_arguments(kwargs, match):
-    args = dict(spec="llama-3.2-1b", recipes=["hf"], max_pos=64, uniqueness=False)
+    args = dict(spec="llama-3.2-1b", recipes=["builtin:hf"], max_pos=64, uniqueness=False)
     args.update(kwargs)
-    with pytest.raises(ropecheck.SpecError, match=match):
+    with pytest.raises(ropecheck.InputError, match=match):
         ropecheck.drift(**args)

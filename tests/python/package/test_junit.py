@@ -63,13 +63,13 @@ def test_check_junit_not_tested_is_skipped(cli, tmp_path):
 
 
 def test_props_junit(cli, tmp_path):
-    p = run_cli(cli, "props", "--target", "kernel:bf16-inv-freq", "--preset", "llama-3.1-8b", "--cases", "5",
+    p = run_cli(cli, "props", "--kernel", "builtin:bf16-inv-freq", "--dtype", "f32", "--preset", "llama-3.1-8b", "--cases", "5",
                 "--max-pos", "1000000", "--junit", str(tmp_path / "p.xml"))
     assert p.returncode == 1, p.stderr
     c = cases(tmp_path / "p.xml")
     assert "relative_shift.f32" in c
     failure = c["relative_shift.f32"].find("failure")
-    assert failure is not None and "reproduce: ropecheck props --target kernel:bf16-inv-freq" in failure.text
+    assert failure is not None and "reproduce: ropecheck props --kernel builtin:bf16-inv-freq --preset" in failure.text
     skipped = c["sinusoidal_shift.f32"].find("skipped")
     assert skipped is not None and skipped.get("message").startswith("not applicable")
 

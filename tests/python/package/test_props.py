@@ -76,7 +76,7 @@ def test_a_kernel_without_a_spec_argument_declines_derived_specs():
 def test_the_bug_fails_as_in_the_cli_and_its_reproduce_line_reruns_it(cli):
     args = dict(cases=5, max_pos=1000000, seed=7, only=["uniqueness", "norm"])  # uniqueness shrinks fast
     r = ropecheck.props(bf16_inv_freq, "llama-3.1-8b", **args)
-    p = run_cli(cli, "props", "--target", "kernel:bf16-inv-freq", "--preset", "llama-3.1-8b", "--cases", "5",
+    p = run_cli(cli, "props", "--kernel", "builtin:bf16-inv-freq", "--dtype", "f32", "--preset", "llama-3.1-8b", "--cases", "5",
                 "--max-pos", "1000000", "--seed", "7", "--only", "uniqueness,norm")
     assert p.returncode == 1 and r.verdict == "fail"
     assert r.outcome("uniqueness")["verdict"] == "fail" and r.outcome("norm")["verdict"] == "pass"

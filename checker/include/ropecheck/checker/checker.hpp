@@ -53,6 +53,9 @@ struct Criterion {
   nlohmann::json to_json() const;
 };
 
+// InputError unless the criterion's numbers are usable (non-negative, finite where they must be).
+void validate(const Criterion& criterion);
+
 struct CheckOptions {
   std::map<std::string, std::string> name_map;  // golden output name -> candidate tensor name (--map)
   Criterion criterion;                           // default: class fp32-angle

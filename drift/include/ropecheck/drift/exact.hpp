@@ -51,11 +51,11 @@ class ExactRope {
   bool long_factors_ = false;
 };
 
-// The wrapped difference candidate - exact of two angles, in [-pi, pi]: from the exact cos / sin
-// of the true angle and the candidate angle (any finite double), as atan2 of the sine and cosine
-// of the difference (absolute error about 1e-16; no reduction of the candidate needed).
-// NaN when the candidate is not finite.
-double wrapped_angle_error(double candidate, const DD& exact_cos, const DD& exact_sin);
+// The wrapped difference kernel - exact of two angles, in [-pi, pi]: from the exact cos / sin
+// of the true angle and the kernel angle (any finite double), as atan2 of the sine and cosine
+// of the difference (absolute error about 1e-16; no reduction of the kernel needed).
+// NaN when the kernel is not finite.
+double wrapped_angle_error(double kernel, const DD& exact_cos, const DD& exact_sin);
 
 // The exact rotated pair att * (a cos - b sin, b cos + a sin) as DD (a, b exact doubles).
 struct RotatedPair {

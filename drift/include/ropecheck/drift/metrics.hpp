@@ -35,7 +35,7 @@ struct Stat {
   bool empty() const { return count == 0; }
 };
 
-// One position's (or one bin's) measurements of one candidate. Empty stats mean "not measured"
+// One position's (or one bin's) measurements of one kernel. Empty stats mean "not measured"
 // (a plugin has no angles or f32 rows; a plugin without ropecheck_rope_cos_sin has no table).
 struct Metrics {
   std::int64_t samples = 0;  // sampled positions merged in

@@ -1,4 +1,4 @@
-// A drift sweep: every candidate (recipe or plugin) measured against the exact reference at the
+// A drift sweep: every kernel (recipe or plugin) measured against the exact reference at the
 // positions of a sampling plan, summarised per bin, with the first sampled position where each
 // accuracy class's bound is exceeded (the breakdown position) and, over all positions 0 .. N-1,
 // the uniqueness of the encodings (drift/DRIFT.md says what every number means).
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ropecheck/plugin/client.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 #include "ropecheck/drift/metrics.hpp"
 #include "ropecheck/drift/sampling.hpp"
 #include "ropecheck/drift/uniqueness.hpp"
@@ -37,16 +38,16 @@ struct DriftOptions {
   // --compare: the class whose bound decides whether A and B agree (|A - B| <= 2 E, E the class's
   // per-element bound for the storage dtype: both could be in the class).
   accuracy::AccuracyClass compare_class = accuracy::AccuracyClass::fp32_angle;
-  plugin::PluginClientOptions plugin;    // how plugin: candidates run (isolated, timeout)
+  plugin::PluginClientOptions plugin;    // how plugin: kernels run (isolated, timeout)
   std::uint64_t max_memory = 0;          // refuse runs estimated to need more (bytes); 0: the machine's memory
   // Part of a sweep split over processes (drift/part.hpp): the sampled positions are split in N
-  // contiguous ranges, and candidate k's uniqueness pass runs in shard (k mod N) + 1.
+  // contiguous ranges, and kernel k's uniqueness pass runs in shard (k mod N) + 1.
   Shard shard;
   // Told one line per finished step ("hf: sweep 0.41 s"); may be empty.
   std::function<void(const std::string&)> progress;
 };
 
-// The first sampled position where a candidate exceeds a class's bound, with the worst element
+// The first sampled position where a kernel exceeds a class's bound, with the worst element
 // there (largest error / allowed).
 struct Breakdown {
   accuracy::AccuracyClass cls = accuracy::AccuracyClass::exact;
@@ -55,7 +56,7 @@ struct Breakdown {
   int head = -1;                         // rotated: the head; table: -1
   int pair = -1;
   int channel = -1;                      // rotated: the channel; table: 0 = cos, 1 = sin
-  double error = 0;                      // |candidate - exact| (absolute; infinity for non-finite)
+  double error = 0;                      // |kernel - exact| (absolute; infinity for non-finite)
   double allowed = 0;                    // the class's allowance for that element
   // The first sampled position where the class's bound on a rotated value is saturated for some
   // pair (ClassBound::saturated: an all-zero output would pass; from there "never" proves nothing
@@ -63,7 +64,7 @@ struct Breakdown {
   std::optional<std::int64_t> saturated_from;
 };
 
-struct CandidateResult {
+struct KernelResult {
   std::string name, description;
   bool known_bad = false;
   bool is_recipe = false;
@@ -84,33 +85,33 @@ struct DriftResult {
   SamplingPlan plan;
   std::int64_t seq_len = 0;
   double attention_factor = 1;
-  std::vector<CandidateResult> candidates;
+  std::vector<KernelResult> kernels;
   std::vector<std::string> kernel_failures;  // per plugin with failed calls: "N of M calls lost: FIRST"
   double seconds = 0;
   std::int64_t first_sample = 0, last_sample = 0;  // the sampled positions measured: plan indices [first, last)
 };
 
-// A candidate's bins and total from its per-position metrics, folded in plan order (what one run and
+// A kernel's bins and total from its per-position metrics, folded in plan order (what one run and
 // a merge of parts both do).
-void summarize_positions(CandidateResult& c, const SamplingPlan& plan, std::size_t shifts);
+void summarize_positions(KernelResult& c, const SamplingPlan& plan, std::size_t shifts);
 
 // Throws SpecError for a sinusoidal spec (drift is RoPE-only), an unknown recipe or bad options;
 // InputError for a plugin that does not load or fails; std::invalid_argument for a bad
 // sampling plan.
-DriftResult run_drift(const EncodingSpec& spec, std::span<const std::string> candidates, const DriftOptions& options);
+DriftResult run_drift(const EncodingSpec& spec, std::span<const plugin::KernelName> kernels, const DriftOptions& options);
 
-// What a run of `candidates` candidates holds at its peak, in bytes (an upper estimate): the exact rows
-// and every candidate's per-sample metrics over the plan's samples, one chunk of inputs and outputs,
+// What a run of `kernels` kernels holds at its peak, in bytes (an upper estimate): the exact rows
+// and every kernel's per-sample metrics over the plan's samples, one chunk of inputs and outputs,
 // the uniqueness pass's hash per position. run_drift and run_compare refuse (SpecError, one line naming
 // the options and the estimate: golden/memory_budget.hpp) a run over options.max_memory before they
 // allocate; options must be valid (make_sampling_plan accepts them).
-std::uint64_t estimate_memory_bytes(const EncodingSpec& spec, const DriftOptions& options, std::size_t candidates);
+std::uint64_t estimate_memory_bytes(const EncodingSpec& spec, const DriftOptions& options, std::size_t kernels);
 // Throws that SpecError when the estimate exceeds options.max_memory (0: the machine's memory).
-void require_memory(const EncodingSpec& spec, const DriftOptions& options, std::size_t candidates);
+void require_memory(const EncodingSpec& spec, const DriftOptions& options, std::size_t kernels);
 
 // ---- --compare A,B ----------------------------------------------------------------------------------
 
-// Differences between two candidates on the same inputs at the same positions.
+// Differences between two kernels on the same inputs at the same positions.
 struct CompareMetrics {
   std::int64_t samples = 0;
   Stat diff_ulp;    // |A - B| / ulp(max(|A|, |B|)) in the storage dtype, rotated channels
@@ -157,7 +158,7 @@ struct CompareResult {
   double seconds = 0;
 };
 
-CompareResult run_compare(const EncodingSpec& spec, const std::string& a, const std::string& b,
+CompareResult run_compare(const EncodingSpec& spec, const plugin::KernelName& a, const plugin::KernelName& b,
                           const DriftOptions& options);
 
 }  // namespace ropecheck::drift

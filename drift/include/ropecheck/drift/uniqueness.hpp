@@ -1,9 +1,9 @@
-// Uniqueness: how many distinct positions a candidate actually represents over ALL positions
+// Uniqueness: how many distinct positions a kernel actually represents over ALL positions
 // 0 .. N-1, and the first position whose encoding equals an earlier one's (drift/DRIFT.md,
 // "Uniqueness").
 //
-// A position's encoding is the candidate's rotation of the unit pair vector (x_a = 1, x_b = 0 in
-// every pair, one head): att * (cos, sin) of every pair exactly as the candidate stores them
+// A position's encoding is the kernel's rotation of the unit pair vector (x_a = 1, x_b = 0 in
+// every pair, one head): att * (cos, sin) of every pair exactly as the kernel stores them
 // (table dtype, rotation, storage rounding), which works the same for recipes and plugins. Two
 // rows are equal when every value is equal (+0 = -0; NaN equals NaN, so the positions a recipe
 // turns into infinity all collide). Rows are compared through a 104-bit hash: two different rows
@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include "ropecheck/drift/candidate.hpp"
+#include "ropecheck/drift/swept_kernel.hpp"
 
 namespace ropecheck::drift {
 
@@ -41,7 +41,7 @@ Uniqueness uniqueness_from_hashes(std::span<const RowHash> hashes, std::span<con
 
 // Rotates the unit vector at every position 0 .. n-1 in chunks, hashes the rows (threads for
 // the kernel and for hashing) and counts. `progress` (may be empty) is told rows done.
-Uniqueness measure_uniqueness(Candidate& c, const RopeSpec& spec, std::int64_t n, std::span<const std::int64_t> edges,
+Uniqueness measure_uniqueness(SweptKernel& c, const RopeSpec& spec, std::int64_t n, std::span<const std::int64_t> edges,
                               int threads,
                               const std::function<void(std::int64_t)>& progress = {});
 

@@ -1,11 +1,11 @@
 // Output of a drift investigation (drift/DRIFT.md documents every file, column and key):
-//   drift.json        everything but the per-position rows: options, sampling plan, per candidate
+//   drift.json        everything but the per-position rows: options, sampling plan, per kernel
 //                     the totals, per-bin metrics, breakdown positions and uniqueness
-//   bins.csv          candidate x bin metrics
-//   positions.csv     candidate x sampled position metrics (what the plots draw)
-//   breakdown.csv     candidate x accuracy class: the breakdown position and the element there
-//   uniqueness.csv    candidate: distinct positions and the first collision
-//   summary.md        Markdown tables: candidate x metric, breakdown positions, angle error per bin
+//   bins.csv          kernel x bin metrics
+//   positions.csv     kernel x sampled position metrics (what the plots draw)
+//   breakdown.csv     kernel x accuracy class: the breakdown position and the element there
+//   uniqueness.csv    kernel: distinct positions and the first collision
+//   summary.md        Markdown tables: kernel x metric, breakdown positions, angle error per bin
 //   plot_data.csv     what the plots draw (upper envelopes of positions.csv's values)
 //   drift.gp + PNGs   the gnuplot script (kept so the plots can be restyled) and what it drew
 // For --compare: compare.json, compare_bins.csv, compare_positions.csv, compare_plot_data.csv,
@@ -72,8 +72,8 @@ std::string drift_plot_data_csv(const DriftResult& r);
 std::string compare_plot_data_csv(const CompareResult& r);
 // The gnuplot scripts (they read the plot data from their own folder).
 std::string drift_gnuplot_script(const DriftResult& r);
-// The PNGs drift.gp draws: a plot with nothing to show on log axes (no candidate with a positive value at
-// a position > 0, e.g. angles when every candidate is a plugin) is left out, with a comment in the script.
+// The PNGs drift.gp draws: a plot with nothing to show on log axes (no kernel with a positive value at
+// a position > 0, e.g. angles when every kernel is a plugin) is left out, with a comment in the script.
 std::vector<std::string> drift_plot_files(const DriftResult& r);
 std::string compare_gnuplot_script(const CompareResult& r);
 

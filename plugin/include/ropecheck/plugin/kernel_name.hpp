@@ -1,8 +1,16 @@
-// `check --kernel NAME`: the kernel under test a name stands for, and how the report describes it.
-//   builtin:RECIPE       ropecheck's fast CPU kernel of that recipe (kut/builtin_sources.hpp)
-//   builtin-cuda:RECIPE  ropecheck's CUDA kernel of that recipe (kut/cuda_source.hpp); without a GPU
-//                        only under the test-only switch ROPECHECK_CUDA_EMULATION=1 (host emulation)
-//   anything else        a kernel plugin library (plugin_kernel.hpp)
+// Kernels under test by name: the one grammar `check --kernel`, `props --kernel`, `drift --recipes` /
+// `--compare` and the Python package read, parsed here and nowhere else.
+//
+//   builtin:RECIPE            ropecheck's fast CPU kernel of that precision recipe (kut/builtin_sources.hpp)
+//   cuda:RECIPE               ropecheck's CUDA kernel of that recipe (kut/cuda_source.hpp); without a GPU
+//                             only under the test-only switch ROPECHECK_CUDA_EMULATION=1 (host emulation)
+//   plugin:LIB.so[:OPTIONS]   a kernel plugin (plugin_kernel.hpp, abi/KERNEL_ABI.md); OPTIONS go to its
+//   LIB.so[:OPTIONS]          ropecheck_kernel_configure. Anything that is not one of the forms above
+//                             is a library path.
+//
+// Old spellings still work for one release, with a one-line note (KernelName::deprecation):
+// `builtin-cuda:R` (cuda:R), `kernel:R` and `kernel:R-bf16out` / `-f16out` / `-f64out` (props' old
+// target names: builtin:R with that output dtype), and a bare recipe name `R` (drift's: builtin:R).
 #pragma once
 
 #include <memory>
@@ -12,33 +20,47 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ropecheck/plugin/client.hpp"
+#include "ropecheck/core/dtype.hpp"
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kut/kernel_under_test.hpp"
+#include "ropecheck/plugin/client.hpp"
 
 namespace ropecheck::plugin {
 
-// "PREFIX:RECIPE" -> the recipe; nullopt when `kernel` does not start with "PREFIX:". Throws
-// InputError for the prefix followed by an unknown recipe (the message lists the known ones).
-std::optional<kernels::Recipe> parse_recipe_kernel(std::string_view prefix, std::string_view kernel);
-inline std::optional<kernels::Recipe> parse_builtin_kernel(std::string_view kernel) {
-  return parse_recipe_kernel("builtin", kernel);
-}
+struct KernelName {
+  enum class Kind { builtin, cuda, plugin };
+  Kind kind = Kind::builtin;
+  kernels::Recipe recipe{};  // builtin, cuda
+  std::string library;       // plugin: the library's path (with its OPTIONS: load_kernel_plugin splits them)
+  std::string given;         // as written
+  // An old spelling's output dtype (kernel:R-bf16out), for props; nullopt otherwise.
+  std::optional<DType> storage;
+  // One line for stderr when `given` is an old spelling ("... is builtin:hf now"), else empty.
+  std::string deprecation;
 
-struct KernelSourceOptions {
-  kernels::KernelOptions cpu;   // the CPU kernels' threads / path
-  PluginClientOptions plugin;   // isolation of a plugin
+  // The canonical spelling: "builtin:hf", "cuda:hf", "plugin:LIB.so[:OPTIONS]".
+  std::string canonical() const;
+  bool is_recipe() const { return kind != Kind::plugin; }  // builtin or cuda
 };
 
-struct KernelSource {
+// Parses `name`; InputError "OPTION NAME: ..." for an unknown recipe after builtin: / cuda:, or an empty
+// library after plugin:. A bare recipe name is read as builtin:RECIPE unless a file of that name exists.
+KernelName parse_kernel_name(std::string_view name, std::string_view option = "--kernel");
+
+struct OpenOptions {
+  kernels::KernelOptions cpu;  // the CPU kernels' threads / path
+  PluginClientOptions plugin;  // a plugin's isolation
+};
+
+struct OpenedKernel {
   std::unique_ptr<kut::KernelUnderTest> kernel;
-  std::string title;      // the report header's first line, before ": N output tensors"
-  nlohmann::json source;  // the JSON report's candidate_source (the run's notes and failures are added)
+  std::string title;      // the check report's first line, before ": N output tensors"
+  nlohmann::json source;  // the JSON report's candidate_source
 };
 
-// Throws InputError (unusable input, one line starting "--kernel NAME: ") for an unknown recipe,
-// a CUDA kernel without a device (or in a build without CUDA), a plugin that does not load.
-KernelSource open_kernel_source(std::string_view name, const KernelSourceOptions& options = {});
+// The kernel a name stands for. InputError (unusable input, one line starting "OPTION NAME: ") for a
+// CUDA kernel without a device (or in a build without CUDA) and a plugin that does not load.
+OpenedKernel open_kernel(const KernelName& name, const OpenOptions& options = {}, std::string_view option = "--kernel");
 
 }  // namespace ropecheck::plugin

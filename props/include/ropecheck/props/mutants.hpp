@@ -83,9 +83,8 @@ struct SelfTestReport {
 // kernel on the same runs. Throws std::invalid_argument for an unknown mutant in options.only.
 SelfTestReport run_self_test(const SelfTestOptions& options = {});
 
-// Registers "hf-fp32", "hf-fp32-f16out", "hf-fp32-bf16out", "mutant:NAME" for every mutant and the fast
-// kernels "kernel:<recipe>", "kernel:<recipe>-bf16out" (kernel_targets.hpp) into the target registry
-// (registry.hpp). Idempotent; call it before make_target() / target_names().
+// Registers "hf-fp32", "hf-fp32-f16out", "hf-fp32-bf16out" and "mutant:NAME" for every mutant into the
+// target registry (registry.hpp); kernels are not registered: they come by name (`props --kernel`). Idempotent; call it before make_target() / target_names().
 void register_builtin_targets();
 
 }  // namespace ropecheck::props

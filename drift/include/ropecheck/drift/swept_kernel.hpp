@@ -2,11 +2,11 @@
 // length and storage dtype: one of ropecheck's precision recipes (kernels/recipe.hpp) on the CPU or its
 // CUDA kernel, or an external kernel loaded as a plugin (abi/KERNEL_ABI.md).
 //
-// Names: a recipe's command-line spelling ("hf", "bf16-positions", ...) for the CPU kernel,
-// "cuda:RECIPE" for the CUDA kernel (a GPU, or the test-only switch ROPECHECK_CUDA_EMULATION=1: host
-// emulation), "plugin:PATH" for a shared library implementing the kernel ABI.
+// Kernels come by name (plugin/kernel_name.hpp: builtin:RECIPE, cuda:RECIPE, plugin:LIB.so); drift labels
+// them in its tables and plots by the recipe for a CPU kernel ("hf"), "cuda:RECIPE" for a CUDA kernel (a
+// GPU, or the test-only switch ROPECHECK_CUDA_EMULATION=1: host emulation), "plugin:NAME" for a plugin.
 //
-// Every candidate provides rotated vectors and, when the kernel has the entry point, the cos / sin
+// Every kernel provides rotated vectors and, when the kernel has the entry point, the cos / sin
 // table in the storage dtype. A built-in recipe (CPU or CUDA) also has per position the recipe's angles
 // and its f32 cos / sin before the attention factor and the table cast, computed by the recipe's
 // shared row code (kernels::recipe_angle_row / recipe_cos_sin_row, on the host); a plugin has none
@@ -24,18 +24,19 @@
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/plugin/client.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 #include "ropecheck/kernels/recipe.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kut/kernel_under_test.hpp"
 
 namespace ropecheck::drift {
 
-class Candidate {
+class SweptKernel {
  public:
   // `kernel` must have rope_apply (SpecError otherwise).
-  Candidate(std::unique_ptr<kut::KernelUnderTest> kernel, std::string name, std::string description, bool known_bad,
+  SweptKernel(std::unique_ptr<kut::KernelUnderTest> kernel, std::string name, std::string description, bool known_bad,
             const EncodingSpec& spec, DType storage, std::int64_t seq_len);
-  ~Candidate();
+  ~SweptKernel();
 
   const std::string& name() const { return name_; }                // "hf", "cuda:hf", "plugin:hf-fp32-c"
   const std::string& description() const { return description_; }  // one line
@@ -87,16 +88,15 @@ class Candidate {
 };
 
 // "N of M kernel calls lost; first: MESSAGE" (drift keeps going after a failed call).
-std::string describe_failures(const Candidate::KernelFailures& f);
+std::string describe_failures(const SweptKernel::KernelFailures& f);
 
 // Every recipe name, in kernels::recipes() order (for --help and error messages).
 std::string recipe_names();
 
-// A candidate from its name (a recipe, "cuda:RECIPE" or "plugin:PATH"). seq_len resolves dynamic /
-// LongRoPE frequencies (as make_rope_plan and the ABI take it); `threads` for the CPU kernels. Throws
-// SpecError naming an unknown recipe, InputError for a plugin that does not load or a CUDA
+// The kernel a name stands for. seq_len resolves dynamic / LongRoPE frequencies (as make_rope_plan and
+// the ABI take it); `threads` for the CPU kernels. InputError for a plugin that does not load or a CUDA
 // kernel without a device.
-std::unique_ptr<Candidate> make_candidate(std::string_view name, const EncodingSpec& spec, DType storage, std::int64_t seq_len,
-                                          int threads, const plugin::PluginClientOptions& plugin = {});
+std::unique_ptr<SweptKernel> make_swept_kernel(const plugin::KernelName& name, const EncodingSpec& spec, DType storage,
+                                               std::int64_t seq_len, int threads, const plugin::PluginClientOptions& plugin = {});
 
 }  // namespace ropecheck::drift

@@ -1,4 +1,4 @@
-#include "ropecheck/drift/candidate.hpp"
+#include "ropecheck/drift/swept_kernel.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -52,7 +52,7 @@ void decode(const std::byte* in, DType d, std::span<double> out) {
 
 }  // namespace
 
-Candidate::Candidate(std::unique_ptr<kut::KernelUnderTest> kernel, std::string name, std::string description, bool known_bad,
+SweptKernel::SweptKernel(std::unique_ptr<kut::KernelUnderTest> kernel, std::string name, std::string description, bool known_bad,
                      const EncodingSpec& spec, DType storage, std::int64_t seq_len)
     : kernel_(std::move(kernel)), name_(std::move(name)), description_(std::move(description)), known_bad_(known_bad),
       storage_(storage), spec_(spec), seq_len_(seq_len) {
@@ -61,28 +61,28 @@ Candidate::Candidate(std::unique_ptr<kut::KernelUnderTest> kernel, std::string n
   if (const kut::RecipeRows* rows = kernel_->recipe_rows()) plan_ = kernels::make_rope_plan(spec.rope, rows->recipe, seq_len);
 }
 
-Candidate::~Candidate() = default;
+SweptKernel::~SweptKernel() = default;
 
-std::optional<kernels::Recipe> Candidate::recipe() const {
+std::optional<kernels::Recipe> SweptKernel::recipe() const {
   const kut::RecipeRows* rows = kernel_->recipe_rows();
   return rows ? std::optional<kernels::Recipe>(rows->recipe) : std::nullopt;
 }
 
-std::optional<DType> Candidate::table_dtype() const {
+std::optional<DType> SweptKernel::table_dtype() const {
   const std::optional<kernels::Recipe> r = recipe();
   return r ? std::optional<DType>(kernels::table_dtype(*r, storage_)) : std::nullopt;
 }
 
-bool Candidate::has_table() const { return kernel_->info().capabilities.rope_cos_sin; }
+bool SweptKernel::has_table() const { return kernel_->info().capabilities.rope_cos_sin; }
 
-std::string Candidate::problem(std::span<const std::int64_t> positions, int heads) const {
+std::string SweptKernel::problem(std::span<const std::int64_t> positions, int heads) const {
   return std::to_string(positions.size()) + " tokens" + (heads > 0 ? " x " + std::to_string(heads) + " heads" : "") + ", " +
          std::string(to_string(storage_)) + " output, spec " + (spec_.name.empty() ? std::string("(unnamed)") : spec_.name) +
          ", positions " +
          (positions.empty() ? std::string("-") : std::to_string(positions.front()) + " .. " + std::to_string(positions.back()));
 }
 
-void Candidate::set_positions(std::span<const std::int64_t> positions) {
+void SweptKernel::set_positions(std::span<const std::int64_t> positions) {
   pos_.resize(positions.size());
   for (std::size_t i = 0; i < positions.size(); ++i) pos_[i] = Position::uniform(positions[i]);
 }
@@ -92,7 +92,7 @@ void Candidate::set_positions(std::span<const std::int64_t> positions) {
 // external kernel that come back NaN or infinite from a call that returned ok count as failed too:
 // drift's inputs are small and finite, so every true output is finite (a built-in known-bad recipe
 // that overflows is a measured result, not a lost call).
-void Candidate::check(const kut::CallResult& c, const char* entry, const std::string& what,
+void SweptKernel::check(const kut::CallResult& c, const char* entry, const std::string& what,
                       std::initializer_list<std::span<const double>> outs) {
   ++failures_.calls;
   if (c.status == kut::CallResult::Status::unsupported)
@@ -116,7 +116,7 @@ void Candidate::check(const kut::CallResult& c, const char* entry, const std::st
                       std::to_string(total) + " (" + what + ")";
 }
 
-void Candidate::rotate(std::span<const std::int64_t> positions, int heads, std::span<const float> x, std::span<double> out) {
+void SweptKernel::rotate(std::span<const std::int64_t> positions, int heads, std::span<const float> x, std::span<double> out) {
   set_positions(positions);
   const std::string what = problem(positions, heads);
   buf_.assign(out.size() * element_bytes(storage_), std::byte{0});
@@ -130,7 +130,7 @@ void Candidate::rotate(std::span<const std::int64_t> positions, int heads, std::
   check(c, "ropecheck_rope_apply", what, {out});
 }
 
-bool Candidate::table(std::span<const std::int64_t> positions, std::span<double> cos_out, std::span<double> sin_out) {
+bool SweptKernel::table(std::span<const std::int64_t> positions, std::span<double> cos_out, std::span<double> sin_out) {
   if (!has_table()) return false;
   set_positions(positions);
   const std::string what = problem(positions, 0);
@@ -149,20 +149,20 @@ bool Candidate::table(std::span<const std::int64_t> positions, std::span<double>
   return true;
 }
 
-bool Candidate::angle_row(std::int64_t position, std::span<double> out) const {
+bool SweptKernel::angle_row(std::int64_t position, std::span<double> out) const {
   if (!plan_) return false;
   kernels::recipe_angle_row(*plan_, Position::uniform(position), out.data());
   for (double& a : out) a = reduce_two_pi(a);  // the kernels hand angles out unreduced
   return true;
 }
 
-bool Candidate::trig_row(std::int64_t position, std::span<float> cos_out, std::span<float> sin_out) const {
+bool SweptKernel::trig_row(std::int64_t position, std::span<float> cos_out, std::span<float> sin_out) const {
   if (!plan_) return false;
   kernels::recipe_cos_sin_row(*plan_, Position::uniform(position), cos_out.data(), sin_out.data());
   return true;
 }
 
-std::string describe_failures(const Candidate::KernelFailures& f) {
+std::string describe_failures(const SweptKernel::KernelFailures& f) {
   return std::to_string(f.failed) + " of " + std::to_string(f.calls) + " kernel calls lost; first: " + f.first;
 }
 
@@ -172,36 +172,22 @@ std::string recipe_names() {
   return s;
 }
 
-std::unique_ptr<Candidate> make_candidate(std::string_view name, const EncodingSpec& spec, DType storage, std::int64_t seq_len,
-                                          int threads, const plugin::PluginClientOptions& plugin) {
-  constexpr std::string_view kPlugin = "plugin:", kCuda = "cuda:";
-  if (name.starts_with(kPlugin)) {
-    const std::string_view path = name.substr(kPlugin.size());
-    if (path.empty()) throw SpecError("'plugin:' needs a library path (plugin:PATH.so)");
-    std::unique_ptr<plugin::PluginKernel> k = plugin::load_plugin_kernel(std::filesystem::path(path), plugin);
-    const std::string n = "plugin:" + k->plugin().name();
-    return std::make_unique<Candidate>(std::move(k), n, "kernel plugin " + std::string(path), false, spec, storage, seq_len);
+std::unique_ptr<SweptKernel> make_swept_kernel(const plugin::KernelName& name, const EncodingSpec& spec, DType storage,
+                                               std::int64_t seq_len, int threads, const plugin::PluginClientOptions& isolation) {
+  plugin::OpenOptions ko;
+  ko.cpu.threads = threads;
+  ko.plugin = isolation;
+  plugin::OpenedKernel k = plugin::open_kernel(name, ko, "--recipes");
+  if (name.kind == plugin::KernelName::Kind::plugin) {
+    const std::string label = "plugin:" + static_cast<const plugin::PluginKernel&>(*k.kernel).plugin().name();
+    return std::make_unique<SweptKernel>(std::move(k.kernel), label, "kernel plugin " + name.library, false, spec, storage,
+                                         seq_len);
   }
-  const bool cuda = name.starts_with(kCuda);
-  const std::string_view recipe = cuda ? name.substr(kCuda.size()) : name;
-  const std::optional<kernels::Recipe> r = kernels::parse_recipe(recipe);
-  if (!r)
-    throw SpecError("unknown recipe '" + std::string(recipe) + "' (known: " + recipe_names() + ", cuda:RECIPE, or plugin:PATH.so)");
-  const kernels::RecipeInfo& info = kernels::recipe_info(*r);
-  if (!cuda) {
-    kernels::KernelOptions opt;
-    opt.threads = threads;
-    return std::make_unique<Candidate>(kut::make_cpu_kernel(*r, opt), std::string(info.name), std::string(info.description),
+  const kernels::RecipeInfo& info = kernels::recipe_info(name.recipe);
+  const bool cpu = name.kind == plugin::KernelName::Kind::builtin;
+  const std::string description = cpu ? std::string(info.description) : k.kernel->info().description;
+  return std::make_unique<SweptKernel>(std::move(k.kernel), cpu ? std::string(info.name) : name.canonical(), description,
                                        info.known_bad, spec, storage, seq_len);
-  }
-  std::unique_ptr<kut::KernelUnderTest> k;
-  try {
-    k = kut::make_cuda_kernel(*r);
-  } catch (const std::runtime_error& e) {
-    throw InputError("--recipes " + std::string(name) + ": " + e.what());
-  }
-  const std::string description = k->info().description;
-  return std::make_unique<Candidate>(std::move(k), std::string(name), description, info.known_bad, spec, storage, seq_len);
 }
 
 }  // namespace ropecheck::drift

@@ -1,0 +1,98 @@
+// One check, start to verdict: the entry point `ropecheck check`, `ropecheck merge` of check parts and
+// Python's ropecheck.check() call, so that what passes is decided here and nowhere else.
+//
+// The verdict of a run is the report's (checker.hpp), failed by a kernel call that failed (a plugin that
+// crashed, hung, exited or broke its buffers: its outputs read as NaN) or by an error that grew past
+// --max-growth against a baseline (baseline.hpp). A failing check is diagnosed (diagnose.hpp) unless
+// asked not to; a kernel failure's NaNs are never diagnosed.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ropecheck/checker/baseline.hpp"
+#include "ropecheck/checker/check_part.hpp"
+#include "ropecheck/checker/checker.hpp"
+#include "ropecheck/checker/diagnose.hpp"
+#include "ropecheck/checker/kernel_run.hpp"
+#include "ropecheck/core/verdict.hpp"
+#include "ropecheck/golden/golden_set.hpp"
+#include "ropecheck/kut/kernel_under_test.hpp"
+
+namespace ropecheck::checker {
+
+// The criterion from its options, validated (the one place): at most one of a class name, a max-ulp, or
+// atol with rtol; none is the default class. `python` names the options as the Python package does
+// (cls, max_ulp) rather than as the CLI does (--class, --max-ulp) in messages. InputError otherwise.
+Criterion parse_criterion(const std::optional<std::string>& accuracy_class, std::optional<double> max_ulp,
+                          std::optional<double> atol, std::optional<double> rtol, bool python = false);
+
+// What is checked: tensors (from a file, a kernel run on the golden inputs, or Python arrays) and where
+// they came from.
+struct Candidate {
+  std::vector<io::Tensor> tensors;
+  nlohmann::json source;               // the report's candidate_source
+  std::vector<std::string> header;     // lines the text report starts with (the kernel, its notes and failures)
+  std::vector<KernelFailure> failures;  // kernel calls that failed
+  std::filesystem::path file;          // a file candidate's path (its SHA-256 identifies a sharded run)
+  bool kernel_failed() const { return !failures.empty(); }
+};
+
+// A tensor file by its extension (io/tensor_file.hpp); an .npz member larger than any tensor of the set
+// is refused before it is inflated.
+Candidate read_candidate_file(const std::filesystem::path& path, const golden::GoldenSet& golden);
+// The kernel run on the golden inputs (kernel_run.hpp); `title` and `source` say which kernel it is.
+Candidate run_kernel_candidate(kut::KernelUnderTest& kernel, const std::string& title, nlohmann::json source,
+                               const golden::GoldenSet& golden);
+
+struct CheckRequest {
+  CheckOptions options;
+  CandidateLayout layout = CandidateLayout::thd;
+  enum class Diagnose { if_failing, always, never };
+  Diagnose diagnose = Diagnose::if_failing;
+  std::optional<CheckBaseline> baseline;  // --baseline: read, and of the same set and criterion
+  double max_growth = 2;
+};
+
+struct CheckOutcome {
+  CheckReport report;
+  nlohmann::json source;
+  std::vector<std::string> header;
+  bool kernel_failed = false;
+  std::optional<Diagnosis> diagnosis;
+  std::optional<BaselineComparison> baseline;
+  Verdict verdict = Verdict::fail;  // the run's: the report's, failed by a kernel failure or a regression
+
+  nlohmann::json to_json() const;  // the --report JSON (checker/CHECK_REPORT.md)
+  std::string summary() const;     // the terminal report: header, per tensor, diagnosis, baseline, verdict
+};
+
+// InputError when the request cannot be run on this set (an unusable criterion, a baseline of another set
+// or criterion): called by run_check, and before a candidate is made so that a kernel is not run for nothing.
+void check_request(const golden::GoldenSet& golden, const CheckRequest& request);
+
+// Checks `candidate` against `golden` (its layout applied first). InputError for unusable input (a
+// baseline of another set or criterion, mismatched names or shapes): nothing is judged.
+CheckOutcome run_check(const golden::GoldenSet& golden, Candidate candidate, const CheckRequest& request);
+
+// The outcome of merged check parts (`ropecheck merge`): their report, source, whether a part's kernel
+// failed, and the diagnosis merge made again, if any.
+CheckOutcome merged_outcome(CheckReport report, nlohmann::json source, bool kernel_failed,
+                            std::optional<Diagnosis> diagnosis);
+
+// One shard of a check (`check --shard I/N`): the part `ropecheck merge` joins and the terminal text.
+// `run_options` is what every part of one run shares besides the set, the criterion and the candidate
+// (the CLI's --only, --map and --layout as given).
+struct CheckPartOutcome {
+  nlohmann::json part;
+  std::string summary;
+  Verdict verdict = Verdict::fail;  // on this part's tokens only (a kernel failure fails it)
+};
+CheckPartOutcome run_check_part(const golden::GoldenSet& golden, Candidate candidate, const CheckRequest& request,
+                                const Shard& shard, const nlohmann::json& run_options);
+
+}  // namespace ropecheck::checker
