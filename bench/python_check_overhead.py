@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checking from Python vs the CLI on the same data (issue 13's 1.2x bar): a Llama-3.1-8B golden set of
+"""Checking from Python vs the CLI on the same data (the 1.2x bar): a Llama-3.1-8B golden set of
 131072 positions x 8 heads in bf16, the candidate pair q_rot.bf16 / k_rot.bf16 (the golden values with
 one element changed), checked with class fp32-angle, alternating the two ways RUNS times.
 

@@ -12,7 +12,7 @@
 #include "cmd_props.cpp"
 #include "cmd_merge.cpp"
 #include "props_diagnosis.cpp"
-#include "drift_command.cpp"
+#include "cmd_drift.cpp"
 #include "props_part.cpp"
 #include "props_targets.cpp"
 #include "check_rediagnose.cpp"

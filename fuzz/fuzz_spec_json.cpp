@@ -1,6 +1,6 @@
 // libFuzzer target: the JSON readers of user files (spec JSON, Hugging Face config.json, and the manifest's
 // parser) on arbitrary bytes. Any outcome other than a SpecError or success is a bug: deep nesting must be
-// refused by the depth limit, never reach a recursive dump or copy (issue 12 §2), and every message is
+// refused by the depth limit, never reach a recursive dump or copy, and every message is
 // one line. What parses as a spec must round-trip through spec_to_json().
 #include <cstdint>
 #include <cstdlib>

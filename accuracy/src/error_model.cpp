@@ -23,6 +23,14 @@ std::optional<AccuracyClass> parse_accuracy_class(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<DType> table_dtype(AccuracyClass c) {
+  switch (c) {
+    case AccuracyClass::f16_table: return DType::f16;
+    case AccuracyClass::bf16_table: return DType::bf16;
+    default: return std::nullopt;
+  }
+}
+
 std::string_view describe(AccuracyClass c) {
   switch (c) {
     case AccuracyClass::exact:

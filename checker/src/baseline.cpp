@@ -30,7 +30,7 @@ std::string brief(const nlohmann::json& j) {
   return s.size() > 80 ? s.substr(0, 77) + "..." : s;
 }
 
-struct Reader {  // key lookups that fail with one line naming the file and the key
+struct BaselineReader {  // key lookups that fail with one line naming the file and the key
   const std::string& path;
   [[noreturn]] void fail(const std::string& what) const { throw BaselineError("--baseline " + path + ": " + what); }
   const nlohmann::json& at(const nlohmann::json& j, const char* key, const std::string& where) const {
@@ -87,7 +87,7 @@ nlohmann::json regression_json(const BaselineRegression& r) {
 CheckBaseline read_check_baseline(const std::filesystem::path& path) {
   CheckBaseline b;
   b.path = path.string();
-  const Reader rd{b.path};
+  const BaselineReader rd{b.path};
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) rd.fail(std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");
   std::ifstream in(path, std::ios::binary);

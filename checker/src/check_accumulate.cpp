@@ -12,11 +12,9 @@
 #include <limits>
 #include <thread>
 
-#include "check_geometry.hpp"
 #include "check_internal.hpp"
+#include "output_geometry.hpp"
 #include "ropecheck/core/dtype.hpp"
-#include "ropecheck/formulas/rope.hpp"
-#include "ropecheck/formulas/sinusoidal.hpp"
 #include "ropecheck/io/detail/tensor_io.hpp"
 
 namespace ropecheck::checker::check_detail {
@@ -113,6 +111,239 @@ struct Acc {
   }
 };
 
+// One tensor's pass: the readers, geometry, bounds and criterion fixed once, then elements evaluated
+// into a worker's accumulator (eval), tokens walked by output kind (run_chunk), and the worst elements
+// described at the end (describe).
+class TensorPass {
+ public:
+  TensorPass(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt);
+  void run_chunk(Acc& a, std::int64_t t0, std::int64_t t1) const;
+  std::int64_t per_token() const { return geo_.per_token(); }
+  std::size_t worst_count() const { return K_; }
+  ElementReport describe(const Ranked& w) const;
+
+ private:
+  void eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) const;
+  double class_margins(TensorStats& a, std::int64_t pos, Quantity q, const PairAngle& angle, double M, double c, double gv,
+                       double e, bool identical, bool mismatch) const;
+  void rank(Acc& acc, double score, std::int64_t i) const;
+
+  DType dt_;
+  const FormatInfo& fi_;
+  double u_dt_;
+  StoredValues cand_, truth_, same_;
+  OutputGeometry geo_;
+  std::array<std::array<ClassBound, 3>, kClasses> bounds_{};
+  const Criterion& cr_;
+  std::size_t crit_class_;
+  bool crit_exact_, crit_class_bound_;
+  std::size_t K_;
+};
+
+TensorPass::TensorPass(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt)
+    : dt_(*float_dtype(cand.dtype)),
+      fi_(format_info(dt_)),
+      u_dt_(unit_roundoff(dt_)),
+      cand_(cand.data.data(), dt_),
+      truth_(g.tensor(base_of(golden_name) + ".f64").data.data(), DType::f64),
+      same_(g.tensor(golden_name).data.data(), dt_),
+      geo_(g, base_of(golden_name)),
+      cr_(opt.criterion),
+      crit_class_(static_cast<std::size_t>(
+          std::find(accuracy::kAccuracyClasses.begin(), accuracy::kAccuracyClasses.end(), opt.criterion.accuracy_class) -
+          accuracy::kAccuracyClasses.begin())),
+      crit_exact_(cr_.kind == Criterion::Kind::accuracy_class && cr_.accuracy_class == AccuracyClass::exact),
+      crit_class_bound_(cr_.kind == Criterion::Kind::accuracy_class && !crit_exact_),  // can saturate
+      K_(static_cast<std::size_t>(std::max(0, opt.worst_count))) {
+  for (std::size_t c = 0; c < kClasses; ++c)
+    for (Quantity q : {Quantity::table, Quantity::rotated, Quantity::passthrough})
+      bounds_[c][static_cast<std::size_t>(q)] = accuracy::class_bound(accuracy::kAccuracyClasses[c], dt_, q);
+}
+
+// Every class's margin on one element (counted into a.classes); returns the criterion class's.
+double TensorPass::class_margins(TensorStats& a, std::int64_t pos, Quantity q, const PairAngle& angle, double M, double c,
+                                 double gv, double e, bool identical, bool mismatch) const {
+  double crit_margin = 0;
+  for (std::size_t k = 0; k < kClasses; ++k) {
+    double margin;
+    bool violated;
+    if (k == 0) {  // exact
+      violated = !identical;
+      margin = identical ? 0.0
+                         : (std::isfinite(c) && std::isfinite(gv) ? std::fabs(c - gv) / fast_ulp(gv, fi_.precision, fi_.min_normal_exp)
+                                                                  : kInf);
+    } else {
+      margin = mismatch ? kInf : e / bounds_[k][static_cast<std::size_t>(q)].allowed(angle, M);
+      violated = margin > 1;
+    }
+    ClassStats& ca = a.classes[k];
+    if (margin > ca.worst) ca.worst = margin;
+    if (violated) {
+      ++ca.violations;
+      note_first(ca.first, pos);
+    }
+    if (k == crit_class_) crit_margin = margin;
+  }
+  return crit_margin;
+}
+
+// The worker's worst list: a bounded heap under a total order (the result does not depend on threads).
+void TensorPass::rank(Acc& acc, double score, std::int64_t i) const {
+  if (K_ == 0 || score <= 0) return;
+  const Ranked r{score, i};
+  auto& heap = acc.heap;
+  if (heap.size() < K_) {
+    heap.push_back(r);
+    std::push_heap(heap.begin(), heap.end(), ranks_before);
+  } else if (ranks_before(r, heap.front())) {
+    std::pop_heap(heap.begin(), heap.end(), ranks_before);
+    heap.back() = r;
+    std::push_heap(heap.begin(), heap.end(), ranks_before);
+  }
+}
+
+// One element: index, position of its driving stream, quantity, angle, magnitude M.
+void TensorPass::eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) const {
+  TensorStats& a = acc.s;
+  TokenSums& tk = acc.tok;
+  ++a.elements;
+  const double c = cand_[i], y = truth_[i], gv = same_[i];
+  const bool identical = c == gv || (std::isnan(c) && std::isnan(gv));
+  a.identical += identical;
+  a.nan += std::isnan(c);
+  a.inf += std::isinf(c);
+  double e = 0, ulps = 0, pair_rel = 0;
+  bool mismatch = false;
+  if (std::isfinite(c) && std::isfinite(y)) {
+    e = std::fabs(c - y);
+    ulps = e / fast_ulp(y, fi_.precision, fi_.min_normal_exp);
+    pair_rel = M > 0 ? e / (M * u_dt_) : (e == 0 ? 0 : kInf);
+    tk.sum_ulps += ulps;
+    tk.sum_pair += pair_rel;
+    tk.sum_sq_err += e * e;
+    tk.sum_sq_truth += y * y;
+    ++a.finite;
+    a.max_abs = std::max(a.max_abs, e);
+    if (y != 0) a.max_rel = std::max(a.max_rel, e / std::fabs(y));
+  } else {
+    mismatch = !((std::isnan(c) && std::isnan(y)) || (std::isinf(c) && c == y));
+    if (mismatch) {
+      ++a.mismatches;
+      e = ulps = pair_rel = a.max_abs = kInf;
+    }
+  }
+  a.max_ulps = std::max(a.max_ulps, ulps);
+  a.max_pair = std::max(a.max_pair, pair_rel);
+  const double crit_margin = class_margins(a, pos, q, angle, M, c, gv, e, identical, mismatch);
+
+  double score;
+  bool fails;
+  switch (cr_.kind) {
+    case Criterion::Kind::accuracy_class:
+      score = crit_margin;
+      fails = crit_exact_ ? !identical : score > 1;
+      break;
+    case Criterion::Kind::max_ulp:
+      score = cr_.max_ulp > 0 ? ulps / cr_.max_ulp : (ulps == 0 ? 0 : kInf);
+      fails = mismatch || score > 1;
+      break;
+    case Criterion::Kind::tolerance:
+    default: {
+      const double allowed = cr_.atol + cr_.rtol * std::fabs(y);
+      score = mismatch ? kInf : (allowed > 0 ? e / allowed : (e == 0 ? 0 : kInf));
+      fails = mismatch || score > 1;
+    }
+  }
+  if (score > a.worst_score) a.worst_score = score;
+  const int bin = bin_of(pos);
+  BinStats& b = a.bins[static_cast<std::size_t>(bin)];
+  ++b.elements;
+  if (pair_rel > b.max_pair) b.max_pair = pair_rel;
+  if (ulps > b.max_ulps) b.max_ulps = ulps;
+  if (std::isfinite(c) && std::isfinite(y)) {  // error statistics: finite elements only (error_stats.hpp)
+    tk.err.add(score, pair_rel);
+    acc.token_bin(bin).add(score, pair_rel);
+  }
+  if (fails) {
+    ++a.violations;
+    ++b.violations;
+    note_first(a.first, pos);
+  } else if (crit_class_bound_ && bounds_[crit_class_][static_cast<std::size_t>(q)].saturated(angle)) {
+    ++a.saturated;  // the bound accepts any output of this magnitude: not tested
+    ++b.saturated;
+    note_first(a.first_saturated, pos);
+  }
+  rank(acc, score, i);
+}
+
+// Tokens [t0, t1) into one accumulator, walked by output kind so that the inner loops stay plain.
+void TensorPass::run_chunk(Acc& a, std::int64_t t0, std::int64_t t1) const {
+  const auto& pos = *geo_.positions;
+  const auto D = static_cast<int>(geo_.D);
+  switch (geo_.kind) {
+    case OutputGeometry::Kind::pair_table:
+      for (std::int64_t t = t0; t < t1; ++t) {
+        for (int j = 0; j < geo_.P; ++j) {
+          const std::int64_t p = geo_.rope->position(pos[static_cast<std::size_t>(t)], j);
+          eval(a, t * geo_.P + j, p, Quantity::table, geo_.rope->angle(p, j), 1.0);
+        }
+        a.end_token();
+      }
+      break;
+    case OutputGeometry::Kind::pe:
+      for (std::int64_t t = t0; t < t1; ++t) {
+        const std::int64_t p = pos[static_cast<std::size_t>(t)].t;
+        const double pa = static_cast<double>(p + geo_.offset);
+        for (int c = 0; c < D; ++c) {
+          const PairAngle angle = geo_.pe_index[static_cast<std::size_t>(c)] < 0
+                                      ? PairAngle{0, 0}
+                                      : accuracy::pair_angle(pa, geo_.pe_freq[static_cast<std::size_t>(c)]);
+          eval(a, t * D + c, p, Quantity::table, angle, 1.0);
+        }
+        a.end_token();
+      }
+      break;
+    case OutputGeometry::Kind::rotated:
+      for (std::int64_t t = t0; t < t1; ++t) {
+        for (std::int64_t h = 0; h < geo_.H; ++h) {
+          const std::int64_t base = (t * geo_.H + h) * D;
+          const OutputGeometry::Head x = geo_.head(base);
+          for (int ch = 0; ch < D; ++ch) {
+            const int j = geo_.rope->pair_of(ch);
+            const std::int64_t p = j < 0 ? pos[static_cast<std::size_t>(t)].t : geo_.rope->position(pos[static_cast<std::size_t>(t)], j);
+            eval(a, base + ch, p, geo_.rope->quantity(ch), j < 0 ? PairAngle{0, 0} : geo_.rope->angle(p, j),
+                 geo_.rope->magnitude(x, ch));
+          }
+        }
+        a.end_token();
+      }
+      break;
+  }
+}
+
+ElementReport TensorPass::describe(const Ranked& w) const {
+  const OutputGeometry::Element e = geo_.element(w.index);
+  ElementReport r;
+  r.index = w.index;
+  r.token = e.token;
+  r.position = (*geo_.positions)[static_cast<std::size_t>(e.token)];
+  r.stream = e.stream;
+  r.head = e.head;
+  r.channel = e.channel;
+  r.pair = e.pair;
+  r.theta = e.angle.abs_theta;
+  r.magnitude = e.magnitude;
+  r.candidate = cand_[w.index];
+  r.truth = truth_[w.index];
+  r.golden = same_[w.index];
+  const bool finite = std::isfinite(r.candidate) && std::isfinite(r.truth);
+  r.abs_error = finite ? std::fabs(r.candidate - r.truth) : kInf;
+  r.ulps = finite ? r.abs_error / ulp(r.truth, dt_) : kInf;
+  r.pair_relative = !finite ? kInf : (r.magnitude > 0 ? r.abs_error / (r.magnitude * u_dt_) : (r.abs_error == 0 ? 0 : kInf));
+  r.score = w.score;
+  return r;
+}
+
 }  // namespace
 
 TensorStats check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt,
@@ -123,196 +354,16 @@ TensorStats check_tensor(const GoldenSet& g, const std::string& golden_name, con
   rep.base = base_of(golden_name);
   rep.dtype = cand.dtype;
   rep.shape = cand.shape;
-  const DType dt = *float_dtype(cand.dtype);
-  const FormatInfo& fi = format_info(dt);
-  const double u_dt = unit_roundoff(dt);
-
-  const Tensor& truth_t = g.tensor(rep.base + ".f64");
-  const Tensor& same_t = g.tensor(golden_name);
-  const Reader cand_r(cand), truth_r(truth_t), same_r(same_t);
-  const Geometry geo(g, rep.base);
-
-  std::array<std::array<ClassBound, 3>, kClasses> bounds{};
-  for (std::size_t c = 0; c < kClasses; ++c)
-    for (Quantity q : {Quantity::table, Quantity::rotated, Quantity::passthrough})
-      bounds[c][static_cast<std::size_t>(q)] = accuracy::class_bound(accuracy::kAccuracyClasses[c], dt, q);
-  const Criterion& cr = opt.criterion;
-  const std::size_t crit_class = static_cast<std::size_t>(
-      std::find(accuracy::kAccuracyClasses.begin(), accuracy::kAccuracyClasses.end(), cr.accuracy_class) -
-      accuracy::kAccuracyClasses.begin());
-  const bool crit_exact = cr.kind == Criterion::Kind::accuracy_class && cr.accuracy_class == AccuracyClass::exact;
-  const bool crit_class_bound = cr.kind == Criterion::Kind::accuracy_class && !crit_exact;  // can saturate
-  const std::size_t K = static_cast<std::size_t>(std::max(0, opt.worst_count));
-
-  // One element: index, position of its driving stream, quantity, angle, magnitude M.
-  auto eval = [&](Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) {
-    TensorStats& a = acc.s;
-    TokenSums& tk = acc.tok;
-    ++a.elements;
-    const double c = cand_r(i), y = truth_r(i), gv = same_r(i);
-    const bool identical = c == gv || (std::isnan(c) && std::isnan(gv));
-    a.identical += identical;
-    a.nan += std::isnan(c);
-    a.inf += std::isinf(c);
-    double e = 0, ulps = 0, pair_rel = 0;
-    bool mismatch = false;
-    if (std::isfinite(c) && std::isfinite(y)) {
-      e = std::fabs(c - y);
-      ulps = e / fast_ulp(y, fi.precision, fi.min_normal_exp);
-      pair_rel = M > 0 ? e / (M * u_dt) : (e == 0 ? 0 : kInf);
-      tk.sum_ulps += ulps;
-      tk.sum_pair += pair_rel;
-      tk.sum_sq_err += e * e;
-      tk.sum_sq_truth += y * y;
-      ++a.finite;
-      a.max_abs = std::max(a.max_abs, e);
-      if (y != 0) a.max_rel = std::max(a.max_rel, e / std::fabs(y));
-    } else {
-      mismatch = !((std::isnan(c) && std::isnan(y)) || (std::isinf(c) && c == y));
-      if (mismatch) {
-        ++a.mismatches;
-        e = ulps = pair_rel = a.max_abs = kInf;
-      }
-    }
-    a.max_ulps = std::max(a.max_ulps, ulps);
-    a.max_pair = std::max(a.max_pair, pair_rel);
-
-    double crit_margin = 0;
-    for (std::size_t k = 0; k < kClasses; ++k) {
-      double margin;
-      bool violated;
-      if (k == 0) {  // exact
-        violated = !identical;
-        margin = identical ? 0.0
-                           : (std::isfinite(c) && std::isfinite(gv) ? std::fabs(c - gv) / fast_ulp(gv, fi.precision, fi.min_normal_exp)
-                                                                    : kInf);
-      } else {
-        margin = mismatch ? kInf : e / bounds[k][static_cast<std::size_t>(q)].allowed(angle, M);
-        violated = margin > 1;
-      }
-      ClassStats& ca = a.classes[k];
-      if (margin > ca.worst) ca.worst = margin;
-      if (violated) {
-        ++ca.violations;
-        note_first(ca.first, pos);
-      }
-      if (k == crit_class) crit_margin = margin;
-    }
-
-    double score;
-    bool fails;
-    switch (cr.kind) {
-      case Criterion::Kind::accuracy_class:
-        score = crit_margin;
-        fails = crit_exact ? !identical : score > 1;
-        break;
-      case Criterion::Kind::max_ulp:
-        score = cr.max_ulp > 0 ? ulps / cr.max_ulp : (ulps == 0 ? 0 : kInf);
-        fails = mismatch || score > 1;
-        break;
-      case Criterion::Kind::tolerance:
-      default: {
-        const double allowed = cr.atol + cr.rtol * std::fabs(y);
-        score = mismatch ? kInf : (allowed > 0 ? e / allowed : (e == 0 ? 0 : kInf));
-        fails = mismatch || score > 1;
-      }
-    }
-    if (score > a.worst_score) a.worst_score = score;
-    const int bin = bin_of(pos);
-    BinStats& b = a.bins[static_cast<std::size_t>(bin)];
-    ++b.elements;
-    if (pair_rel > b.max_pair) b.max_pair = pair_rel;
-    if (ulps > b.max_ulps) b.max_ulps = ulps;
-    if (std::isfinite(c) && std::isfinite(y)) {  // error statistics: finite elements only (error_stats.hpp)
-      tk.err.add(score, pair_rel);
-      acc.token_bin(bin).add(score, pair_rel);
-    }
-    if (fails) {
-      ++a.violations;
-      ++b.violations;
-      note_first(a.first, pos);
-    } else if (crit_class_bound && bounds[crit_class][static_cast<std::size_t>(q)].saturated(angle)) {
-      ++a.saturated;  // the bound accepts any output of this magnitude: not tested
-      ++b.saturated;
-      note_first(a.first_saturated, pos);
-    }
-    if (K > 0 && score > 0) {
-      const Ranked r{score, i};
-      auto& heap = acc.heap;
-      if (heap.size() < K) {
-        heap.push_back(r);
-        std::push_heap(heap.begin(), heap.end(), ranks_before);
-      } else if (ranks_before(r, heap.front())) {
-        std::pop_heap(heap.begin(), heap.end(), ranks_before);
-        heap.back() = r;
-        std::push_heap(heap.begin(), heap.end(), ranks_before);
-      }
-    }
-  };
-
-  // Tokens [t0, t1) into one accumulator.
-  auto run_chunk = [&](Acc& a, std::int64_t t0, std::int64_t t1) {
-    const auto& pos = *geo.positions;
-    switch (geo.kind) {
-      case Geometry::Kind::pair_table:
-        for (std::int64_t t = t0; t < t1; ++t) {
-          for (int j = 0; j < geo.P; ++j) {
-            const std::int64_t p = geo.stream_position(t, j);
-            const std::size_t jj = static_cast<std::size_t>(j);
-            eval(a, t * geo.P + j, p, Quantity::table,
-                 {std::fabs(static_cast<double>(p) * geo.freq[jj]), geo.log_freq[jj]}, 1.0);
-          }
-          a.end_token();
-        }
-        break;
-      case Geometry::Kind::pe:
-        for (std::int64_t t = t0; t < t1; ++t) {
-          const std::int64_t p = pos[static_cast<std::size_t>(t)].t;
-          const double pa = static_cast<double>(p + geo.offset);
-          for (std::int64_t c = 0; c < geo.D; ++c) {
-            const int f = geo.column_freq[static_cast<std::size_t>(c)];
-            const PairAngle angle = f < 0 ? PairAngle{0, 0}
-                                          : PairAngle{std::fabs(pa * geo.freq[static_cast<std::size_t>(f)]),
-                                                      geo.log_freq[static_cast<std::size_t>(f)]};
-            eval(a, t * geo.D + c, p, Quantity::table, angle, 1.0);
-          }
-          a.end_token();
-        }
-        break;
-      case Geometry::Kind::rotated:
-        for (std::int64_t t = t0; t < t1; ++t) {
-          for (std::int64_t h = 0; h < geo.H; ++h) {
-            const std::int64_t base = (t * geo.H + h) * geo.D;
-            for (std::int64_t ch = 0; ch < geo.D; ++ch) {
-              const std::int64_t i = base + ch;
-              const int j = geo.pair_of[static_cast<std::size_t>(ch)];
-              if (j < 0) {
-                eval(a, i, pos[static_cast<std::size_t>(t)].t, Quantity::passthrough, {0, 0}, std::fabs(geo.input(i)));
-                continue;
-              }
-              const std::int64_t p = geo.stream_position(t, j);
-              const double M = geo.att * (std::fabs(geo.input(i)) +
-                                          std::fabs(geo.input(base + geo.partner[static_cast<std::size_t>(ch)])));
-              eval(a, i, p, Quantity::rotated,
-                   {std::fabs(static_cast<double>(p) * geo.freq[static_cast<std::size_t>(j)]),
-                    geo.log_freq[static_cast<std::size_t>(j)]},
-                   M);
-            }
-          }
-          a.end_token();
-        }
-        break;
-    }
-  };
+  const TensorPass pass(g, golden_name, cand, opt);
 
   // Chunks of tokens taken by the workers in any order: every merge below is order-independent.
-  const std::int64_t per_token = std::max<std::int64_t>(1, geo.per_token());
+  const std::int64_t per_token = std::max<std::int64_t>(1, pass.per_token());
   const std::int64_t chunk_tokens = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / per_token);
   const std::int64_t chunks = (last_token - first_token + chunk_tokens - 1) / chunk_tokens;
   std::vector<Acc> accs(static_cast<std::size_t>(chunk_workers(chunks, opt.threads)));
   for_each_chunk_on(chunks, opt.threads, [&](std::int64_t k, int w) {
     const std::int64_t t0 = first_token + k * chunk_tokens;
-    run_chunk(accs[static_cast<std::size_t>(w)], t0, std::min(last_token, t0 + chunk_tokens));
+    pass.run_chunk(accs[static_cast<std::size_t>(w)], t0, std::min(last_token, t0 + chunk_tokens));
   });
 
   std::vector<Ranked> worst;
@@ -320,57 +371,9 @@ TensorStats check_tensor(const GoldenSet& g, const std::string& golden_name, con
     rep.merge_counts(a.s);
     worst.insert(worst.end(), a.heap.begin(), a.heap.end());
   }
-
-  // The worst elements, described.
   std::sort(worst.begin(), worst.end(), ranks_before);
-  if (worst.size() > K) worst.resize(K);
-  for (const Ranked& w : worst) {
-    const std::int64_t i = w.index;
-    ElementReport r;
-    r.index = i;
-    const std::int64_t per = geo.per_token();
-    r.token = i / per;
-    r.position = (*geo.positions)[static_cast<std::size_t>(r.token)];
-    r.stream = 0;
-    r.magnitude = 1;
-    switch (geo.kind) {
-      case Geometry::Kind::pair_table:
-        r.pair = static_cast<int>(i % geo.P);
-        r.stream = geo.stream[static_cast<std::size_t>(r.pair)];
-        r.theta = std::fabs(static_cast<double>(geo.stream_position(r.token, r.pair)) * geo.freq[static_cast<std::size_t>(r.pair)]);
-        break;
-      case Geometry::Kind::pe: {
-        r.channel = static_cast<int>(i % geo.D);
-        r.pair = geo.column_freq[static_cast<std::size_t>(r.channel)];
-        if (r.pair >= 0)
-          r.theta = std::fabs(static_cast<double>(r.position.t + geo.offset) * geo.freq[static_cast<std::size_t>(r.pair)]);
-        break;
-      }
-      case Geometry::Kind::rotated: {
-        r.channel = static_cast<int>(i % geo.D);
-        r.head = static_cast<int>((i / geo.D) % geo.H);
-        r.pair = geo.pair_of[static_cast<std::size_t>(r.channel)];
-        if (r.pair >= 0) {
-          r.stream = geo.stream[static_cast<std::size_t>(r.pair)];
-          r.theta = std::fabs(static_cast<double>(geo.stream_position(r.token, r.pair)) * geo.freq[static_cast<std::size_t>(r.pair)]);
-          r.magnitude = geo.att * (std::fabs(geo.input(i)) +
-                                   std::fabs(geo.input(i - r.channel + geo.partner[static_cast<std::size_t>(r.channel)])));
-        } else {
-          r.magnitude = std::fabs(geo.input(i));
-        }
-        break;
-      }
-    }
-    r.candidate = cand_r(i);
-    r.truth = truth_r(i);
-    r.golden = same_r(i);
-    const bool finite = std::isfinite(r.candidate) && std::isfinite(r.truth);
-    r.abs_error = finite ? std::fabs(r.candidate - r.truth) : kInf;
-    r.ulps = finite ? r.abs_error / ulp(r.truth, dt) : kInf;
-    r.pair_relative = !finite ? kInf : (r.magnitude > 0 ? r.abs_error / (r.magnitude * u_dt) : (r.abs_error == 0 ? 0 : kInf));
-    r.score = w.score;
-    rep.worst.push_back(r);
-  }
+  if (worst.size() > pass.worst_count()) worst.resize(pass.worst_count());
+  for (const Ranked& w : worst) rep.worst.push_back(pass.describe(w));
   return rep;
 }
 

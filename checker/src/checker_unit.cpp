@@ -11,3 +11,4 @@
 #include "check_report_text.cpp"
 #include "kernel_run.cpp"
 #include "run_check.cpp"
+#include "output_geometry.cpp"

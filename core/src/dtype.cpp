@@ -109,6 +109,24 @@ double ulp(double v, DType t) {
   return std::ldexp(1.0, e - f.precision + 1);
 }
 
+const std::array<double, 65536>& f16_values() {
+  static const std::array<double, 65536> table = [] {
+    std::array<double, 65536> a{};
+    for (std::uint32_t b = 0; b < 65536; ++b) a[b] = bits_to_double(b, DType::f16);
+    return a;
+  }();
+  return table;
+}
+
+void decode(const void* data, DType t, std::span<double> out) {
+  if (t == DType::f64) {
+    std::memcpy(out.data(), data, out.size() * 8);
+    return;
+  }
+  const StoredValues v(data, t);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = v[static_cast<std::int64_t>(i)];
+}
+
 double load_element(const void* p, DType t) {
   switch (format_info(t).storage_bits) {
     case 64: {

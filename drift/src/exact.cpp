@@ -58,7 +58,7 @@ ExactRope::ExactRope(const RopeSpec& rope, std::optional<std::int64_t> seq_len) 
 
 void ExactRope::cos_sin(const Position& p, int j, DD& cos_out, DD& sin_out) const {
   const auto& inv = inv3_[static_cast<std::size_t>(j)];
-  const auto pos = static_cast<double>(kernels::stream_position(spec_, p, j));
+  const auto pos = static_cast<double>(stream_position(spec_, p, j));
   if (const std::optional<SinCosDD> r = sincos_scaled(pos, inv, kInvRelErr)) {
     cos_out = r->cos;
     sin_out = r->sin;

@@ -100,7 +100,7 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
       N - 1, r.plan.positions.size(), r.plan.options.window, r.plan.options.per_octave, to_string(r.options.storage),
       r.options.heads, r.options.seed, r.seq_len, to_string(r.options.storage));
 
-  s += "## SweptKernel x metric (max over all sampled positions)\n\n| candidate | angle err (rad) | cos/sin err (f32) | "
+  s += "## Candidate x metric (max over all sampled positions)\n\n| candidate | angle err (rad) | cos/sin err (f32) | "
        "table err | rotated (ulp) | rotated (/M) |";
   for (std::int64_t sh : r.options.shifts) s += fmt::format(" shift {} |", sh);
   s += " non-finite | distinct positions | first collision |\n|---|---|---|---|---|---|";

@@ -20,36 +20,6 @@ namespace {
 
 std::size_t element_bytes(DType d) { return static_cast<std::size_t>(format_info(d).storage_bits / 8); }
 
-// Storage-dtype bytes -> doubles (exact: every f16 / bf16 / f32 value is a double), with the kernels'
-// bit conversions: drift decodes every sampled output, and load_element's generic path is slower.
-void decode(const std::byte* in, DType d, std::span<double> out) {
-  const std::size_t n = out.size();
-  switch (d) {
-    case DType::f64: std::memcpy(out.data(), in, n * 8); return;
-    case DType::f32:
-      for (std::size_t i = 0; i < n; ++i) {
-        float v;
-        std::memcpy(&v, in + 4 * i, 4);
-        out[i] = v;
-      }
-      return;
-    case DType::f16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t b;
-        std::memcpy(&b, in + 2 * i, 2);
-        out[i] = kernels::f16_bits_to_f32(b);
-      }
-      return;
-    case DType::bf16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t b;
-        std::memcpy(&b, in + 2 * i, 2);
-        out[i] = kernels::bf16_bits_to_f32(b);
-      }
-      return;
-  }
-}
-
 }  // namespace
 
 SweptKernel::SweptKernel(std::unique_ptr<kut::KernelUnderTest> kernel, std::string name, std::string description, bool known_bad,

@@ -1,4 +1,5 @@
 #include "ropecheck/drift/uniqueness.hpp"
+#include "ropecheck/core/splitmix.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -16,14 +17,7 @@ namespace {
 
 constexpr std::uint64_t kPositionMask = (std::uint64_t{1} << 24) - 1;
 
-std::uint64_t mix64(std::uint64_t x) {  // SplitMix64's finaliser
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
+std::uint64_t mix64(std::uint64_t x) { return splitmix64_finalize(x); }
 
 std::uint64_t canonical_bits(double v) {
   if (v == 0) return 0;                               // +0 and -0

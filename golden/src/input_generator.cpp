@@ -4,15 +4,6 @@
 
 namespace ropecheck::golden {
 
-std::uint64_t splitmix64_finalize(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBULL;
-  x ^= x >> 31;
-  return x;
-}
-
 namespace {
 // Rounds |n| < 2^18 to 8 significant bits, ties to even, in integers.
 std::int64_t round_to_8_bits(std::int64_t n) {

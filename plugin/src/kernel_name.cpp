@@ -53,9 +53,8 @@ KernelName parse_kernel_name(std::string_view name, std::string_view option) {
   n.given = std::string(name);
   const auto after = [&](std::string_view prefix) { return name.substr(prefix.size()); };
   const auto note = [&](const KernelName& k) {
-    return "'" + std::string(name) + "' is spelled '" + k.canonical() + "' now" +
-           (k.storage && *k.storage != DType::f32 ? " with --dtype " + std::string(to_string(*k.storage)) : "") +
-           " (the old spelling goes away in the next release)";
+    return fmt::format("'{}' is spelled '{}' now{} (the old spelling goes away in the next release)", name, k.canonical(),
+                       k.storage && *k.storage != DType::f32 ? " with --dtype " + std::string(to_string(*k.storage)) : "");
   };
   if (name.starts_with("builtin:")) {
     n.recipe = recipe_of(after("builtin:"), "built-in", name, option);

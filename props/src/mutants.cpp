@@ -373,7 +373,7 @@ const std::vector<MutantDef>& mutant_defs() {
        "llama-3.1-8b with low_freq_factor chosen to put pair 35 on the low edge",
        "", 131072},
       // Named crude-sincos, not fast-sincos: the kernels' recipe `fast-sincos` (a faithful __sinf / __cosf
-      // model) lands in fp32-angle (kernels/RECIPES.md); this one violates it (issue 11 section 5).
+      // model) lands in fp32-angle (kernels/RECIPES.md); this one violates it.
       {Bug::crude_sincos, "crude-sincos",
        "crude low-accuracy sin / cos: one-constant f32 reduction mod 2 pi, then degree-7 / degree-8 Taylor polynomials",
        "fast-math sin/cos (precision.md 1.2: kekzl/imp #1325 measured 3e-6 at position 40, 1e-2 at 131071)",

@@ -492,6 +492,14 @@ NB_MODULE(_core, m) {
       .def_ro("breakdown_csv", &DriftOutput::breakdown_csv)
       .def_ro("uniqueness_csv", &DriftOutput::uniqueness_csv)
       .def_ro("summary", &DriftOutput::summary);
+  m.def(
+      "accuracy_classes",
+      [] {
+        std::vector<std::string> out;
+        for (accuracy::AccuracyClass c : accuracy::kAccuracyClasses) out.emplace_back(accuracy::to_string(c));
+        return out;
+      },
+      "the accuracy classes' names, strictest first (accuracy/ERROR_MODEL.md)");
   m.def("kernel_name",
         [](const std::string& name, const std::string& option) {
           const plugin::KernelName n = plugin::parse_kernel_name(name, option);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile-input catalogue for the ropecheck command line (issue 12 §3).
+"""Hostile-input catalogue for the ropecheck command line.
 
 Plays every case of reliability-2.md sections 1-3 and 5 that a test can reproduce cheaply, plus the
 defects fixed since, and asserts for each:

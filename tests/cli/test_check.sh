@@ -295,7 +295,7 @@ expect_input_error "builtin: with no recipe" "unknown built-in recipe" check --g
 # ---------------------------------------------------------------------------------------------
 echo "== candidate files"
 
-# issue 11 (audit L6): the f32 outputs alone used to pass although the bf16 ones were never checked.
+# the f32 outputs alone used to pass although the bf16 ones were never checked.
 expect_rc "the golden set's own f32 outputs alone: not tested (exit 3), the bf16 outputs had no candidate" 3 \
   check --golden "$G" --candidate "$G/outputs_f32.safetensors" --class exact --report "$REPORT"
 report_check "partial candidate report: verdict not-tested, the bf16 outputs listed, every tensor checked passes" '
@@ -535,7 +535,7 @@ expect_input_error "a RoPE kernel on a sinusoidal golden set" "ropecheck_sinusoi
 expect_input_error "a sinusoidal kernel on a RoPE golden set" "neither ropecheck_rope_apply" \
   check --golden "$G" --kernel "$TPD/test_plugin_sinusoidal.so"
 
-# issue 11 §2: at position 2^24 - 1 the fp32-angle bound of Llama-3.1-8B's highest-frequency pairs
+# at position 2^24 - 1 the fp32-angle bound of Llama-3.1-8B's highest-frequency pairs
 # reaches the pairs' magnitude (an all-zero output would pass): those elements are not tested, the
 # verdict is NOT TESTED (exit 3) with the advice; f32-reduced still discriminates there.
 GL="$TMP/glong"

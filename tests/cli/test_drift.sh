@@ -76,7 +76,7 @@ ls "$tmp/drift-llama-3.1-8b/"*.png >/dev/null 2>&1 && fail "--no-plots wrote PNG
 grep -q "^  fast-sincos " "$tmp/stdout" || fail "default --recipes is not every recipe"
 
 # ---- --compare: two recipes, and a recipe against a plugin ------------------------------------------
-# Every compared pair has a verdict (issue 11): hf and bf16-positions disagree beyond twice the
+# Every compared pair has a verdict: hf and bf16-positions disagree beyond twice the
 # fp32-angle bound from position 257 (exit 1).
 "$rc_bin" drift --preset llama-3.1-8b --compare builtin:hf,builtin:bf16-positions --dtype f32 --max-pos 4096 --out "$tmp/cmp" \
   >"$tmp/stdout" 2>"$tmp/stderr"

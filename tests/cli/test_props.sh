@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `ropecheck props`: a preset against the exact reference passes (exit 0) with one line per property,
 # --list-targets, unusable input exits 2 with one line on stderr, and what was not tested (a kernel
-# declining every case, saturated bounds) exits 3, never 0 (issue 11).
-# Issue 15: kernel plugins with one bug each (tests/plugins/teeth_plugin.cpp) are caught on three presets
+# declining every case, saturated bounds) exits 3, never 0.
+# kernel plugins with one bug each (tests/plugins/teeth_plugin.cpp) are caught on three presets
 # with the default output dtypes, and the correct one is not.
 # Usage: test_props.sh ROPECHECK HF_PLUGIN BROKEN_PLUGIN UNSUPPORTED_ALL_PLUGIN TEETH_PLUGIN_DIR
 set -u
@@ -70,7 +70,7 @@ grep -q "^NOT TESTED: no property failed, but these were not tested: attention_f
   { cat "$tmp/out"; fail "hf plugin: expected inverse and the mrope / yarn properties not tested"; }
 grep -q "^sinusoidal_shift .*not applicable" "$tmp/out" || { cat "$tmp/out"; fail "hf plugin: sinusoidal_shift not 'not applicable'"; }
 expect_exit 0 --kernel "$hf_plugin" --preset llama-3.1-8b --max-pos 1000000 --only relative_shift,norm,composition
-# issue 11 §1: a kernel that answered UNSUPPORTED for every case used to print "all properties hold", exit 0.
+# a kernel that answered UNSUPPORTED for every case used to print "all properties hold", exit 0.
 expect_exit 3 --kernel "$hf_plugin" --preset phi-3.5-mini
 grep -q "^relative_shift .*NOT TESTED" "$tmp/out" || { cat "$tmp/out"; fail "phi-3.5-mini: relative_shift not NOT TESTED"; }
 grep -q "declined every case" "$tmp/out" || { cat "$tmp/out"; fail "phi-3.5-mini: no 'declined every case' reason"; }
@@ -148,7 +148,7 @@ expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --ba
 expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --baseline "$tmp/missing.json"
 expect2 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000 --cases 10 --baseline "$tmp/base.json" --max-growth 0.5
 expect2 --target hf-fp32 --preset llama-3.1-8b --cases 10 --max-growth 3
-# Issue 15's bug kinds through the C ABI, default output dtypes (f32, bf16, f16 here; f64 UNSUPPORTED):
+# The bug kinds the suite once missed through the C ABI, default output dtypes (f32, bf16, f16 here; f64 UNSUPPORTED):
 # each caught (exit 1) by the property that states what it breaks, on a preset with attention factor 1
 # (llama-3.1-8b, gpt-j-6b, deepseek-v3), and the correct plugin passes those properties. (--only keeps
 # the runtime down: a failing property shrinks its counterexample, which costs seconds per property.)

@@ -1,5 +1,5 @@
 // Kernel plugins with one realistic bug each, for the property suite's teeth through the C ABI
-// (issue 15; tests/cli/test_props.sh and test_props_teeth). Built as teeth_plugin_<mode>.so:
+// (tests/cli/test_props.sh and test_props_teeth). Built as teeth_plugin_<mode>.so:
 //   correct                 RoPE in float32 from the caller's inverse frequencies and attention factor
 //                           (rope.inv_freq, rope.attention_factor rounded to f32), x * cos + rotate_half(x)
 //                           * sin, stored rounding to nearest even in f32 / f16 / bf16 (f64: UNSUPPORTED).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Interop of golden sets with real Python clients (issue 3, "Interop, proven with real clients").
+"""Interop of golden sets with real Python clients.
 
 Usage:
     python3 tests/python/test_interop.py --ropecheck build/release/cli/ropecheck [--keep DIR] [-v]
@@ -30,7 +30,7 @@ libraries users actually have:
   * determinism: the same command twice, and with --threads 1 vs --threads 2, gives byte-identical
     folders (manifest included).
 
-PyTorch is not used: PyPI's Linux torch wheels pull gigabytes of CUDA packages, and issue 3 allows
+PyTorch is not used: PyPI's Linux torch wheels pull gigabytes of CUDA packages, and numpy serves
 numpy in its place. Prints one line per failed check (every check with -v) and a final line
 "N passed, M failed"; exits 0 only when every check passed.
 """

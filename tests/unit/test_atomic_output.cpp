@@ -1,5 +1,4 @@
-// golden/atomic_output.hpp: one helper for every output ropecheck writes (issue 12 §2, reliability-2
-// defects 6, 7, 8, 10, 11). Each test is a scenario the probe found broken: a set silently replaced by
+// golden/atomic_output.hpp: one helper for every output ropecheck writes. Each test is a scenario the probe found broken: a set silently replaced by
 // a concurrent run, `--out DIR/`, temporaries left by a signal or a dead process, a report written in place.
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -415,7 +415,7 @@ TEST(checker, GoldenItselfIsExact) {
   EXPECT_NE(r.summary().find("PASS: class exact"), std::string::npos) << r.summary();
 }
 
-// issue 11 (audit L6): a candidate that matches only some golden outputs used to pass. Without
+// a candidate that matches only some golden outputs used to pass. Without
 // --only every output of the set is asked for (the f64 truth copies only when matched), so the
 // unmatched ones are not tested: verdict not-tested, exit 3, never pass.
 TEST(checker, PartialCandidateIsNotTested) {
@@ -452,7 +452,7 @@ TEST(checker, PartialCandidateIsNotTested) {
   EXPECT_EQ(narrowed.not_tested, (std::vector<std::string>{"sin.f32", "sin.f16"}));
 }
 
-// issue 11 §2: Llama-3.1-8B at position 2^24 - 1. Under fp32-angle 18 of the 64 pairs have a bound
+// Llama-3.1-8B at position 2^24 - 1. Under fp32-angle 18 of the 64 pairs have a bound
 // that reaches the pair's magnitude (an all-zero output passes there; 14 of them are at the cap 2,
 // where any output of that magnitude passes). A candidate that is zero on exactly those pairs and
 // correct elsewhere must not pass: it is not tested there, with the advice to use a stricter class;

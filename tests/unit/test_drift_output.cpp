@@ -97,7 +97,7 @@ TEST(DriftCompare, IdenticalAndCollidingRecipes) {
   EXPECT_EQ(same.positions_differing_all, 0);
   EXPECT_EQ(same.total.differing, 0);
   EXPECT_GT(same.total.elements, 0);
-  EXPECT_EQ(same.verdict, ropecheck::Verdict::pass);  // the compared pair's verdict (issue 11)
+  EXPECT_EQ(same.verdict, ropecheck::Verdict::pass);  // the compared pair's verdict
   EXPECT_EQ(same.total.violations, 0);
   EXPECT_EQ(same.total.saturated, 0);
 

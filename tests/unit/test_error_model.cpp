@@ -1,4 +1,4 @@
-// Tests for the error model (props/error_model.hpp, derivation in accuracy/ERROR_MODEL.md).
+// Tests for the error model (accuracy/error_model.hpp, derivation in accuracy/ERROR_MODEL.md).
 //
 // Structure: the bounds are monotone in |theta| and the classes nest; then the calibration, the
 // part that matters: each class's computation is simulated operation by operation

@@ -289,7 +289,7 @@ TEST(HfConfig, Phi35MoE_MscaleIsTheAttentionFactor) {
   EXPECT_EQ(r.scaling.type, ScalingType::longrope);
   EXPECT_EQ(r.scaling.short_mscale, 1.243163121016122);
   EXPECT_EQ(r.scaling.long_mscale, 1.243163121016122);
-  // Not the derived sqrt(17/12) = 1.19024 that ropecheck used before (issue 11 section 4).
+  // Not the derived sqrt(17/12) = 1.19024 that ropecheck used before.
   for (const std::optional<std::int64_t> seq : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{4096},
                                                 std::optional<std::int64_t>{4097}, std::optional<std::int64_t>{131072}})
     EXPECT_EQ(ropecheck::rope_frequencies<double>(r, seq).attention_factor, 1.243163121016122);
@@ -1073,7 +1073,7 @@ TEST(SpecJsonFix, Llama3MissingFrequencyFactorSaysMissing) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Keys the importer does not use are reported (issue 11 section 4), and integers never narrowed.
+// Keys the importer does not use are reported, and integers never narrowed.
 
 namespace {
 

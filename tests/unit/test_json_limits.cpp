@@ -1,4 +1,4 @@
-// Hostile JSON (issue 12 §2): every JSON input is parsed with a depth limit, and error messages show
+// Hostile JSON: every JSON input is parsed with a depth limit, and error messages show
 // a bounded excerpt of the offending value, never a recursive dump of it. 200,000 nested `[` used to
 // crash `spec`, `golden --hf-config` and `check` (reliability-2 defect 4) in the message builder.
 #include <gtest/gtest.h>

@@ -89,7 +89,7 @@ RC_GTEST_PROP(MatrixView, RotationMatrixEqualsElementwise, ()) {
 
 // The complex view (Su et al.): the pair as x_a + i x_b multiplied by att e^{i theta}, evaluated in polar
 // form att r e^{i(phi + theta)} (r = |x|, phi = atan2(x_b, x_a)), equals the elementwise view. (Moved
-// here from the property suite's `reference_views`, which never called its target: issue 11.)
+// here from the property suite's `reference_views`, which never called its target.)
 // Tolerance, MPFR at p bits (u = 2^-p), the same theta in both: atan2 (pi u), the sum phi + theta
 // (u (pi + |theta|)), cos / sin (u), the modulus (2 u), att and the products (2 u), the elementwise
 // view's own products and sum (4 u): (16 + |theta|) u M, M = att (|x_a| + |x_b|), with pi < 4.

@@ -64,7 +64,7 @@ std::pair<int, std::string> run_probe(const std::string& mode) {
 
 }  // namespace
 
-// issue 11: a property the target never ran used to become GTEST_SKIP, so a consumer's CI stayed green.
+// a property the target never ran used to become GTEST_SKIP, so a consumer's CI stayed green.
 TEST(PropsGtest, NotTestedPropertyFailsTheTest) {
   const auto [rc, out] = run_probe("decline");
   EXPECT_NE(rc, 0) << out;

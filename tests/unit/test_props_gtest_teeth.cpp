@@ -1,4 +1,4 @@
-// Issue 15 through the GoogleTest adapter (register_property_tests): kernels with one bug each — the k
+// The suite's teeth through the GoogleTest adapter (register_property_tests): kernels with one bug each — the k
 // path reading its neighbour head, the attention factor dropped or applied twice, a truncating bf16
 // store — are caught on llama-3.1-8b, gpt-j-6b and deepseek-v3, and the correct kernel is not.
 //
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   (void)rc;  // failures are expected: judged below
   const testing::UnitTest& ut = *testing::UnitTest::GetInstance();
   int wrong = 0;
-  std::printf("\nissue 15 teeth through the GoogleTest adapter:\n");
+  std::printf("\nthe suite's teeth through the GoogleTest adapter:\n");
   for (int i = 0; i < ut.total_test_suite_count(); ++i) {
     const testing::TestSuite& s = *ut.GetTestSuite(i);
     const std::string name = s.name();

@@ -97,7 +97,7 @@ double rope_class_margin(const EncodingSpec& spec, DType dt, std::int64_t max_po
       for (int j = 0; j < P; ++j) {
         const auto [ia, ib] = pair_channels(r, j);
         rotated[static_cast<std::size_t>(ia)] = rotated[static_cast<std::size_t>(ib)] = true;
-        const std::int64_t p = kernels::stream_position(r, pos[t], j);
+        const std::int64_t p = stream_position(r, pos[t], j);
         const PairAngle a = pair_angle(static_cast<double>(p), f.inv_freq[static_cast<std::size_t>(j)]);
         const double M = att * (std::fabs(x[row + static_cast<std::size_t>(ia)]) + std::fabs(x[row + static_cast<std::size_t>(ib)]));
         const ClassBound b = class_bound(AccuracyClass::fp32_angle, dt, Quantity::rotated);
@@ -270,7 +270,7 @@ TEST_F(PropsMutants, ShrinkingChangesTheCounterexampleNotTheVerdict) {
               r.counterexample.c_str());
 }
 
-// Issue 15: the four bug kinds the suite used to miss (k path reading its neighbour head, attention
+// the four bug kinds the suite used to miss (k path reading its neighbour head, attention
 // factor dropped / applied twice, truncating bf16 store) are each caught by the property that states
 // what they break, on three presets whose own attention factor is 1 (attention_factor derives their
 // YaRN variant), and the correct kernel (same output dtype) passes the same runs.
@@ -303,7 +303,7 @@ TEST_F(PropsMutants, Issue15BugsCaughtOnThreePresets) {
   }
 }
 
-// Generated positions include the colliding low-precision ones (issue 15).
+// Generated positions include the colliding low-precision ones.
 TEST_F(PropsMutants, CollidingPositionsAreGenerated) {
   const std::vector<std::int64_t> c = gen::colliding_positions(std::int64_t{1} << 25);
   for (std::int64_t p : {255, 257, 511, 2047, 2049, 65504, 65519, 65520, 65535, 131071, (1 << 24) - 1, (1 << 24) + 1})

@@ -196,13 +196,13 @@ TEST(PropsSuite, RunSuiteOnPresetPassesAndReports) {
   EXPECT_TRUE(reported);
 }
 
-// issue 11 §2: positions up to 2^24 (the default) reach saturated fp32-angle bounds: not tested, not
+// positions up to 2^24 (the default) reach saturated fp32-angle bounds: not tested, not
 // pass; nothing failed, so passed() (no failure) still holds.
 TEST(PropsSuite, SaturatedBoundsAreNotTested) {
   auto target = fp32_target();
   const EncodingSpec spec = load_preset("llama-3.1-8b");
   SuiteOptions o = options(20);
-  o.only = {"relative_shift"};  // its tolerance carries the angle term (norm's will not: issue 11 §2)
+  o.only = {"relative_shift"};  // its tolerance carries the angle term (norm's will not)
   const SuiteReport rep = run_suite(*target, &spec, o);
   ASSERT_EQ(rep.outcomes.size(), 1u);
   const PropertyOutcome& out = rep.outcomes[0];
@@ -290,7 +290,7 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-// --- angle-free tolerances (issue 11 section 2; ERROR_MODEL.md section 14)
+// --- angle-free tolerances (ERROR_MODEL.md section 14)
 
 // A pair whose norm is 10% off is caught by `norm` at positions around 2^20, where the per-element
 // fp32-angle bound of that pair (w = 1) allows 0.9 M (and reaches its cap of 2 a little later), so the

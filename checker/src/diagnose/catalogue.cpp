@@ -68,7 +68,7 @@ const std::vector<Hypothesis>& diagnosis_catalogue() {
     add("position-minus-1", "positions off by -1", "off-by-one offsets (flash-attention seqlen_offsets; KV-cache start)", m);
     m = {};
     m.swap_cos_sin = true;
-    add("cos-sin-swapped", "cos and sin swapped", "a hand-written kernel's argument order (issue 14)", m);
+    add("cos-sin-swapped", "cos and sin swapped", "a hand-written kernel's argument order", m);
     m = {};
     m.negate_sin = true;
     add("sin-negated", "sin with the wrong sign (rotation by -theta)",

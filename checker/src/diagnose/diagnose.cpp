@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "../check_geometry.hpp"
+#include "../output_geometry.hpp"
 #include "../check_internal.hpp"
 #include "internal.hpp"
 #include "ropecheck/reference/scalar.hpp"
@@ -65,12 +65,12 @@ std::optional<HypothesisResult> evaluate(const GoldenSet& g, const std::vector<T
   diagnose_detail::MistakenTruth mt(g, m);
   bool differs = m.judged_class.has_value();
   for (const Target& t : targets) {
-    const check_detail::Reader cand(*t.candidate), truth(g.tensor(t.base + ".f64"));
+    const StoredValues cand(t.candidate->data.data(), t.dt), truth(g.tensor(t.base + ".f64").data.data(), DType::f64);
     for (const bool failing : {true, false})
       for (std::int64_t i : failing ? t.sample.failing : t.sample.passing) {
         const diagnose_detail::MistakenTruth::Value v = mt.at(t.base, i, r.judged_class, t.dt);
-        const double c = cand(i);
-        if (!differs && !same_value(v.value, truth(i))) differs = true;
+        const double c = cand[i];
+        if (!differs && !same_value(v.value, truth[i])) differs = true;
         bool explained;
         double ratio;
         if (std::isfinite(c) && std::isfinite(v.value)) {

@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../check_geometry.hpp"
+#include "../output_geometry.hpp"
+#include "ropecheck/core/splitmix.hpp"
 #include "../check_internal.hpp"
 #include "internal.hpp"
 
@@ -17,12 +18,7 @@ using io::TensorDType;
 
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
+std::uint64_t mix(std::uint64_t x) { return splitmix64_finalize(x + 0x9E3779B97F4A7C15ULL); }  // SplitMix64's step
 
 struct Keyed {
   std::uint64_t key;
@@ -56,12 +52,11 @@ std::vector<std::int64_t> indices(std::vector<Keyed> v, std::size_t k) {
 
 ElementSample sample_elements(const GoldenSet& g, const std::string& golden_name, const Tensor& candidate,
                               accuracy::AccuracyClass c, const DiagnoseOptions& o) {
-  using check_detail::Geometry;
-  using check_detail::Reader;
+  using check_detail::OutputGeometry;
   const std::string base = check_detail::base_of(golden_name);
-  const Geometry geo(g, base);
-  const Reader cand_r(candidate), truth_r(g.tensor(base + ".f64"));
+  const OutputGeometry geo(g, base);
   const DType dt = *check_detail::float_dtype(candidate.dtype);
+  const StoredValues cand_r(candidate.data.data(), dt), truth_r(g.tensor(base + ".f64").data.data(), DType::f64);
   std::array<accuracy::ClassBound, 3> bounds{};
   for (accuracy::Quantity q : {accuracy::Quantity::table, accuracy::Quantity::rotated, accuracy::Quantity::passthrough})
     bounds[static_cast<std::size_t>(q)] = accuracy::class_bound(c, dt, q);
@@ -79,8 +74,8 @@ ElementSample sample_elements(const GoldenSet& g, const std::string& golden_name
   check_detail::for_each_chunk(chunks, o.threads, [&](std::int64_t k) {
     Part& part = parts[static_cast<std::size_t>(k)];
     for (std::int64_t i = k * kChunk, end = std::min(n, (k + 1) * kChunk); i < end; ++i) {
-      const double cv = cand_r(i), y = truth_r(i);
-      const Geometry::Element e = geo.element(i);
+      const double cv = cand_r[i], y = truth_r[i];
+      const OutputGeometry::Element e = geo.element(i);
       bool fails;
       if (std::isfinite(cv) && std::isfinite(y))
         fails = std::fabs(cv - y) > bounds[static_cast<std::size_t>(e.quantity)].allowed(e.angle, e.magnitude);

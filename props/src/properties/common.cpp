@@ -48,6 +48,7 @@ RopeExact rope_exact_uncached(const RopeSpec& r) {
   e.P = rope_pairs(r);
   e.D = r.head_dim;
   e.block = rope_block_channels(r);
+  e.geometry = std::make_shared<const accuracy::RopeGeometry>(r, e.w, e.att);
   return e;
 }
 
@@ -65,11 +66,6 @@ RopeExact rope_exact(const RopeSpec& r) {
   return cache.emplace(key, rope_exact_uncached(r)).first->second;
 }
 
-std::int64_t stream_position(const RopeSpec& r, const Position& p, int j) {
-  const int s = mrope_stream(r, j);
-  return s == 0 ? p.t : (s == 1 ? p.h : p.w);
-}
-
 Bounds bounds_of(AccuracyClass c, DType dt) {
   return {class_bound(c, dt, Quantity::rotated), class_bound(c, dt, Quantity::passthrough),
           class_bound(c, dt, Quantity::table)};
@@ -84,11 +80,12 @@ const Bounds& fp64_bounds() {
 std::vector<double> rope_bounds(const Bounds& b, const RopeSpec& r, const RopeExact& e, const Position& pos,
                                 std::span<const double> x) {
   std::vector<double> E(static_cast<std::size_t>(e.D));
+  const accuracy::RopeGeometry& geo = *e.geometry;
   for (int j = 0; j < e.P; ++j) {
     const auto [ia, ib] = pair_channels(r, j);
-    const double M = e.att * (std::fabs(x[static_cast<std::size_t>(ia)]) + std::fabs(x[static_cast<std::size_t>(ib)]));
-    const std::int64_t sp = stream_position(r, pos, j);
-    const PairAngle angle = pair_angle(static_cast<double>(sp), e.w[static_cast<std::size_t>(j)]);
+    const double M = geo.magnitude(x, ia);
+    const std::int64_t sp = geo.position(pos, j);
+    const PairAngle angle = geo.angle(sp, j);
     if (Ctx* ctx = current_ctx()) ctx->note_bound(b.rot, angle, sp);  // saturated bounds are not tested
     const double bound = b.rot.allowed(angle, M);
     E[static_cast<std::size_t>(ia)] = bound;
@@ -286,8 +283,8 @@ std::string vec_brief(const std::vector<double>& v) {
 // classes, f32 for f32 outputs, bf16 for table classes and 16-bit outputs (the rounding is known
 // exactly and accounted for by the caller).
 double to_input(const Target& t, double v) {
-  const bool narrow = t.info().accuracy == AccuracyClass::bf16_table || t.info().accuracy == AccuracyClass::f16_table ||
-                      t.info().dtype == DType::bf16 || t.info().dtype == DType::f16;
+  const bool narrow = table_dtype(t.info().accuracy).has_value() || t.info().dtype == DType::bf16 ||
+                      t.info().dtype == DType::f16;
   if (!narrow && t.info().dtype == DType::f64) return v;
   const float f = static_cast<float>(v);
   if (!narrow) return f;

@@ -21,12 +21,14 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "../properties.hpp"
+#include "ropecheck/accuracy/element_geometry.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/formulas/sinusoidal.hpp"
@@ -43,15 +45,16 @@ double ratio(double diff, double tol);
 // A number as counterexamples print it (6 significant digits).
 std::string num(double v);
 
-// The exact frequencies and attention factor (MPFR, 128 bits, rounded once to binary64).
+// The exact frequencies and attention factor (MPFR, 128 bits, rounded once to binary64), and the
+// element geometry the error model reads them through (accuracy/element_geometry.hpp).
 struct RopeExact {
   std::vector<double> w;
   double att = 1;
   int P = 0, D = 0, block = 0;
+  std::shared_ptr<const accuracy::RopeGeometry> geometry;
 };
 // Cached by the spec's JSON (a property case asks for the same spec several times).
 RopeExact rope_exact(const RopeSpec& r);
-std::int64_t stream_position(const RopeSpec& r, const Position& p, int j);
 
 struct Bounds {
   ClassBound rot, pass, table;

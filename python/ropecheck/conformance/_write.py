@@ -8,11 +8,12 @@ import os
 import shutil
 import tempfile
 
+from .. import _core
 from ._run import Matrix
 
 MATPLOTLIB_INSTALL = "pip install matplotlib==3.11.2"
 # Strictest first, as the checker lists them (accuracy/ERROR_MODEL.md).
-CLASS_ORDER = ("exact", "fp64-angle", "f32-reduced", "fp32-angle", "f16-table", "bf16-table")
+CLASS_ORDER = tuple(_core.accuracy_classes())  # strictest first, as the error model orders them
 
 
 def _fmt(x: float | None) -> str:
@@ -77,18 +78,20 @@ def plot(m: Matrix, path: str) -> str | None:
     rows = sorted({(c.impl, c.preset) for c in cells}, key=lambda r: (r[0], r[1]))
     cols = [d for d in ("f32", "f16", "bf16") if any(c.dtype == d for c in cells)]
     # 0..5 the classes, 6 no class held, 7 not judged
-    grid = [[7] * len(cols) for _ in rows]
+    none, not_run = len(CLASS_ORDER), len(CLASS_ORDER) + 1  # the two colours after the classes'
+    grid = [[not_run] * len(cols) for _ in rows]
     text = [[""] * len(cols) for _ in rows]
     for c in cells:
         i, j = rows.index((c.impl, c.preset)), cols.index(c.dtype)
         if c.classes:
-            grid[i][j] = CLASS_ORDER.index(c.strictest) if c.strictest else 6
+            grid[i][j] = CLASS_ORDER.index(c.strictest) if c.strictest else none
             text[i][j] = (c.strictest or "none") + ("" if c.state == "pass" else f" ({c.state})")
         else:
             text[i][j] = c.state
-    colors = ["#1a7f37", "#2da44e", "#6fdd8b", "#acf2bd", "#fff8c5", "#ffdf5d", "#ff8182", "#eaeef2"]
+    shades = ["#1a7f37", "#2da44e", "#6fdd8b", "#acf2bd", "#fff8c5", "#ffdf5d"]  # strictest class first
+    colors = [shades[min(k, len(shades) - 1)] for k in range(len(CLASS_ORDER))] + ["#ff8182", "#eaeef2"]
     fig, ax = plt.subplots(figsize=(2.2 * len(cols) + 4, 0.32 * len(rows) + 1.2))
-    ax.imshow(grid, cmap=ListedColormap(colors), vmin=0, vmax=7, aspect="auto")
+    ax.imshow(grid, cmap=ListedColormap(colors), vmin=0, vmax=not_run, aspect="auto")
     ax.set_xticks(range(len(cols)), cols)
     ax.set_yticks(range(len(rows)), [f"{r[0]}: {r[1]}" for r in rows], fontsize=7)
     for i in range(len(rows)):

@@ -49,6 +49,9 @@ std::string_view to_string(AccuracyClass c);
 std::optional<AccuracyClass> parse_accuracy_class(std::string_view s);  // exactly those names
 // One paragraph for the README and --help: what computation the class stands for and its bound.
 std::string_view describe(AccuracyClass c);
+// The narrow dtype a table class rounds its cos / sin tables and rotation to (f16-table: f16,
+// bf16-table: bf16), nullopt for the angle classes: what a property feeds such a target as input.
+std::optional<DType> table_dtype(AccuracyClass c);
 
 // What an output element is, which fixes its M.
 enum class Quantity {
@@ -104,7 +107,7 @@ struct ClassBound {
   double allowed(const PairAngle& a, double M) const { return relative(a) * M + floor; }
   // The bound no longer discriminates: it has reached the pair's own magnitude M, so an all-zero
   // output passes (|y| <= M), and a little further the angle term hits its cap 2 and any output of
-  // that magnitude passes. Such an element counts as not tested (props/verdict.hpp). For fp32-angle
+  // that magnitude passes. Such an element counts as not tested (core/verdict.hpp). For fp32-angle
   // and w = 1 this starts near position 1.16e6 (cap at 2.32e6); Llama-3.1-8B at 2^24 - 1 has 18 of
   // 64 pairs here, 14 of them at the cap.
   bool saturated(const PairAngle& a) const { return relative(a) >= 1; }

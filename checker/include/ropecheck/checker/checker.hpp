@@ -1,5 +1,5 @@
 // The checker: compares a candidate's tensors with a golden set, element by element, and says how
-// far they are from the truth, which accuracy classes (props/error_model.hpp) they satisfy, and
+// far they are from the truth, which accuracy classes (accuracy/error_model.hpp) they satisfy, and
 // where they go wrong. The report's JSON form is a stable contract (checker/CHECK_REPORT.md).
 //
 // Truth: the golden float64 copy (`<base>.f64`) of each output; the "exact" class compares with the

@@ -6,8 +6,11 @@
 // signed zero, NaN.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace ropecheck {
@@ -38,6 +41,54 @@ double bits_to_double(std::uint64_t bits, DType t);
 // The element of format t stored at p (native byte order, storage_bits wide), decoded exactly: how
 // the checker, plugin targets and kernel targets read a kernel's output buffer.
 double load_element(const void* p, DType t);
+
+// Every f16 bit pattern's value (a table built once): decoding f16 elements in a loop.
+const std::array<double, 65536>& f16_values();
+
+// A stored array of format t (little-endian, contiguous) read element by element as exact doubles,
+// without a per-element branch on the format's layout beyond one switch: the one decoder of the
+// checker's and drift's per-element loops (load_element for a single value).
+class StoredValues {
+ public:
+  StoredValues(const void* data, DType t) : data_(static_cast<const unsigned char*>(data)), t_(t), f16_(&f16_values()) {}
+  double operator[](std::int64_t i) const {
+    const std::size_t k = static_cast<std::size_t>(i);
+    switch (t_) {
+      case DType::f64: {
+        double v;
+        std::memcpy(&v, data_ + 8 * k, 8);
+        return v;
+      }
+      case DType::f32: {
+        float v;
+        std::memcpy(&v, data_ + 4 * k, 4);
+        return static_cast<double>(v);
+      }
+      case DType::f16: {
+        std::uint16_t b;
+        std::memcpy(&b, data_ + 2 * k, 2);
+        return (*f16_)[b];
+      }
+      case DType::bf16: {
+        std::uint16_t b;
+        std::memcpy(&b, data_ + 2 * k, 2);
+        const std::uint32_t w = static_cast<std::uint32_t>(b) << 16;
+        float v;
+        std::memcpy(&v, &w, 4);
+        return static_cast<double>(v);
+      }
+    }
+    return 0;
+  }
+
+ private:
+  const unsigned char* data_;
+  DType t_;
+  const std::array<double, 65536>* f16_;
+};
+
+// out.size() elements of a stored array of format t, decoded exactly (StoredValues, f64 copied).
+void decode(const void* data, DType t, std::span<double> out);
 
 // Encode a double that is a value of format t (e.g. a round_to_double result) as its bit
 // pattern; std::invalid_argument if v is not exactly representable in t. NaN -> canonical.

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ropecheck/core/input_error.hpp"
@@ -138,6 +139,17 @@ std::int64_t effective_original_max_positions(const RopeSpec& rope);
 
 // Which position stream (0 = t, 1 = h, 2 = w) drives frequency pair j.
 int mrope_stream(const RopeSpec& rope, int pair);
+// The position that drives pair j: the token's t, h or w stream (t for plain RoPE).
+inline std::int64_t stream_position(const RopeSpec& rope, const Position& p, int pair) {
+  const int stream = rope.mrope == MropeMode::none ? 0 : mrope_stream(rope, pair);
+  return stream == 0 ? p.t : (stream == 1 ? p.h : p.w);
+}
+// The channels pair j rotates: (j, j + P) half-split or (2j, 2j + 1) interleaved, where P = rope_pairs();
+// channels past rope_block_channels() pass through.
+inline std::pair<int, int> pair_channels(const RopeSpec& rope, int j) {
+  if (rope.layout == RopeLayout::interleaved) return {2 * j, 2 * j + 1};
+  return {j, j + rope_pairs(rope)};
+}
 
 // Number of frequencies of a sinusoidal spec and of sin / cos columns.
 int sinusoidal_frequency_count(const SinusoidalSpec& s);

@@ -32,13 +32,6 @@ struct YarnRange {
   T low, high;  // after truncation and clamping; ramp runs from low to high
 };
 
-// The channels pair j rotates: (j, j + P) half-split or (2j, 2j + 1) interleaved,
-// where P = rope_pairs(); channels past rope_block_channels() pass through.
-inline std::pair<int, int> pair_channels(const RopeSpec& r, int j) {
-  if (r.layout == RopeLayout::interleaved) return {2 * j, 2 * j + 1};
-  return {j, j + rope_pairs(r)};
-}
-
 namespace detail {
 template <class T>
 T base_power(double base, int numerator, int denominator) {

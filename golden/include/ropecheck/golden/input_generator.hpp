@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ropecheck/core/splitmix.hpp"
+
 namespace ropecheck::golden {
 
 inline constexpr const char* kGeneratorName = "ropecheck-irwin-hall-bf16";
@@ -21,7 +23,6 @@ inline constexpr int kGeneratorVersion = 1;
 
 enum class InputStream : std::uint64_t { q = 1, k = 2 };
 
-std::uint64_t splitmix64_finalize(std::uint64_t x);
 // Element `index` of a stream.
 float generate_input(std::uint64_t seed, InputStream stream, std::uint64_t index);
 // Elements [first, first + count) of a stream (a shard of a golden set starts past 0).

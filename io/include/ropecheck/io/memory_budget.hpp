@@ -1,4 +1,4 @@
-// Sizes are estimated before allocating (issue 12 §2): a request that needs more memory than the
+// Sizes are estimated before allocating: a request that needs more memory than the
 // machine has is refused with one line naming the options and the estimate, instead of ending in
 // std::bad_alloc or the OOM killer after minutes of work. `--max-memory` moves the limit.
 #pragma once

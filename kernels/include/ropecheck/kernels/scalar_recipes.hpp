@@ -59,12 +59,6 @@ RopeFrequenciesF32 hf_rope_frequencies_f32(const RopeSpec& rope, std::optional<s
 // expf(i * (float)(-ln(base) / max(d/2 - 1, 1))) for half_dim_minus_one (i = 0, 1, 2, ...).
 std::vector<float> hf_sinusoidal_frequencies_f32(const SinusoidalSpec& s);
 
-// The position stream that drives pair j (t for plain RoPE).
-inline std::int64_t stream_position(const RopeSpec& rope, const Position& p, int pair) {
-  const int stream = rope.mrope == MropeMode::none ? 0 : mrope_stream(rope, pair);
-  return stream == 0 ? p.t : (stream == 1 ? p.h : p.w);
-}
-
 // ---- kernels --------------------------------------------------------------------------------------
 
 // Rotates x [tokens][heads][head_dim] (row-major, contiguous) into out (same shape; may alias x),

@@ -49,7 +49,7 @@ namespace ropecheck::props {
 // specs the suite generates them: presets and odd-but-valid configurations). `make_target` makes a
 // fresh target for each test (targets may hold state; tests may run in any order or be filtered).
 // A property that is not tested (its every case declined by the target, rope_apply / sinusoidal
-// returning false, or only saturated class bounds seen: props/verdict.hpp) FAILS its test, so a
+// returning false, or only saturated class bounds seen: core/verdict.hpp) FAILS its test, so a
 // consumer's CI is never green for something that did not run, unless the consumer names the
 // property in `options.allow_not_tested` (then it is reported as skipped, with the reason).
 // `options.only` restricts the registered properties.

@@ -270,7 +270,7 @@ int run_drift_command(const DriftCliOptions& o) {
                fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp), bd(accuracy::AccuracyClass::fp32_angle),
                bd(accuracy::AccuracyClass::bf16_table), uq);
   }
-  // Where a class's bound is saturated, "never" proves nothing (issue 11 §2): say so.
+  // Where a class's bound is saturated, "never" proves nothing: say so.
   if (!r.kernels.empty())
     for (const drift::Breakdown& b : r.kernels.front().breakdown)
       if (b.saturated_from && (b.cls == accuracy::AccuracyClass::fp32_angle || b.cls == accuracy::AccuracyClass::bf16_table))

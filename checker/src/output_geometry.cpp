@@ -1,0 +1,65 @@
+#include "output_geometry.hpp"
+
+#include "ropecheck/formulas/rope.hpp"
+#include "ropecheck/formulas/sinusoidal.hpp"
+
+namespace ropecheck::checker::check_detail {
+
+OutputGeometry::OutputGeometry(const golden::GoldenSet& g, const std::string& base) : positions(&g.positions()) {
+  if (g.is_rope()) {
+    const RopeSpec& r = g.spec().rope;
+    rope.emplace(r, rope_frequencies<double>(r, g.seq_len()).inv_freq, g.attention_factor());
+    P = rope->pairs();
+    D = r.head_dim;
+    H = g.heads();
+    if (base == "q_rot" || base == "k_rot") {
+      kind = Kind::rotated;
+      const io::Tensor& x = g.tensor(base == "q_rot" ? "q" : "k");  // f32, checked when the set was loaded
+      in.emplace(x.data.data(), DType::f32);
+    }
+    return;
+  }
+  kind = Kind::pe;
+  const SinusoidalSpec& s = g.spec().sinusoidal;
+  const std::vector<double> freq = sinusoidal_frequencies<double>(s);
+  D = s.d_model;
+  offset = s.position_offset;
+  for (int c = 0; c < D; ++c) {
+    const SinusoidalColumn col = sinusoidal_column(s, c);
+    pe_index.push_back(col.kind == SinusoidalKind::zero ? -1 : col.frequency);
+    pe_freq.push_back(col.kind == SinusoidalKind::zero ? 0.0 : freq[static_cast<std::size_t>(col.frequency)]);
+  }
+}
+
+OutputGeometry::Element OutputGeometry::element(std::int64_t i) const {
+  Element e;
+  e.token = i / per_token();
+  const Position& pos = (*positions)[static_cast<std::size_t>(e.token)];
+  e.position = pos.t;
+  switch (kind) {
+    case Kind::pair_table:
+      e.pair = static_cast<int>(i % P);
+      break;
+    case Kind::pe:
+      e.channel = static_cast<int>(i % D);
+      e.pair = pe_index[static_cast<std::size_t>(e.channel)];
+      if (e.pair >= 0)
+        e.angle = accuracy::pair_angle(static_cast<double>(pos.t + offset), pe_freq[static_cast<std::size_t>(e.channel)]);
+      return e;
+    case Kind::rotated:
+      e.channel = static_cast<int>(i % D);
+      e.head = static_cast<int>((i / D) % H);
+      e.pair = rope->pair_of(e.channel);
+      e.quantity = rope->quantity(e.channel);
+      e.magnitude = rope->magnitude(head(i - e.channel), e.channel);
+      break;
+  }
+  if (e.pair >= 0) {
+    e.stream = rope->stream(e.pair);
+    e.position = rope->position(pos, e.pair);
+    e.angle = rope->angle(e.position, e.pair);
+  }
+  return e;
+}
+
+}  // namespace ropecheck::checker::check_detail

@@ -1,0 +1,50 @@
+// A golden output's elements as the checker and its diagnosis walk them: which kind of output it is,
+// where each element sits (token, head, channel, pair) and what the error model needs (the spec's
+// element geometry, accuracy/element_geometry.hpp; the sinusoidal columns' frequencies).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ropecheck/accuracy/element_geometry.hpp"
+#include "ropecheck/core/dtype.hpp"
+#include "ropecheck/golden/golden_set.hpp"
+
+namespace ropecheck::checker::check_detail {
+
+struct OutputGeometry {
+  enum class Kind { pair_table, pe, rotated } kind = Kind::pair_table;
+  const std::vector<Position>* positions = nullptr;
+  std::optional<accuracy::RopeGeometry> rope;  // RoPE sets
+  std::vector<double> pe_freq;                 // sinusoidal: per column, 0 for a zero column
+  std::vector<int> pe_index;                   // sinusoidal: per column, its frequency's index, -1 for a zero column
+  std::optional<StoredValues> in;              // rotated outputs: q or k (f32)
+  std::int64_t P = 0, D = 0, H = 1, offset = 0;
+
+  OutputGeometry(const golden::GoldenSet& g, const std::string& base);
+
+  std::int64_t per_token() const { return kind == Kind::pair_table ? P : (kind == Kind::pe ? D : H * D); }
+
+  // Element i (flat, row-major) of the output, as the error model sees it.
+  struct Element {
+    std::int64_t token = 0, position = 0;  // the position of the driving stream
+    int head = -1, channel = -1, pair = -1, stream = 0;
+    accuracy::Quantity quantity = accuracy::Quantity::table;
+    accuracy::PairAngle angle{0, 0};
+    double magnitude = 1;
+  };
+  Element element(std::int64_t i) const;
+
+  // One head of the input (rotated outputs) starting at flat index `base`, indexable by channel.
+  struct Head {
+    const StoredValues* in;
+    std::int64_t base;
+    double operator[](int c) const { return (*in)[base + c]; }
+  };
+  Head head(std::int64_t base) const { return {&*in, base}; }
+};
+
+}  // namespace ropecheck::checker::check_detail
