@@ -1,7 +1,7 @@
 // The `ropecheck` executable's files compiled as one translation unit: each parses CLI11, nlohmann-json,
 // fmt and the golden / props / drift headers, which dominate its compile time; parsed once instead of
 // twelve times. Relative includes rather than CMake's UNITY_BUILD (absolute paths in its unity files
-// make ccache's direct mode miss in every clone at a new path; tests/unit/test_drift_unit.cpp).
+// make ccache's direct mode miss in every clone at a new path; tests/drift/test_drift_unit.cpp).
 #include "main.cpp"  // the order of cli/CMakeLists.txt
 #include "spec_source.cpp"
 #include "junit.cpp"

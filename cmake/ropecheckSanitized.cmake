@@ -1,5 +1,5 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer copies of the project's libraries and executables, for
-# the unit tests and the CLI that run under the sanitizers in CI (tests/CMakeLists.txt: test_asan_all,
+# the unit tests and the CLI that run under the sanitizers in CI (tests/CMakeLists.txt: test_asan_<module>,
 # ctest tests test_asan_*; the instrumented `ropecheck` and kernel host, ctest tests cli_asan_*).
 #
 # ropecheck_asan_copy(TARGET) defines TARGET_asan from TARGET's own properties (sources, include

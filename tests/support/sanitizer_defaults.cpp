@@ -1,4 +1,4 @@
-// Sanitizer settings built into the sanitized unit tests (test_asan_all, cmake/ropecheckSanitized.cmake),
+// Sanitizer settings built into the sanitized unit tests (test_asan_<module>, cmake/ropecheckSanitized.cmake),
 // so that the tests run the same from ctest and by hand. No leak is suppressed: MPFR's per-thread caches
 // are freed by the worker threads that fill them (MpfrThreadCaches, reference/mpfr_value.hpp), so every
 // leak, and every ASan / UBSan report, fails the test. Allocation stacks are taken with the fast

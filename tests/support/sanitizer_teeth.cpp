@@ -1,8 +1,8 @@
-// The sanitized unit tests' own teeth (linked into test_asan_all only, tests/CMakeLists.txt): each
+// The sanitized unit tests' own teeth (linked into test_asan_<module> only, tests/CMakeLists.txt): each
 // test commits one kind of error the sanitizer build exists to find, in a death-test child, and
 // expects that child to die with the sanitizer's report. If a change of the sanitized build's flags
 // (cmake/ropecheckSanitized.cmake: optimisation level, sanitizer list, recovery) stopped a kind of
-// report, every other test of test_asan_all would still pass; this one fails.
+// report, every other test of test_asan_<module> would still pass; this one fails.
 //
 // The values come through volatile variables so that the compiler cannot see the error and fold it
 // away, at any optimisation level.

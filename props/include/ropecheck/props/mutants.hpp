@@ -4,7 +4,7 @@
 // Each mutant is the hf-fp32 kernel with exactly one bug that real implementations have shipped or
 // that is one edit away from the correct code, and it claims the class the correct kernel has
 // (fp32-angle; f32 output, bf16 for the store-rounding bug). Mutants see the input name ("q" / "k"):
-// one bug lives in the k path only. The self-test (tests/unit/test_props_mutants.cpp, `ropecheck props
+// one bug lives in the k path only. The self-test (tests/props/test_props_mutants.cpp, `ropecheck props
 // --self-test`) runs the suite on each mutant's spec and position range and requires at least one
 // property to fail; it also requires the correct kernel to pass the same runs.
 #pragma once

@@ -26,14 +26,13 @@
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/checker/kernel_run.hpp"
-#include "ropecheck/plugin/kernel_name.hpp"
+#include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/formulas/rope.hpp"
 
 namespace ropecheck::golden {
 using namespace ropecheck::io;
 using namespace ropecheck::checker;
-using namespace ropecheck::plugin;
 namespace {
 
 namespace fs = std::filesystem;
@@ -278,10 +277,10 @@ TEST(Diagnose, KnownBadRecipesOfTheCpuKernel) {
                                      std::pair{"bf16-table", "class-bf16-table"}}) {
       SCOPED_TRACE(preset + " builtin:" + recipe);
       const GoldenSet& g = golden_of(preset);
-      OpenOptions ko;
-      ko.cpu.threads = 1;
-      OpenedKernel ks = open_kernel(parse_kernel_name(std::string("builtin:") + recipe), ko);
-      const KernelRun run = run_kernel(*ks.kernel, g);
+      kernels::KernelOptions ko;
+      ko.threads = 1;
+      const std::unique_ptr<kut::KernelUnderTest> kernel = kut::make_cpu_kernel(*kernels::parse_recipe(recipe), ko);
+      const KernelRun run = run_kernel(*kernel, g);
       CheckOptions o;
       o.only = {"cos", "sin", "q_rot", "k_rot"};
       const CheckReport rep = check_candidate(g, run.tensors, o);

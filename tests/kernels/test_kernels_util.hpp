@@ -1,4 +1,4 @@
-// Shared by tests/unit/test_kernels*.cpp: deterministic positions and inputs, the exact reference held
+// Shared by tests/kernels/test_kernels*.cpp: deterministic positions and inputs, the exact reference held
 // at the right MPFR precision, exact reduction modulo 2pi, and the bounds the kernels are held to.
 #pragma once
 

@@ -1,153 +1,40 @@
-// The kernel under test (kut/kernel_under_test.hpp) and its three sources: the CPU kernels compute
-// exactly what kernels::rope_apply / rope_cos_sin_table / sinusoidal_table compute, the CUDA source
-// under the host emulation exactly what kernels/cuda/emulation.hpp computes (and refuses to run
-// without a device or the switch), a plugin what its ABI entry points return; every source answers
-// unsupported (never a crash, never made-up outputs) for a call it cannot serve.
+// C-ABI plugins as kernels under test (plugin/plugin_kernel.hpp): a plugin gives what its ABI entry points
+// return, ropecheck's CPU kernels exported through kernel_abi.h give the bytes builtin:RECIPE gives, and
+// options after the library's name reach ropecheck_kernel_configure.
 #include <gtest/gtest.h>
-
-#include "test_paths.hpp"
 
 #include <cmath>
 #include <cstdlib>
-#include <limits>
 #include <cstring>
 #include <filesystem>
-#include <optional>
-#include <utility>
 #include <fstream>
-#include <sstream>
+#include <limits>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "ropecheck/plugin/plugin_kernel.hpp"
+#include "kut_problem.hpp"
+#include "test_paths.hpp"
 #include "ropecheck/io/tensor.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
-#include "ropecheck/kut/cuda_source.hpp"
-#include "ropecheck/props/kut_target.hpp"
-#include "ropecheck/reference/presets.hpp"
+#include "ropecheck/plugin/plugin_kernel.hpp"
 
 namespace ropecheck {
 namespace {
 
 namespace k = ropecheck::kernels;
-
-// Inputs exact in bf16, positions spread over the range where f32 angles lose bits.
-struct Problem {
-  EncodingSpec spec = load_preset("llama-3.1-8b");
-  std::vector<Position> pos;
-  std::vector<std::int64_t> flat;
-  int heads = 2;
-  std::vector<float> x;
-  Problem() {
-    for (std::int64_t p : {0, 1, 7, 4095, 65537, 131071}) pos.push_back(Position::uniform(p)), flat.push_back(p);
-    x.resize(pos.size() * static_cast<std::size_t>(heads * spec.rope.head_dim));
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i % 17) - 8) / 8.0f;
-  }
-};
-
-std::vector<std::byte> rope_apply(kut::KernelUnderTest& kt, const Problem& p, DType out, kut::CallResult* result) {
-  std::vector<std::byte> o(p.x.size() * static_cast<std::size_t>(format_info(out).storage_bits / 8));
-  kut::RopeApplyCall c;
-  c.problem = {&p.spec, std::nullopt, p.pos, "test"};
-  c.input = "k";
-  c.heads = p.heads;
-  c.x = {DType::f32, std::as_bytes(std::span(p.x))};
-  c.out = {out, o};
-  *result = kt.rope_apply(c);
-  return o;
-}
-
-TEST(Kut, CapabilitiesAndStorage) {
-  kut::Capabilities c;
-  c.output_dtypes = {DType::f32};
-  EXPECT_TRUE(c.supports(DType::f32));
-  EXPECT_FALSE(c.supports(DType::bf16));
-  std::vector<std::byte> b(12);
-  EXPECT_EQ((kut::Storage{DType::f32, b}.count()), 3u);
-  EXPECT_EQ((kut::ConstStorage{DType::bf16, b}.count()), 6u);
-}
-
-// The CPU source is kernels::rope_apply behind the interface, bit for bit, for every output dtype.
-TEST(Kut, CpuSourceIsTheCpuKernel) {
-  const Problem p;
-  for (k::Recipe r : {k::Recipe::hf, k::Recipe::accurate}) {
-    const std::unique_ptr<kut::KernelUnderTest> kt = kut::make_cpu_kernel(r);
-    EXPECT_EQ(kt->info().name, kut::cpu_kernel_name(r));
-    ASSERT_NE(kt->recipe_rows(), nullptr);
-    EXPECT_EQ(kt->recipe_rows()->recipe, r);
-    EXPECT_TRUE(kt->info().capabilities.negative_positions);
-    for (DType d : {DType::f64, DType::f32, DType::f16, DType::bf16}) {
-      kut::CallResult res;
-      const std::vector<std::byte> got = rope_apply(*kt, p, d, &res);
-      ASSERT_TRUE(res.ok()) << res.message;
-      std::vector<std::byte> want(got.size());
-      const k::RopePlan plan = k::make_rope_plan(p.spec.rope, r);
-      const std::int64_t T = static_cast<std::int64_t>(p.pos.size()), D = p.spec.rope.head_dim;
-      k::rope_apply(plan, k::PositionsView::of(p.flat),
-                    k::TensorView::contiguous(const_cast<float*>(p.x.data()), DType::f32, T, p.heads, D),
-                    k::TensorView::contiguous(want.data(), d, T, p.heads, D));
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << k::to_string(r) << " " << to_string(d);
-    }
-  }
-}
-
-TEST(Kut, CpuSourceAnswersUnsupported) {
-  const Problem p;
-  const std::unique_ptr<kut::KernelUnderTest> kt = kut::make_cpu_kernel(k::Recipe::hf);
-  // A sinusoidal spec to rope_apply, and sizes that do not match: unsupported with a reason.
-  Problem sin = p;
-  sin.spec = load_preset("transformer-base");
-  kut::CallResult res;
-  rope_apply(*kt, sin, DType::f32, &res);
-  EXPECT_EQ(res.status, kut::CallResult::Status::unsupported);
-  EXPECT_FALSE(res.message.empty());
-  Problem short_x = p;
-  short_x.x.pop_back();
-  rope_apply(*kt, short_x, DType::f32, &res);
-  EXPECT_EQ(res.status, kut::CallResult::Status::unsupported);
-  EXPECT_NE(res.message.find("sizes"), std::string::npos) << res.message;
-}
-
-TEST(Kut, CudaSourceEmulatedOrRefused) {
-  const Problem p;
-  ::unsetenv(kut::kCudaEmulationVariable);
-  EXPECT_FALSE(kut::cuda_emulation_requested());
-  if (!kut::cuda_built()) {
-    try {
-      kut::make_cuda_kernel(k::Recipe::hf);
-      ADD_FAILURE() << "a CUDA kernel without CUDA";
-    } catch (const std::runtime_error& e) {
-      EXPECT_STREQ(e.what(), "this ropecheck was built without CUDA");
-    }
-    GTEST_SKIP() << "built without CUDA: the emulation is not built";
-  }
-  try {  // a GPU: its name says which; none: refused with the reason, never emulated silently
-    const std::unique_ptr<kut::KernelUnderTest> gpu = kut::make_cuda_kernel(k::Recipe::hf);
-    EXPECT_EQ(gpu->info().name.find("emulation"), std::string::npos) << gpu->info().name;
-  } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("no CUDA device (", 0), 0u) << e.what();
-  }
-  ::setenv(kut::kCudaEmulationVariable, "1", 1);
-  ASSERT_TRUE(kut::cuda_emulation_requested());
-  const std::unique_ptr<kut::KernelUnderTest> kt = kut::make_cuda_kernel(k::Recipe::accurate);
-  ::unsetenv(kut::kCudaEmulationVariable);
-  EXPECT_EQ(kt->info().name, "cuda:accurate (host emulation)");
-  EXPECT_NE(kt->info().description.find("not a GPU run"), std::string::npos);
-  // accurate with f32 storage is bit-identical on CUDA and CPU below 2^28 (kernels/cuda/README.md).
-  kut::CallResult res;
-  const std::vector<std::byte> got = rope_apply(*kt, p, DType::f32, &res);
-  ASSERT_TRUE(res.ok()) << res.message;
-  const std::vector<std::byte> want = rope_apply(*kut::make_cpu_kernel(k::Recipe::accurate), p, DType::f32, &res);
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0);
-}
+using test::Problem;
+using test::rope_apply;
 
 // A plugin behind the interface: its declared capabilities, its outputs, and UNSUPPORTED passed on.
 // The plugin client passes ScalingType's value as scaling_type: every ROPECHECK_SCALING_<NAME> N of
 // kernel_abi.h must be the type whose to_string is <name>, and the numbers must cover 0..N-1.
-TEST(Kut, AbiScalingNumbersAreTheSpecOrder) {
+TEST(PluginKernel, AbiScalingNumbersAreTheSpecOrder) {
   std::ifstream in(test::kernel_abi_header());
   ASSERT_TRUE(in) << test::kernel_abi_header();
   // "#define ROPECHECK_SCALING_<NAME> <N>" (read without std::regex: GCC 12 warns falsely inside it
@@ -173,7 +60,7 @@ TEST(Kut, AbiScalingNumbersAreTheSpecOrder) {
   EXPECT_EQ(to_string(static_cast<ScalingType>(numbers.size())), "?");
 }
 
-TEST(Kut, PluginSource) {
+TEST(PluginKernel, PluginSource) {
   const Problem p;
   std::unique_ptr<plugin::PluginKernel> kt = plugin::load_plugin_kernel(ropecheck::test::hf_plugin());
   EXPECT_TRUE(kt->info().external);
@@ -194,7 +81,7 @@ TEST(Kut, PluginSource) {
 // ropecheck's CPU kernels exported through kernel_abi.h (libropecheck_builtin_kernels.so): through the
 // plugin client, isolated and in process, every recipe gives the bytes builtin:RECIPE gives, for every
 // entry point and output dtype, with multimodal, negative and explicit-seq_len problems.
-TEST(Kut, BuiltinPluginIsTheCpuKernel) {
+TEST(PluginKernel, BuiltinPluginIsTheCpuKernel) {
   struct Case {
     const char* preset;
     std::optional<std::int64_t> seq_len;
@@ -282,7 +169,7 @@ TEST(Kut, BuiltinPluginIsTheCpuKernel) {
 
 // Options after the library's name reach ropecheck_kernel_configure; refused or unwanted options are
 // unusable input naming them, never ignored.
-TEST(Kut, PluginOptions) {
+TEST(PluginKernel, PluginOptions) {
   using plugin::split_kernel_options;
   EXPECT_EQ(split_kernel_options("lib.so:hf:threads=1"), std::make_pair(std::filesystem::path("lib.so"), std::string("hf:threads=1")));
   EXPECT_EQ(split_kernel_options("a:b/lib.so:hf"), std::make_pair(std::filesystem::path("a:b/lib.so"), std::string("hf")));
@@ -311,70 +198,6 @@ TEST(Kut, PluginOptions) {
     refused(lib + ":hf:threads=-2", "threads must be");
     refused(std::string(ropecheck::test::hf_plugin()) + ":hf", "takes none (it does not export ropecheck_kernel_configure)");
   }
-}
-
-// A kernel whose every call fails (as a crashed plugin's do: outputs NaN) or is unsupported.
-class FailingKernel final : public kut::KernelUnderTest {
- public:
-  explicit FailingKernel(kut::CallResult::Status s) : status_(s) {
-    info_.name = "failing";
-    info_.capabilities.rope_apply = true;
-    info_.capabilities.output_dtypes = {DType::f32};
-  }
-  const kut::Info& info() const override { return info_; }
-  kut::CallResult rope_apply(const kut::RopeApplyCall& c) override {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (std::size_t i = 0; i < c.out.bytes.size(); i += 4) std::memcpy(c.out.bytes.data() + i, &nan, 4);
-    return {status_, "killed by SIGSEGV"};
-  }
-  kut::CallResult rope_cos_sin(const kut::RopeTableCall&) override { return {kut::CallResult::Status::unsupported, ""}; }
-  kut::CallResult sinusoidal(const kut::SinusoidalCall&) override { return {kut::CallResult::Status::unsupported, ""}; }
-  void forgive() override { ++forgiven; }
-  int forgiven = 0;
-
- private:
-  kut::CallResult::Status status_;
-  kut::Info info_;
-};
-
-// props' one generic target: outputs decoded, failures counted and reported once, unsupported skips,
-// undeclared dtypes and entry points never called, with_output only where asked for.
-TEST(Kut, PropsTargetOverAnyKernel) {
-  const Problem p;
-  std::vector<double> x(p.x.begin(), p.x.end()), out(x.size());
-  props::TargetInfo info;
-  info.name = "t";
-  auto failing = std::make_shared<FailingKernel>(kut::CallResult::Status::failed);
-  std::unique_ptr<props::Target> t = props::make_kut_target(failing, info);
-  EXPECT_FALSE(t->info().negative_positions);  // from the kernel's capabilities
-  EXPECT_TRUE(t->rope_apply(p.spec, p.pos, p.heads, x, out));  // a failed call still ran: NaN outputs fail the property
-  EXPECT_TRUE(std::isnan(out[0]));
-  EXPECT_TRUE(t->rope_apply(p.spec, p.pos, p.heads, x, out));
-  props::Target::Failures f = t->take_failures();
-  EXPECT_EQ(f.failed, 2);
-  EXPECT_EQ(f.calls, 2);
-  EXPECT_EQ(f.first, "killed by SIGSEGV");
-  EXPECT_EQ(failing->forgiven, 1);
-  EXPECT_EQ(t->take_failures().failed, 0);  // reported once
-  EXPECT_EQ(t->with_output(DType::bf16), nullptr);
-  std::vector<double> pe(64);
-  EXPECT_FALSE(t->sinusoidal(load_preset("transformer-base"), std::vector<std::int64_t>{0}, pe));  // no entry point
-
-  auto unsupported = std::make_shared<FailingKernel>(kut::CallResult::Status::unsupported);
-  t = props::make_kut_target(unsupported, info);
-  EXPECT_FALSE(t->rope_apply(p.spec, p.pos, p.heads, x, out));
-  EXPECT_EQ(t->take_failures().failed, 0);
-
-  info.dtype = DType::f32;
-  t = props::make_kut_target(kut::make_cpu_kernel(k::Recipe::hf), info, true);
-  EXPECT_TRUE(t->info().negative_positions);
-  std::unique_ptr<props::Target> bf = t->with_output(DType::bf16);
-  ASSERT_NE(bf, nullptr);
-  EXPECT_EQ(bf->info().dtype, DType::bf16);
-  ASSERT_TRUE(bf->rope_apply(p.spec, p.pos, p.heads, x, out));
-  kut::CallResult res;
-  const std::vector<std::byte> want = rope_apply(*kut::make_cpu_kernel(k::Recipe::hf), p, DType::bf16, &res);
-  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], load_element(want.data() + 2 * i, DType::bf16)) << i;
 }
 
 }  // namespace

@@ -41,7 +41,6 @@
 #include <vector>
 
 #include "ropecheck/checker/kernel_run.hpp"
-#include "ropecheck/plugin/kernel_name.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/checker/checker.hpp"
 #include "ropecheck/golden/golden_set.hpp"
