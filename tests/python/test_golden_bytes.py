@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Golden sets byte-identical to those f00ba66's binary wrote for the same commands.
+"""Golden sets byte-identical to those earlier binaries wrote for the same commands.
 
 tests/data/golden_contract/f00ba66_sets.json holds seven `ropecheck golden` argument lists and the
-SHA-256 of every file each one wrote at f00ba66 (manifest.json included). This writes each set again
-with BIN and compares: the same file names, and every file's SHA-256. One changed byte anywhere fails.
+SHA-256 of every file each one wrote at f00ba66 (manifest.json included); 92301ca_sets.json seven more
+(YaRN, interleaved mrope, partial rotary, npy, a seed of 2^64 - 1, fairseq's sinusoidal layout, a shard),
+written at 92301ca, before golden/ was split. This writes each set again with BIN and compares: the
+same file names, and every file's SHA-256. One changed byte anywhere fails.
 
 Usage:
     python3 tests/python/test_golden_bytes.py --ropecheck build/release/cli/ropecheck
@@ -21,7 +23,8 @@ import subprocess
 import sys
 import tempfile
 
-PINNED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "golden_contract", "f00ba66_sets.json")
+PINNED = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "golden_contract", name)
+          for name in ("f00ba66_sets.json", "92301ca_sets.json")]
 
 
 def sha256(path: str) -> str:
@@ -48,10 +51,12 @@ def check_set(binary: str, args: list[str], pinned: dict[str, str], out: str) ->
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ropecheck", required=True, help="the ropecheck binary under test")
-    parser.add_argument("--pinned", default=PINNED, help="the pinned hashes (default: %(default)s)")
+    parser.add_argument("--pinned", nargs="+", default=PINNED, help="the pinned hashes (default: %(default)s)")
     opts = parser.parse_args()
-    with open(opts.pinned) as f:
-        sets = json.load(f)["sets"]
+    sets = []
+    for path in opts.pinned:
+        with open(path) as f:
+            sets += json.load(f)["sets"]
     failed = 0
     with tempfile.TemporaryDirectory(prefix="ropecheck_golden_bytes_") as tmp:
         for i, s in enumerate(sets, 1):
