@@ -183,7 +183,8 @@ def bits(np, t):
     return t.contiguous().view(width).numpy()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """The options, checked (exit 2 on a bad one); adds threads_list, dtype_names and recipes."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kernel-lib", default=os.environ.get("ROPECHECK_BUILTIN_KERNELS", DEFAULT_KERNEL_LIB),
                     help="libropecheck_builtin_kernels.so (default $ROPECHECK_BUILTIN_KERNELS or build/release/kut/...)")
@@ -212,101 +213,120 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.reps < 1 or args.warmup < 0:
         fail("--reps must be >= 1 and --warmup >= 0")
     try:
-        threads_list = [int(t) for t in args.threads.split(",")]
+        args.threads_list = [int(t) for t in args.threads.split(",")]
     except ValueError:
         fail(f"--threads must be comma-separated integers, got '{args.threads}'")
-    if any(t < 1 for t in threads_list):
+    if any(t < 1 for t in args.threads_list):
         fail(f"--threads must be >= 1, got '{args.threads}'")
-    dtype_names = args.dtypes.split(",")
-    recipes = args.recipes.split(",")
+    args.dtype_names = args.dtypes.split(",")
+    args.recipes = args.recipes.split(",")
+    return args
 
-    # torch first: its bundled libgomp.so.1 is then the OpenMP runtime our module binds to as well.
-    try:
-        import torch
-    except ImportError as e:
-        fail(f"torch is not importable ({e}); it is opt-in: scripts/install-deps --torch")
-    import numpy as np
 
-    torch_dtypes = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
-    for d in dtype_names:
-        if d not in torch_dtypes:
-            fail(f"unknown dtype '{d}' in --dtypes (f32, bf16, f16)")
-    if not os.path.exists(args.kernel_lib):
-        fail(f"no kernel library at {args.kernel_lib} (build the ropecheck_builtin_kernels target, or pass --kernel-lib)")
-    spec = {"name": "torch-side-by-side", "family": "rope",
-            "rope": {"head_dim": args.head_dim, "rotary_dim": args.head_dim, "base": args.base,
-                     "layout": "half_split", "max_position_embeddings": args.tokens, "scaling": {"type": "none"}}}
-    ours_lib = Ours(args.kernel_lib, spec)
-    plans = list(dict.fromkeys(recipes + ["hf"]))
-    for r in plans:  # an unknown recipe: exit 2 with the library's message
+class Bench:
+    """One run: the libraries, our kernel library, the inputs, and the figures as they are measured."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        # torch first: its bundled libgomp.so.1 is then the OpenMP runtime our module binds to as well.
         try:
-            ours_lib.lib.configure(r)
-        except Exception as e:
-            fail(str(e))
+            import torch
+        except ImportError as e:
+            fail(f"torch is not importable ({e}); it is opt-in: scripts/install-deps --torch")
+        import numpy as np
+        self.torch, self.np = torch, np
+        self.torch_dtypes = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+        for d in args.dtype_names:
+            if d not in self.torch_dtypes:
+                fail(f"unknown dtype '{d}' in --dtypes (f32, bf16, f16)")
+        if not os.path.exists(args.kernel_lib):
+            fail(f"no kernel library at {args.kernel_lib} (build the ropecheck_builtin_kernels target, or pass --kernel-lib)")
+        spec = {"name": "torch-side-by-side", "family": "rope",
+                "rope": {"head_dim": args.head_dim, "rotary_dim": args.head_dim, "base": args.base,
+                         "layout": "half_split", "max_position_embeddings": args.tokens, "scaling": {"type": "none"}}}
+        self.ours = Ours(args.kernel_lib, spec)
+        self.plans = list(dict.fromkeys(args.recipes + ["hf"]))
+        for r in self.plans:  # an unknown recipe: exit 2 with the library's message
+            try:
+                self.ours.lib.configure(r)
+            except Exception as e:
+                fail(str(e))
+        self.S, self.Hq, self.Hk, self.D = args.tokens, args.q_heads, args.k_heads, args.head_dim
+        self.results: List[Dict[str, object]] = []
+        self.accuracy: List[Dict[str, object]] = []
 
-    S, Hq, Hk, D = args.tokens, args.q_heads, args.k_heads, args.head_dim
-    load_start = os.getloadavg()
-    omp = openmp_runtimes()
-    print(f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}), numpy {np.__version__}, "
-          f"python {platform.python_version()}; our CPU path: {ours_lib.cpu_path}; "
-          f"OpenMP runtime(s) loaded: {', '.join(omp) or 'unknown'}")
-    print(f"q [{S}, {Hq}, {D}], k [{S}, {Hk}, {D}], positions 0..{S - 1}, base {args.base:g}, half-split; "
-          f"inputs N(0,1) from torch.Generator seed {args.seed}; warmup {args.warmup}, reps {args.reps}")
-    print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} "
-          f"({os.cpu_count()} CPUs)")
+    def print_environment(self) -> None:
+        args, torch, np = self.args, self.torch, self.np
+        S, Hq, Hk, D = self.S, self.Hq, self.Hk, self.D
+        self.load_start = os.getloadavg()
+        self.omp = openmp_runtimes()
+        print(f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}), numpy {np.__version__}, "
+              f"python {platform.python_version()}; our CPU path: {self.ours.cpu_path}; "
+              f"OpenMP runtime(s) loaded: {', '.join(self.omp) or 'unknown'}")
+        print(f"q [{S}, {Hq}, {D}], k [{S}, {Hk}, {D}], positions 0..{S - 1}, base {args.base:g}, half-split; "
+              f"inputs N(0,1) from torch.Generator seed {args.seed}; warmup {args.warmup}, reps {args.reps}")
+        print(f"load average at start: {self.load_start[0]:.2f} {self.load_start[1]:.2f} {self.load_start[2]:.2f} "
+              f"({os.cpu_count()} CPUs)")
 
-    gen = torch.Generator().manual_seed(args.seed)
-    q32 = torch.randn(1, S, Hq, D, generator=gen, dtype=torch.float32)
-    k32 = torch.randn(1, S, Hk, D, generator=gen, dtype=torch.float32)
-    position_ids = torch.arange(S, dtype=torch.int64)[None, :]  # [1, S], contiguous
-    rotary = HfRotary(torch, D, args.base)
+    def make_inputs(self) -> None:
+        torch, S, D = self.torch, self.S, self.D
+        gen = torch.Generator().manual_seed(self.args.seed)
+        self.q32 = torch.randn(1, S, self.Hq, D, generator=gen, dtype=torch.float32)
+        self.k32 = torch.randn(1, S, self.Hk, D, generator=gen, dtype=torch.float32)
+        self.position_ids = torch.arange(S, dtype=torch.int64)[None, :]  # [1, S], contiguous
+        self.rotary = HfRotary(torch, D, self.args.base)
 
-    results: List[Dict[str, object]] = []
-    accuracy: List[Dict[str, object]] = []
-    for dname in dtype_names:
-        dt = torch_dtypes[dname]
+    def run_dtype(self, dname: str) -> None:
+        """Accuracy (unless --no-accuracy), then the timings, in one dtype."""
+        torch = self.torch
+        dt = self.torch_dtypes[dname]
         # The projection outputs [1, S, H, D]; HF's attention sees them as [1, H, S, D] views.
         # Copies (.to(float32) alone would alias q32, and our in-place timing calls would rotate it).
-        q_store = q32.to(dt, copy=True)
-        k_store = k32.to(dt, copy=True)
+        q_store = self.q32.to(dt, copy=True)
+        k_store = self.k32.to(dt, copy=True)
         q_hf, k_hf = q_store.transpose(1, 2), k_store.transpose(1, 2)
         # Our kernels take float32 inputs (the kernel ABI's x), here the stored values exactly.
         q_x, k_x = q_store.to(torch.float32, copy=True), k_store.to(torch.float32, copy=True)
-        elem = q_store.element_size()
-        useful_bytes = 2 * (q_store.numel() + k_store.numel()) * elem
+        if not self.args.no_accuracy:
+            self.measure_accuracy(dname, q_store, k_store, q_hf, k_hf, q_x, k_x)
+        self.time_dtype(dname, q_store, k_store, q_hf, k_hf, q_x, k_x)
 
-        # ---- accuracy, once, on fresh copies -------------------------------------------------
-        if not args.no_accuracy:
-            torch.set_num_threads(max(threads_list))
-            cos, sin = rotary(q_hf, position_ids)
-            tq, tk = apply_rotary_pos_emb(torch, q_hf, k_hf, cos, sin)
-            tq, tk = tq.transpose(1, 2).contiguous(), tk.transpose(1, 2).contiguous()  # back to [1, S, H, D]
-            ours = {}
-            for r in plans:
-                oq, ok = q_store.clone(), k_store.clone()
-                ours_lib.apply(r, dname, q_x, k_x, oq, ok, position_ids, max(threads_list))
-                ours[r] = (oq, ok)
-            pos_np = position_ids[0].numpy()
-            entry: Dict[str, object] = {"dtype": dname}
-            for name, (x_in, outs) in {"q": (q_store, [("torch", tq)] + [(f"ours-{r}", ours[r][0]) for r in ours]),
-                                       "k": (k_store, [("torch", tk)] + [(f"ours-{r}", ours[r][1]) for r in ours])}.items():
-                ref = float64_rotation(np, x_in[0].double().numpy(), pos_np, D, args.base)
-                for impl, out in outs:
-                    entry[f"{name}.{impl}"] = error_stats(np, out[0].double().numpy(), ref)
-                del ref
-            bt = np.concatenate([bits(np, tq).ravel(), bits(np, tk).ravel()])
-            bo = np.concatenate([bits(np, ours["hf"][0]).ravel(), bits(np, ours["hf"][1]).ravel()])
-            equal = int(np.count_nonzero(bt == bo))
-            diff = torch.cat([(tq.double() - ours["hf"][0].double()).abs().flatten(),
-                              (tk.double() - ours["hf"][1].double()).abs().flatten()])
-            entry["hf_vs_torch"] = {"equal": equal, "elements": int(bt.size), "fraction_equal": equal / bt.size,
-                                    "max_abs_diff": float(diff.max())}
-            accuracy.append(entry)
-            del tq, tk, ours, diff, bt, bo
+    def measure_accuracy(self, dname, q_store, k_store, q_hf, k_hf, q_x, k_x) -> None:
+        """Once, on fresh copies: every output against float64, and our hf recipe against torch bit for bit."""
+        torch, np, D, position_ids = self.torch, self.np, self.D, self.position_ids
+        threads = max(self.args.threads_list)
+        torch.set_num_threads(threads)
+        cos, sin = self.rotary(q_hf, position_ids)
+        tq, tk = apply_rotary_pos_emb(torch, q_hf, k_hf, cos, sin)
+        tq, tk = tq.transpose(1, 2).contiguous(), tk.transpose(1, 2).contiguous()  # back to [1, S, H, D]
+        ours = {}
+        for r in self.plans:
+            oq, ok = q_store.clone(), k_store.clone()
+            self.ours.apply(r, dname, q_x, k_x, oq, ok, position_ids, threads)
+            ours[r] = (oq, ok)
+        pos_np = position_ids[0].numpy()
+        entry: Dict[str, object] = {"dtype": dname}
+        for name, (x_in, outs) in {"q": (q_store, [("torch", tq)] + [(f"ours-{r}", ours[r][0]) for r in ours]),
+                                   "k": (k_store, [("torch", tk)] + [(f"ours-{r}", ours[r][1]) for r in ours])}.items():
+            ref = float64_rotation(np, x_in[0].double().numpy(), pos_np, D, self.args.base)
+            for impl, out in outs:
+                entry[f"{name}.{impl}"] = error_stats(np, out[0].double().numpy(), ref)
+            del ref
+        bt = np.concatenate([bits(np, tq).ravel(), bits(np, tk).ravel()])
+        bo = np.concatenate([bits(np, ours["hf"][0]).ravel(), bits(np, ours["hf"][1]).ravel()])
+        equal = int(np.count_nonzero(bt == bo))
+        diff = torch.cat([(tq.double() - ours["hf"][0].double()).abs().flatten(),
+                          (tk.double() - ours["hf"][1].double()).abs().flatten()])
+        entry["hf_vs_torch"] = {"equal": equal, "elements": int(bt.size), "fraction_equal": equal / bt.size,
+                                "max_abs_diff": float(diff.max())}
+        self.accuracy.append(entry)
 
-        # ---- timings -----------------------------------------------------------------------
+    def time_dtype(self, dname, q_store, k_store, q_hf, k_hf, q_x, k_x) -> None:
+        """torch both ways and each of our recipes, round robin, for each thread count."""
+        torch, args, rotary, position_ids = self.torch, self.args, self.rotary, self.position_ids
+        useful_bytes = 2 * (q_store.numel() + k_store.numel()) * q_store.element_size()
         cos_pre, sin_pre = rotary(q_hf, position_ids)
-        for n in threads_list:
+        for n in args.threads_list:
             torch.set_num_threads(n)
 
             def torch_full():
@@ -318,47 +338,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             runs: List[Tuple[str, Callable[[], object]]] = [("torch cos/sin+apply", torch_full),
                                                             ("torch apply only", torch_apply)]
-            for r in recipes:
+            for r in args.recipes:
                 # From the float32 inputs into the storage torch reads (the values stay bounded).
-                runs.append((f"ours {r}", lambda r=r: ours_lib.apply(r, dname, q_x, k_x, q_store, k_store, position_ids, n)))
+                runs.append((f"ours {r}", lambda r=r: self.ours.apply(r, dname, q_x, k_x, q_store, k_store, position_ids, n)))
             row_times = time_round_robin(runs, args.warmup, args.reps)
             for impl, _ in runs:
                 ts = row_times[impl]
                 best, med = min(ts), statistics.median(ts)
-                results.append({"dtype": dname, "threads": n, "impl": impl, "best_ms": best * 1e3,
-                                "median_ms": med * 1e3, "gbps_best": useful_bytes / best / 1e9,
-                                "times_ms": [t * 1e3 for t in ts]})
+                self.results.append({"dtype": dname, "threads": n, "impl": impl, "best_ms": best * 1e3,
+                                     "median_ms": med * 1e3, "gbps_best": useful_bytes / best / 1e9,
+                                     "times_ms": [t * 1e3 for t in ts]})
             full_best = min(row_times["torch cos/sin+apply"])
             apply_best = min(row_times["torch apply only"])
-            for res in results[-len(runs):]:
+            for res in self.results[-len(runs):]:
                 if str(res["impl"]).startswith("ours"):
                     res["ratio_vs_torch_full"] = res["best_ms"] / (full_best * 1e3)
                     res["ratio_vs_torch_apply"] = res["best_ms"] / (apply_best * 1e3)
-        del q_store, k_store, q_x, k_x, q_hf, k_hf, cos_pre, sin_pre
-    load_end = os.getloadavg()
 
-    # ---- report ----------------------------------------------------------------------------------
-    print()
-    print("time in ms (best and median of the reps); GB/s = 2 x (|q| + |k|) bytes / best time;")
-    print("ratio = our best time / torch's best time (below 1: ours is faster), in parentheses its inverse, "
-          "the speed-up")
-    header = f"{'dtype':5} {'thr':>3}  {'implementation':22} {'best':>9} {'median':>9} {'GB/s':>7}  " \
-             f"{'vs torch cos/sin+apply':>22}  {'vs torch apply only':>19}"
-    print(header)
-    print("-" * len(header))
-    for res in results:
-        full = res.get("ratio_vs_torch_full")
-        app = res.get("ratio_vs_torch_apply")
-        fr = f"{full:.3f} ({1 / full:.1f}x)" if full else ""
-        ar = f"{app:.3f} ({1 / app:.1f}x)" if app else ""
-        print(f"{res['dtype']:5} {res['threads']:>3}  {res['impl']:22} {res['best_ms']:9.2f} {res['median_ms']:9.2f} "
-              f"{res['gbps_best']:7.2f}  {fr:>22}  {ar:>19}")
-    if accuracy:
+    def print_report(self) -> None:
+        print()
+        print("time in ms (best and median of the reps); GB/s = 2 x (|q| + |k|) bytes / best time;")
+        print("ratio = our best time / torch's best time (below 1: ours is faster), in parentheses its inverse, "
+              "the speed-up")
+        header = f"{'dtype':5} {'thr':>3}  {'implementation':22} {'best':>9} {'median':>9} {'GB/s':>7}  " \
+                 f"{'vs torch cos/sin+apply':>22}  {'vs torch apply only':>19}"
+        print(header)
+        print("-" * len(header))
+        for res in self.results:
+            full = res.get("ratio_vs_torch_full")
+            app = res.get("ratio_vs_torch_apply")
+            fr = f"{full:.3f} ({1 / full:.1f}x)" if full else ""
+            ar = f"{app:.3f} ({1 / app:.1f}x)" if app else ""
+            print(f"{res['dtype']:5} {res['threads']:>3}  {res['impl']:22} {res['best_ms']:9.2f} {res['median_ms']:9.2f} "
+                  f"{res['gbps_best']:7.2f}  {fr:>22}  {ar:>19}")
+        if self.accuracy:
+            self.print_accuracy()
+        print()
+        print(f"load average at end: {self.load_end[0]:.2f} {self.load_end[1]:.2f} {self.load_end[2]:.2f}")
+
+    def print_accuracy(self) -> None:
         print()
         print("accuracy against a float64 evaluation (max / mean absolute error over every element)")
-        impls = ["torch"] + [f"ours-{r}" for r in plans]
+        impls = ["torch"] + [f"ours-{r}" for r in self.plans]
         print(f"{'dtype':5} {'tensor':6} " + " ".join(f"{i:>24}" for i in impls))
-        for entry in accuracy:
+        for entry in self.accuracy:
             for name in ("q", "k"):
                 cells = []
                 for i in impls:
@@ -367,28 +390,40 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"{entry['dtype']:5} {name:6} " + " ".join(f"{c:>24}" for c in cells))
         print()
         print("our hf recipe against torch, bit for bit (q and k together)")
-        for entry in accuracy:
+        for entry in self.accuracy:
             h = entry["hf_vs_torch"]
             print(f"  {entry['dtype']:5} {h['equal']}/{h['elements']} equal ({100 * h['fraction_equal']:.4f} %), "  # type: ignore[index]
                   f"max |difference| {h['max_abs_diff']:.3e}")  # type: ignore[index]
-    print()
-    print(f"load average at end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
 
-    if args.json:
+    def write_json(self, path: str) -> None:
+        args, torch, np = self.args, self.torch, self.np
         doc = {
-            "config": {"tokens": S, "q_heads": Hq, "k_heads": Hk, "head_dim": D, "base": args.base,
-                       "dtypes": dtype_names, "threads": threads_list, "recipes": recipes, "reps": args.reps,
-                       "warmup": args.warmup, "seed": args.seed},
+            "config": {"tokens": self.S, "q_heads": self.Hq, "k_heads": self.Hk, "head_dim": self.D, "base": args.base,
+                       "dtypes": args.dtype_names, "threads": args.threads_list, "recipes": args.recipes,
+                       "reps": args.reps, "warmup": args.warmup, "seed": args.seed},
             "environment": {"torch": torch.__version__, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
                             "numpy": np.__version__, "python": platform.python_version(),
-                            "our_cpu_path": ours_lib.cpu_path, "openmp_runtimes": omp, "cpus": os.cpu_count(),
-                            "load_start": list(load_start), "load_end": list(load_end)},
-            "timings": results,
-            "accuracy": accuracy,
+                            "our_cpu_path": self.ours.cpu_path, "openmp_runtimes": self.omp, "cpus": os.cpu_count(),
+                            "load_start": list(self.load_start), "load_end": list(self.load_end)},
+            "timings": self.results,
+            "accuracy": self.accuracy,
         }
-        with open(args.json, "w") as f:
+        with open(path, "w") as f:
             json.dump(doc, f, indent=1)
-        print(f"wrote {args.json}")
+        print(f"wrote {path}")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    bench = Bench(args)
+    bench.print_environment()
+    bench.make_inputs()
+    for dname in args.dtype_names:
+        bench.run_dtype(dname)
+    bench.load_end = os.getloadavg()
+    bench.print_report()
+    if args.json:
+        bench.write_json(args.json)
     return 0
 
 

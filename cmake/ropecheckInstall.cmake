@@ -73,14 +73,14 @@ if(TARGET ropecheck_props_gtest)
 else()
   set(ROPECHECK_PACKAGE_HAS_GTEST OFF)
 endif()
-# Headers. The targets' INSTALL_INTERFACE include directory is "include".
+# Headers. The targets' INSTALL_INTERFACE include directory is "include"; test scaffolding (the
+# self-test's mutants, the scalar recipes) lies in include_private/, a build-tree include directory
+# that is never installed (tests/packaging/consumer_test.cmake checks).
 list(REMOVE_DUPLICATES ropecheck_header_dirs)
 install(DIRECTORY ${ropecheck_header_dirs}
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h"
-        # test scaffolding, not API: the self-test's mutants, the built-in kernel targets, the scalar recipes;
-        # and the CUDA source (its library, like every CUDA target, is not exported)
-        PATTERN "mutants.hpp" EXCLUDE PATTERN "kernel_targets.hpp" EXCLUDE PATTERN "scalar_recipes.hpp" EXCLUDE
+        # the CUDA source: its library, like every CUDA target, is not exported
         PATTERN "cuda_source.hpp" EXCLUDE)
 install(FILES "${PROJECT_SOURCE_DIR}/abi/include/ropecheck/kernel_abi.h"
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ropecheck)

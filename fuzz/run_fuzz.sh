@@ -53,8 +53,8 @@ stale() {
   return 1
 }
 
-lib_sources=(io/src/tensor io/src/safetensors io/src/npy core/src/one_line core/src/dtype core/src/spec
-             core/src/spec_json core/src/hf_config)
+lib_sources=(io/src/tensor io/src/safetensors io/src/npy io/src/npz io/src/zip_stored core/src/one_line core/src/dtype
+             core/src/spec core/src/spec_json core/src/hf_config)
 pids=()
 for s in "${lib_sources[@]}"; do
   src="$root/$s.cpp" obj="$build/obj/${s//\//_}.o"
@@ -84,7 +84,7 @@ for t in "${targets[@]}"; do
     for s in dtype spec spec_json hf_config one_line; do objs+=("$build/obj/core_src_$s.o"); done
     libs=""
   else
-    for s in tensor safetensors npy; do objs+=("$build/obj/io_src_$s.o"); done
+    for s in tensor safetensors npy npz zip_stored; do objs+=("$build/obj/io_src_$s.o"); done
     objs+=("$build/obj/core_src_one_line.o")
     libs="$zip_libs"
   fi

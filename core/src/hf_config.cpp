@@ -158,54 +158,57 @@ std::vector<std::string> ignored_keys(const json& full_cfg, const json& cfg, con
   return out;
 }
 
-}  // namespace
-
-EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& opt, std::vector<std::string>* ignored) {
-  if (!full_cfg.is_object()) config_fail("(config)", "must be a JSON object");
-  // Multimodal configs (Qwen3-VL, Gemma 3 multimodal) keep the language model under text_config.
-  const json* text = find(full_cfg, "text_config");
-  const json& cfg = (text && text->is_object()) ? *text : full_cfg;
+// The rope parameter dict the import reads, and its key path in messages.
+struct RopeSource {
+  json rp;
   std::string where;
-  json rp = rope_dict(cfg, opt, where);
-  const bool nested = where.find('.') != std::string::npos;
-  bool rp_is_config_dict = true;  // false when built here (legacy Gemma 3 sliding layers)
+  bool is_config_dict = true;  // false when built here (legacy Gemma 3 sliding layers)
+};
+
+RopeSource rope_source(const json& cfg, const HfImportOptions& opt) {
+  RopeSource src;
+  src.rp = rope_dict(cfg, opt, src.where);
+  const bool nested = src.where.find('.') != std::string::npos;
   if (!nested && opt.layer_type != "full_attention") {
     // Legacy Gemma 3 configs: sliding layers use rope_local_base_freq with no scaling.
     const json* local = find(cfg, "rope_local_base_freq");
     if (opt.layer_type != "sliding_attention" || !local)
       config_fail("rope_parameters", "has no per-layer entry for layer type \"" + opt.layer_type + "\"");
-    rp = json{{"rope_type", "default"}, {"rope_theta", *local}};
-    where = "rope_local_base_freq";
-    rp_is_config_dict = false;
+    src.rp = json{{"rope_type", "default"}, {"rope_theta", *local}};
+    src.where = "rope_local_base_freq";
+    src.is_config_dict = false;
   }
+  return src;
+}
 
-  EncodingSpec spec;
-  spec.name = opt.name;
-  spec.family = Family::rope;
-  RopeSpec& r = spec.rope;
-  RopeScaling& s = r.scaling;
+// Base: inside rope_parameters (v5), else top level; GPT-NeoX calls it rotary_emb_base.
+double read_base(const json& cfg, const RopeSource& src) {
+  if (const json* v = find(src.rp, "rope_theta")) return number(*v, src.where + ".rope_theta");
+  if (const json* t = find(cfg, "rope_theta")) return number(*t, "rope_theta");
+  if (const json* b = find(cfg, "rotary_emb_base")) return number(*b, "rotary_emb_base");
+  return 10000.0;
+}
 
-  // Base: inside rope_parameters (v5), else top level; GPT-NeoX calls it rotary_emb_base.
-  if (const json* v = find(rp, "rope_theta"))
-    r.base = number(*v, where + ".rope_theta");
-  else if (const json* t = find(cfg, "rope_theta"))
-    r.base = number(*t, "rope_theta");
-  else if (const json* b = find(cfg, "rotary_emb_base"))
-    r.base = number(*b, "rotary_emb_base");
-  else
-    r.base = 10000.0;
-
+// The rope type as the config names it, and the key it is under (for messages).
+struct RopeTypeName {
   std::string type = "default";
-  std::string type_key = where + ".rope_type";
-  if (const json* t = find(rp, "rope_type")) {
-    type = t->is_string() ? t->get<std::string>() : json_excerpt(*t);
-  } else if (const json* t2 = find(rp, "type")) {
-    type = t2->is_string() ? t2->get<std::string>() : json_excerpt(*t2);
-    type_key = where + ".type";
-  }
-  if (type == "mrope") type = "default";  // Qwen2-VL: mrope changes pairing of streams, not frequencies
+  std::string key;
+};
 
-  // head_dim: explicit, else hidden_size / num_attention_heads (GPT-J: n_embd / n_head).
+RopeTypeName read_rope_type(const RopeSource& src) {
+  RopeTypeName t{"default", src.where + ".rope_type"};
+  if (const json* v = find(src.rp, "rope_type")) {
+    t.type = v->is_string() ? v->get<std::string>() : json_excerpt(*v);
+  } else if (const json* v2 = find(src.rp, "type")) {
+    t.type = v2->is_string() ? v2->get<std::string>() : json_excerpt(*v2);
+    t.key = src.where + ".type";
+  }
+  if (t.type == "mrope") t.type = "default";  // Qwen2-VL: mrope changes pairing of streams, not frequencies
+  return t;
+}
+
+// head_dim: explicit, else hidden_size / num_attention_heads (GPT-J: n_embd / n_head).
+std::int64_t read_head_dim(const json& cfg) {
   std::int64_t head_dim = 0;
   if (const json* q = find(cfg, "qk_rope_head_dim")) {
     // DeepSeek-V2/V3: only the decoupled rope part is rotated; transformers sets head_dim to it.
@@ -225,27 +228,39 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
   }
   if (head_dim <= 0) config_fail("head_dim", "must be > 0, got " + std::to_string(head_dim));
   if (head_dim > (1 << 20)) config_fail("head_dim", "too large: " + std::to_string(head_dim) + " (must be in [1, 2^20] = [1, 1048576])");
-  r.head_dim = static_cast<int>(head_dim);
+  return head_dim;
+}
 
+double read_partial_rotary_factor(const json& cfg, const RopeSource& src) {
   double prf = 1.0;
-  if (const json* v = find(rp, "partial_rotary_factor"))
-    prf = number(*v, where + ".partial_rotary_factor");
+  if (const json* v = find(src.rp, "partial_rotary_factor"))
+    prf = number(*v, src.where + ".partial_rotary_factor");
   else if (const json* v2 = find(cfg, "partial_rotary_factor"))
     prf = number(*v2, "partial_rotary_factor");
   else if (const json* v3 = find(cfg, "rotary_pct"))
     prf = number(*v3, "rotary_pct");
   if (!(prf > 0 && prf <= 1)) config_fail("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(prf));
+  return prf;
+}
 
+// The channels rotated (head_dim, rotary_dim) and max_position_embeddings; returns the partial rotary factor.
+double read_dimensions(const json& cfg, const RopeSource& src, RopeSpec& r) {
+  const std::int64_t head_dim = read_head_dim(cfg);
+  r.head_dim = static_cast<int>(head_dim);
+  const double prf = read_partial_rotary_factor(cfg, src);
   if (const json* v = find(cfg, "rotary_dim"))  // GPT-J / CodeGen
     r.rotary_dim = small_integer(*v, "rotary_dim");
   else
     r.rotary_dim = static_cast<int>(std::floor(static_cast<double>(head_dim) * prf));
-
   if (const json* v = find(cfg, "max_position_embeddings"))
     r.max_position_embeddings = integer(*v, "max_position_embeddings");
   else if (const json* v2 = find(cfg, "n_positions"))
     r.max_position_embeddings = integer(*v2, "n_positions");
+  return prf;
+}
 
+// The pairing of channels: the model type's, rope_interleave's, or the caller's; returns the model type.
+std::string read_layout(const json& cfg, const HfImportOptions& opt, RopeSpec& r) {
   std::string model_type;
   if (const json* v = find(cfg, "model_type"); v && v->is_string()) model_type = v->get<std::string>();
   r.layout = layout_for_model_type(model_type);
@@ -255,7 +270,12 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
     r.layout = v->get<bool>() ? RopeLayout::interleaved : RopeLayout::half_split;
   }
   if (opt.layout) r.layout = *opt.layout;
+  return model_type;
+}
 
+void read_scaling_type(const RopeTypeName& name, double prf, RopeSpec& r) {
+  const std::string& type = name.type;
+  RopeScaling& s = r.scaling;
   if (type == "default") {
     s.type = ScalingType::none;
   } else if (type == "linear") {
@@ -271,67 +291,105 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
   } else if (type == "proportional") {
     s.type = ScalingType::proportional;
     // rope_angles = int(partial_rotary_factor * head_dim // 2); the rest of the pairs get frequency 0.
-    r.rotary_dim = 2 * static_cast<int>(std::floor(prf * static_cast<double>(head_dim) / 2.0));
+    r.rotary_dim = 2 * static_cast<int>(std::floor(prf * static_cast<double>(r.head_dim) / 2.0));
   } else {
-    config_fail(type_key, "unknown rope type \"" + type +
-                                   "\" (known: default, linear, dynamic, yarn, llama3, longrope, proportional, mrope)");
+    config_fail(name.key, "unknown rope type \"" + type +
+                              "\" (known: default, linear, dynamic, yarn, llama3, longrope, proportional, mrope)");
   }
+}
 
-  const std::string w = where + ".";
+void read_longrope(const json& cfg, const json& rp, const std::string& w, RopeScaling& s) {
+  if (const json* v = find(cfg, "original_max_position_embeddings"))  // Phi-3 keeps it at top level
+    s.original_max_position_embeddings = integer(*v, "original_max_position_embeddings");
+  if (const json* v = find(rp, "short_factor")) s.short_factor = numbers(*v, w + "short_factor");
+  if (const json* v = find(rp, "long_factor")) s.long_factor = numbers(*v, w + "long_factor");
+  // Phi-3.5-MoE (model_type phimoe): the attention factor per list; HF PhimoeRotaryEmbedding and vLLM
+  // apply it instead of the derived sqrt(1 + ln f / ln L_orig) (1.2432 vs 1.1902 for that model).
+  if (const json* v = find(rp, "short_mscale")) s.short_mscale = number(*v, w + "short_mscale");
+  if (const json* v = find(rp, "long_mscale")) s.long_mscale = number(*v, w + "long_mscale");
+  if (s.short_factor.empty()) config_fail(w + "short_factor", "missing required key for longrope");
+  if (s.long_factor.empty()) config_fail(w + "long_factor", "missing required key for longrope");
+}
+
+void read_yarn(const json& rp, const std::string& w, RopeSpec& r) {
+  RopeScaling& s = r.scaling;
+  // transformers reads `get("beta_fast") or 32`: a stored 0 means the default too.
+  if (const json* v = find(rp, "beta_fast"); v && number(*v, w + "beta_fast") != 0) s.beta_fast = v->get<double>();
+  if (const json* v = find(rp, "beta_slow"); v && number(*v, w + "beta_slow") != 0) s.beta_slow = v->get<double>();
+  if (const json* v = find(rp, "mscale")) s.mscale = number(*v, w + "mscale");
+  if (const json* v = find(rp, "mscale_all_dim")) s.mscale_all_dim = number(*v, w + "mscale_all_dim");
+  if (const json* v = find(rp, "truncate")) {
+    if (!v->is_boolean()) config_fail(w + "truncate", "must be true or false, got " + json_excerpt(*v));
+    s.truncate = v->get<bool>();
+  }
+  if (!s.original_max_position_embeddings && r.max_position_embeddings > 0)
+    s.original_max_position_embeddings = r.max_position_embeddings;
+}
+
+void read_llama3(const json& rp, const std::string& w, RopeScaling& s) {
+  if (const json* v = find(rp, "low_freq_factor")) s.low_freq_factor = number(*v, w + "low_freq_factor");
+  else config_fail(w + "low_freq_factor", "missing required key for llama3");
+  if (const json* v = find(rp, "high_freq_factor")) s.high_freq_factor = number(*v, w + "high_freq_factor");
+  else config_fail(w + "high_freq_factor", "missing required key for llama3");
+}
+
+// The scaling's parameters: those every type may carry, then the type's own.
+void read_scaling_parameters(const json& cfg, const RopeSource& src, const std::string& type, RopeSpec& r) {
+  RopeScaling& s = r.scaling;
+  const json& rp = src.rp;
+  const std::string w = src.where + ".";
   if (const json* v = find(rp, "factor")) s.factor = number(*v, w + "factor");
   if (const json* v = find(rp, "attention_factor")) s.attention_factor = number(*v, w + "attention_factor");
   if (const json* v = find(rp, "original_max_position_embeddings"))
     s.original_max_position_embeddings = integer(*v, w + "original_max_position_embeddings");
-  if (s.type == ScalingType::longrope) {
-    if (const json* v = find(cfg, "original_max_position_embeddings"))  // Phi-3 keeps it at top level
-      s.original_max_position_embeddings = integer(*v, "original_max_position_embeddings");
-    if (const json* v = find(rp, "short_factor")) s.short_factor = numbers(*v, w + "short_factor");
-    if (const json* v = find(rp, "long_factor")) s.long_factor = numbers(*v, w + "long_factor");
-    // Phi-3.5-MoE (model_type phimoe): the attention factor per list; HF PhimoeRotaryEmbedding and vLLM
-    // apply it instead of the derived sqrt(1 + ln f / ln L_orig) (1.2432 vs 1.1902 for that model).
-    if (const json* v = find(rp, "short_mscale")) s.short_mscale = number(*v, w + "short_mscale");
-    if (const json* v = find(rp, "long_mscale")) s.long_mscale = number(*v, w + "long_mscale");
-    if (s.short_factor.empty()) config_fail(w + "short_factor", "missing required key for longrope");
-    if (s.long_factor.empty()) config_fail(w + "long_factor", "missing required key for longrope");
-  }
-  if (s.type == ScalingType::yarn) {
-    // transformers reads `get("beta_fast") or 32`: a stored 0 means the default too.
-    if (const json* v = find(rp, "beta_fast"); v && number(*v, w + "beta_fast") != 0) s.beta_fast = v->get<double>();
-    if (const json* v = find(rp, "beta_slow"); v && number(*v, w + "beta_slow") != 0) s.beta_slow = v->get<double>();
-    if (const json* v = find(rp, "mscale")) s.mscale = number(*v, w + "mscale");
-    if (const json* v = find(rp, "mscale_all_dim")) s.mscale_all_dim = number(*v, w + "mscale_all_dim");
-    if (const json* v = find(rp, "truncate")) {
-      if (!v->is_boolean()) config_fail(w + "truncate", "must be true or false, got " + json_excerpt(*v));
-      s.truncate = v->get<bool>();
-    }
-    if (!s.original_max_position_embeddings && r.max_position_embeddings > 0)
-      s.original_max_position_embeddings = r.max_position_embeddings;
-  }
-  if (s.type == ScalingType::llama3) {
-    if (const json* v = find(rp, "low_freq_factor")) s.low_freq_factor = number(*v, w + "low_freq_factor");
-    else config_fail(w + "low_freq_factor", "missing required key for llama3");
-    if (const json* v = find(rp, "high_freq_factor")) s.high_freq_factor = number(*v, w + "high_freq_factor");
-    else config_fail(w + "high_freq_factor", "missing required key for llama3");
-  }
+  if (s.type == ScalingType::longrope) read_longrope(cfg, rp, w, s);
+  if (s.type == ScalingType::yarn) read_yarn(rp, w, r);
+  if (s.type == ScalingType::llama3) read_llama3(rp, w, s);
   if ((s.type == ScalingType::linear || s.type == ScalingType::dynamic || s.type == ScalingType::llama3) && !s.factor)
     config_fail(w + "factor", "missing required key for rope type \"" + type + "\"");
+}
 
-  if (const json* sec = find(rp, "mrope_section")) {
-    if (!sec->is_array() || sec->size() != 3) config_fail(w + "mrope_section", "must be a list of 3 integers");
-    for (std::size_t i = 0; i < 3; ++i)
-      r.mrope_section[i] = small_integer((*sec)[i], w + "mrope_section[" + std::to_string(i) + "]");
-    bool inter = false;
-    if (const json* v = find(rp, "mrope_interleaved")) {
-      if (!v->is_boolean()) config_fail(w + "mrope_interleaved", "must be true or false, got " + json_excerpt(*v));
-      inter = v->get<bool>();
-    }
-    r.mrope = inter ? MropeMode::interleaved : MropeMode::chunked;
+void read_mrope(const RopeSource& src, RopeSpec& r) {
+  const json& rp = src.rp;
+  const std::string w = src.where + ".";
+  const json* sec = find(rp, "mrope_section");
+  if (!sec) return;
+  if (!sec->is_array() || sec->size() != 3) config_fail(w + "mrope_section", "must be a list of 3 integers");
+  for (std::size_t i = 0; i < 3; ++i)
+    r.mrope_section[i] = small_integer((*sec)[i], w + "mrope_section[" + std::to_string(i) + "]");
+  bool inter = false;
+  if (const json* v = find(rp, "mrope_interleaved")) {
+    if (!v->is_boolean()) config_fail(w + "mrope_interleaved", "must be true or false, got " + json_excerpt(*v));
+    inter = v->get<bool>();
   }
+  r.mrope = inter ? MropeMode::interleaved : MropeMode::chunked;
+}
+
+}  // namespace
+
+EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& opt, std::vector<std::string>* ignored) {
+  if (!full_cfg.is_object()) config_fail("(config)", "must be a JSON object");
+  // Multimodal configs (Qwen3-VL, Gemma 3 multimodal) keep the language model under text_config.
+  const json* text = find(full_cfg, "text_config");
+  const json& cfg = (text && text->is_object()) ? *text : full_cfg;
+  const RopeSource src = rope_source(cfg, opt);
+
+  EncodingSpec spec;
+  spec.name = opt.name;
+  spec.family = Family::rope;
+  RopeSpec& r = spec.rope;
+  r.base = read_base(cfg, src);
+  const RopeTypeName type = read_rope_type(src);
+  const double prf = read_dimensions(cfg, src, r);
+  const std::string model_type = read_layout(cfg, opt, r);
+  read_scaling_type(type, prf, r);
+  read_scaling_parameters(cfg, src, type.type, r);
+  read_mrope(src, r);
 
   spec.source = "imported from a Hugging Face config.json (model_type \"" + model_type + "\")";
   validate(spec);
-  std::vector<std::string> unused =
-      ignored_keys(full_cfg, cfg, rp, where, rp_is_config_dict, s.type, type == "default" ? "default" : type);
+  std::vector<std::string> unused = ignored_keys(full_cfg, cfg, src.rp, src.where, src.is_config_dict, r.scaling.type,
+                                                 type.type == "default" ? "default" : type.type);
   if (opt.strict && !unused.empty()) {
     std::string first = unused.front();
     if (first.ends_with(", ignored")) first.resize(first.size() - 9);

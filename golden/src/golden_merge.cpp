@@ -24,7 +24,7 @@ namespace {
 
 std::string name_of(const std::filesystem::path& p) { return sanitize(p.string()); }
 
-// The identity of the run a shard folder belongs to (golden_content.hpp).
+// The identity of the run a shard folder belongs to (golden_files.hpp).
 nlohmann::json run_identity(const GoldenSet& g) {
   const std::string& first_file = g.files().front().file;
   return detail::run_identity(g.manifest(), g.shard()->shard.count, first_file.substr(first_file.rfind('.') + 1));
@@ -152,35 +152,50 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
   return {written, merged.hex()};
 }
 
-}  // namespace
+// The shards given, with what merging them needs: in shard order, one run's N shards each once, their
+// tokens back to back.
+struct ShardSet {
+  std::vector<GoldenSet> parts;    // as given (opt.parts)
+  std::vector<std::size_t> order;  // indices into parts, in shard order
+  std::int64_t tokens = 0;         // the merged set's
+  std::uint64_t bytes = 0;         // every part's files together
+};
 
-nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
+// Every part's manifest (their data is verified as it is copied), each a shard.
+ShardSet load_shards(const GoldenMergeOptions& opt) {
   if (opt.parts.empty()) throw SpecError("merge: no parts given");
-  std::vector<GoldenSet> parts;
-  std::uint64_t bytes = 0;
+  ShardSet s;
   for (const std::filesystem::path& p : opt.parts) {
-    parts.push_back(load_golden_set(p, {.allow_shard = true, .verify_data = false}));
-    if (!parts.back().shard())
+    s.parts.push_back(load_golden_set(p, {.allow_shard = true, .verify_data = false}));
+    if (!s.parts.back().shard())
       throw SpecError("merge: " + name_of(p) + " is a whole golden set, not a shard (written without --shard)");
-    for (const ManifestFile& f : parts.back().files()) bytes += f.bytes;
+    for (const ManifestFile& f : s.parts.back().files()) s.bytes += f.bytes;
   }
-  // Every part must come from the same run.
+  return s;
+}
+
+// Every part must come from the same run.
+void check_one_run(const GoldenMergeOptions& opt, const ShardSet& s) {
+  const std::vector<GoldenSet>& parts = s.parts;
   const nlohmann::json id = run_identity(parts.front());
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const nlohmann::json other = run_identity(parts[i]);
-    if (other != id) {
-      const std::string k = first_difference(id, other);
-      std::string detail;
-      if (k == "shard_count")
-        detail = ": " + name_of(opt.parts[0]) + " is shard " + parts[0].shard()->shard.text() + " but " +
-                 name_of(opt.parts[i]) + " is shard " + parts[i].shard()->shard.text();
-      else if (id.contains(k) && other.contains(k) && id[k].is_primitive() && other[k].is_primitive())
-        detail = " (" + id[k].dump() + " vs " + other[k].dump() + ")";
-      throw SpecError("merge: " + name_of(opt.parts[0]) + " and " + name_of(opt.parts[i]) +
-                      " are shards of different runs: they differ in '" + k + "'" + detail);
-    }
+    if (other == id) continue;
+    const std::string k = first_difference(id, other);
+    std::string detail;
+    if (k == "shard_count")
+      detail = ": " + name_of(opt.parts[0]) + " is shard " + parts[0].shard()->shard.text() + " but " +
+               name_of(opt.parts[i]) + " is shard " + parts[i].shard()->shard.text();
+    else if (id.contains(k) && other.contains(k) && id[k].is_primitive() && other[k].is_primitive())
+      detail = " (" + id[k].dump() + " vs " + other[k].dump() + ")";
+    throw SpecError("merge: " + name_of(opt.parts[0]) + " and " + name_of(opt.parts[i]) +
+                    " are shards of different runs: they differ in '" + k + "'" + detail);
   }
-  // Shards 1..N, each exactly once.
+}
+
+// Shards 1..N, each exactly once, holding the set's tokens in order: s.order and s.tokens.
+void order_shards(const GoldenMergeOptions& opt, ShardSet& s) {
+  const std::vector<GoldenSet>& parts = s.parts;
   const int n = parts.front().shard()->shard.count;
   std::map<int, std::size_t> by_index;
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -197,99 +212,122 @@ nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
   if (n_missing > 0)
     throw SpecError("merge: " + std::to_string(n_missing) + " of " + std::to_string(n) + " shards missing (" + missing +
                     (n_missing > 8 ? ", ..." : "") + ")");
-  std::vector<const GoldenSet*> sets;
-  std::int64_t next = 0;
+  const std::int64_t set_tokens = parts.front().shard()->set_tokens;
   for (const auto& [index, i] : by_index) {
-    const GoldenShardInfo& s = *parts[i].shard();
-    if (s.first_token != next || s.set_tokens != parts.front().shard()->set_tokens)
-      throw SpecError("merge: " + name_of(opt.parts[i]) + " (shard " + s.shard.text() + ") holds tokens from " +
-                      std::to_string(s.first_token) + ", expected " + std::to_string(next) + ": an edited manifest?");
-    next += parts[i].tokens();
-    sets.push_back(&parts[i]);
+    const GoldenShardInfo& info = *parts[i].shard();
+    if (info.first_token != s.tokens || info.set_tokens != set_tokens)
+      throw SpecError("merge: " + name_of(opt.parts[i]) + " (shard " + info.shard.text() + ") holds tokens from " +
+                      std::to_string(info.first_token) + ", expected " + std::to_string(s.tokens) + ": an edited manifest?");
+    s.tokens += parts[i].tokens();
+    s.order.push_back(i);
   }
-  if (next != parts.front().shard()->set_tokens)
-    throw SpecError("merge: the shards hold " + std::to_string(next) + " tokens, the set has " +
-                    std::to_string(parts.front().shard()->set_tokens));
-  // safetensors parts are copied through a small buffer; .npz parts are loaded one shard at a time.
-  const bool npz = parts.front().files().front().file.ends_with(".npz");
+  if (s.tokens != set_tokens)
+    throw SpecError("merge: the shards hold " + std::to_string(s.tokens) + " tokens, the set has " + std::to_string(set_tokens));
+}
+
+// safetensors parts are copied through a small buffer; .npz parts are loaded one shard at a time.
+void check_resources(const GoldenMergeOptions& opt, const ShardSet& s) {
+  const bool npz = s.parts.front().files().front().file.ends_with(".npz");
   std::uint64_t largest = 0;
-  for (const GoldenSet* g : sets) {
+  for (std::size_t i : s.order) {
     std::uint64_t b = 0;
-    for (const ManifestFile& f : g->files()) b += f.bytes;
+    for (const ManifestFile& f : s.parts[i].files()) b += f.bytes;
     largest = std::max(largest, b);
   }
   require_memory((npz ? largest : 0) + (std::uint64_t{64} << 20), opt.max_memory,
-                 "merging " + std::to_string(parts.size()) + " shards (" + format_bytes(bytes) + " in all)");
-  require_disk(bytes, opt.out, "merge: the merged set");
+                 "merging " + std::to_string(s.parts.size()) + " shards (" + format_bytes(s.bytes) + " in all)");
+  require_disk(s.bytes, opt.out, "merge: the merged set");
+}
 
-  // Refuse an existing destination before the work.
-  OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "merge"});
-
-  const GoldenSet& g0 = parts.front();
+// The merged manifest's record besides the files: the first shard's, with the positions' range and
+// the rounding paths' counts over every shard.
+detail::GoldenMeta merged_meta(const ShardSet& s) {
+  const GoldenSet& g0 = s.parts.front();
   const nlohmann::json& m0 = g0.manifest();
   detail::GoldenMeta meta;
   meta.positions_argument = m0["positions"]["argument"].get<std::string>();
   meta.min_pos = m0["positions"]["min"].get<std::int64_t>();
   meta.max_pos = m0["positions"]["max"].get<std::int64_t>();
-  for (const GoldenSet* g : sets) {
-    meta.min_pos = std::min(meta.min_pos, g->manifest()["positions"]["min"].get<std::int64_t>());
-    meta.max_pos = std::max(meta.max_pos, g->manifest()["positions"]["max"].get<std::int64_t>());
-    meta.fast_values += g->manifest()["reference"]["fast_path_values"].get<std::int64_t>();
-    meta.fallback_values += g->manifest()["reference"]["mpfr_fallback_values"].get<std::int64_t>();
+  for (std::size_t i : s.order) {
+    const nlohmann::json& m = s.parts[i].manifest();
+    meta.min_pos = std::min(meta.min_pos, m["positions"]["min"].get<std::int64_t>());
+    meta.max_pos = std::max(meta.max_pos, m["positions"]["max"].get<std::int64_t>());
+    meta.fast_values += m["reference"]["fast_path_values"].get<std::int64_t>();
+    meta.fallback_values += m["reference"]["mpfr_fallback_values"].get<std::int64_t>();
   }
   if (g0.is_rope()) {
     meta.seq_len = *g0.seq_len();
     meta.attention_factor = g0.attention_factor_text();
   }
   meta.seed = m0["generator"]["seed"].get<std::uint64_t>();
-  std::vector<DType> dtypes;
-  for (const std::string& d : g0.dtypes()) dtypes.push_back(*parse_dtype(d));
-  const std::int64_t T = next;
-  const FileFormat format = g0.files().front().file.ends_with(".npz") ? FileFormat::npz : FileFormat::safetensors;
-  const bool fast = format == FileFormat::safetensors;
-  detail::GoldenFiles files(folder.tmp(), folder.out().string(), g0.spec(), T, g0.heads(), dtypes, format,
-                            fast ? detail::FilesMode::caller_writes : detail::FilesMode::create);
-  std::vector<std::size_t> order;  // parts in shard order
-  for (const auto& [index, i] : by_index) order.push_back(i);
-  if (fast) {
-    for (std::size_t g = 0; g < files.groups(); ++g) {
-      std::vector<std::unique_ptr<PartFile>> pf;
-      for (std::size_t i : order) {
-        const ManifestFile& mf = parts[i].files().at(g);
-        auto p = std::make_unique<PartFile>();
-        p->path = parts[i].dir() / mf.file;
-        p->bytes = mf.bytes;
-        p->sha256 = mf.sha256;
-        p->fd = ::open(p->path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (p->fd < 0) io_fail(p->path, "read");
-        pf.push_back(std::move(p));
-      }
-      files.set_finished(g, merge_safetensors_group(pf, files.layout(g), files.metadata(), files.path(g)));
+  return meta;
+}
+
+// safetensors: each group's file streamed from the parts' files (merge_safetensors_group).
+void merge_safetensors_files(const ShardSet& s, detail::GoldenFiles& files) {
+  for (std::size_t g = 0; g < files.groups(); ++g) {
+    std::vector<std::unique_ptr<PartFile>> pf;
+    for (std::size_t i : s.order) {
+      const ManifestFile& mf = s.parts[i].files().at(g);
+      auto p = std::make_unique<PartFile>();
+      p->path = s.parts[i].dir() / mf.file;
+      p->bytes = mf.bytes;
+      p->sha256 = mf.sha256;
+      p->fd = ::open(p->path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (p->fd < 0) io_fail(p->path, "read");
+      pf.push_back(std::move(p));
     }
-  } else {
-    // .npz: shard by shard through the reader (which verifies each file's hash as it loads it), every
-    // tensor's rows to their place in the merged files; one shard's files are held at a time.
-    for (std::size_t i : order) {
-      const std::int64_t first = parts[i].shard()->first_token, tokens = parts[i].tokens();
-      GoldenSet part = load_golden_set(parts[i].dir(), {.allow_shard = true});
-      for (std::size_t g = 0; g < files.groups(); ++g) {
-        const detail::TensorFileWriter& w = files.group(g);
-        for (std::size_t j = 0; j < w.tensors().size(); ++j) {
-          const detail::TensorInfo& info = w.tensors()[j];
-          const Tensor& t = part.tensor(info.name);
-          if (info.name == "positions" && info.shape.size() == 2) {  // [3, tokens]: stream rows
-            const std::size_t row = static_cast<std::size_t>(tokens) * 8;
-            for (std::int64_t s = 0; s < info.shape[0]; ++s)
-              w.write(j, static_cast<std::uint64_t>(s * T + first) * 8,
-                      {t.data.data() + static_cast<std::size_t>(s) * row, row});
-          } else {
-            const std::uint64_t row = t.data.size() / static_cast<std::uint64_t>(tokens);
-            w.write(j, static_cast<std::uint64_t>(first) * row, {t.data.data(), t.data.size()});
-          }
+    files.set_finished(g, merge_safetensors_group(pf, files.layout(g), files.metadata(), files.path(g)));
+  }
+}
+
+// .npz: shard by shard through the reader (which verifies each file's hash as it loads it), every
+// tensor's rows to their place in the merged files; one shard's files are held at a time.
+void merge_npz_files(const ShardSet& s, detail::GoldenFiles& files) {
+  const std::int64_t T = s.tokens;
+  for (std::size_t i : s.order) {
+    const std::int64_t first = s.parts[i].shard()->first_token, tokens = s.parts[i].tokens();
+    GoldenSet part = load_golden_set(s.parts[i].dir(), {.allow_shard = true});
+    for (std::size_t g = 0; g < files.groups(); ++g) {
+      const detail::TensorFileWriter& w = files.group(g);
+      for (std::size_t j = 0; j < w.tensors().size(); ++j) {
+        const detail::TensorInfo& info = w.tensors()[j];
+        const Tensor& t = part.tensor(info.name);
+        if (info.name == "positions" && info.shape.size() == 2) {  // [3, tokens]: stream rows
+          const std::size_t row = static_cast<std::size_t>(tokens) * 8;
+          for (std::int64_t st = 0; st < info.shape[0]; ++st)
+            w.write(j, static_cast<std::uint64_t>(st * T + first) * 8, {t.data.data() + static_cast<std::size_t>(st) * row, row});
+        } else {
+          const std::uint64_t row = t.data.size() / static_cast<std::uint64_t>(tokens);
+          w.write(j, static_cast<std::uint64_t>(first) * row, {t.data.data(), t.data.size()});
         }
       }
     }
   }
+}
+
+}  // namespace
+
+nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
+  ShardSet shards = load_shards(opt);
+  check_one_run(opt, shards);
+  order_shards(opt, shards);
+  check_resources(opt, shards);
+  // Refuse an existing destination before the work.
+  OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "merge"});
+
+  const GoldenSet& g0 = shards.parts.front();
+  const detail::GoldenMeta meta = merged_meta(shards);
+  std::vector<DType> dtypes;
+  for (const std::string& d : g0.dtypes()) dtypes.push_back(*parse_dtype(d));
+  const FileFormat format = g0.files().front().file.ends_with(".npz") ? FileFormat::npz : FileFormat::safetensors;
+  const bool fast = format == FileFormat::safetensors;
+  detail::GoldenFiles files(folder.tmp(), folder.out().string(), g0.spec(), shards.tokens, g0.heads(), dtypes, format,
+                            fast ? detail::FilesMode::caller_writes : detail::FilesMode::create);
+  if (fast)
+    merge_safetensors_files(shards, files);
+  else
+    merge_npz_files(shards, files);
   nlohmann::json manifest = files.finish(meta);
   folder.write("manifest.json", manifest.dump(2) + "\n");
   folder.commit();

@@ -19,7 +19,9 @@
 namespace ropecheck::golden {
 using namespace ropecheck::io;  // tensors and files are this module's material
 
-struct GoldenSet::State {
+namespace detail {
+// What a manifest declares, read and validated phase by phase (ManifestReader below).
+struct ManifestContents {
   std::filesystem::path dir;
   nlohmann::json manifest;
   EncodingSpec spec;
@@ -34,7 +36,10 @@ struct GoldenSet::State {
   std::vector<ManifestFile> files;
   std::vector<ManifestTensor> tensors;
   std::map<std::string, std::size_t, std::less<>> by_name;  // index into tensors
+};
+}  // namespace detail
 
+struct GoldenSet::State : detail::ManifestContents {
   std::mutex mutex;  // guards everything below
   std::set<std::string> loaded_files;
   std::map<std::string, Tensor, std::less<>> loaded;
@@ -199,18 +204,29 @@ const std::vector<Position>& GoldenSet::positions() const {
   return *s_->positions;
 }
 
-GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOptions& options) {
-  GoldenSet set;
-  GoldenSet::State& s = *set.s_;
-  s.dir = dir;
-  const std::string dwhere = sanitize(dir.string());
-  const std::string where = manifest_where(dir);
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) fail(dwhere, "not a folder (expected a golden set written by `ropecheck golden`)");
-  const std::filesystem::path mpath = dir / "manifest.json";
-  if (!std::filesystem::is_regular_file(mpath, ec))
-    fail(dwhere, "no manifest.json: not a golden set, or an interrupted write");
-  {
+namespace {
+
+// Reads a set's manifest.json into `s`, phase by phase, each validating what it reads; errors name the
+// folder (dwhere) or the manifest (where).
+struct ManifestReader {
+  detail::ManifestContents& s;
+  const GoldenLoadOptions& options;
+  std::string dwhere = sanitize(s.dir.string());
+  std::string where = manifest_where(s.dir);
+
+  const ManifestTensor* find(const std::string& name) const {
+    const auto it = s.by_name.find(name);
+    return it == s.by_name.end() ? nullptr : &s.tensors[it->second];
+  }
+  bool rope() const { return s.spec.family == Family::rope; }
+
+  // The folder and its manifest.json, parsed (depth-limited, at most 64 MiB).
+  void read_json() {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(s.dir, ec)) fail(dwhere, "not a folder (expected a golden set written by `ropecheck golden`)");
+    const std::filesystem::path mpath = s.dir / "manifest.json";
+    if (!std::filesystem::is_regular_file(mpath, ec))
+      fail(dwhere, "no manifest.json: not a golden set, or an interrupted write");
     const std::vector<std::uint8_t> bytes = detail::read_file(mpath);
     if (bytes.size() > (std::size_t{64} << 20)) fail(where, "manifest larger than 64 MiB");
     try {  // depth-limited: a manifest nests 5 levels, a hostile one must not reach a recursive dump or copy
@@ -223,37 +239,42 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
                                                               : "malformed JSON");
     }
   }
-  const nlohmann::json& m = s.manifest;
-  if (!m.is_object()) fail(where, "the manifest must be a JSON object");
-  const std::string format = get_string(m, "format", where, "");
-  if (format == "ropecheck-golden-shard") {
-    // A shard holds a slice of the tokens: read as a whole set it would check a fraction and call it all.
-    const nlohmann::json& sh = key(m, "shard", where, "");
-    GoldenShardInfo info;
-    const std::int64_t index = get_int(sh, "index", where, "shard"), count = get_int(sh, "count", where, "shard");
-    info.first_token = get_int(sh, "first_token", where, "shard");
-    info.set_tokens = get_int(sh, "set_tokens", where, "shard");
-    if (count < 1 || count > kMaxShards || index < 1 || index > count)
-      fail(where, "'shard' is not I/N with 1 <= I <= N <= " + std::to_string(kMaxShards));
-    info.shard = {static_cast<int>(index), static_cast<int>(count)};
-    if (!options.allow_shard)
-      fail(dwhere, "is shard " + info.shard.text() + " of a golden set, not a whole set; join the shards first: "
-                   "ropecheck merge PART... --out DIR");
-    s.shard = info;
-  } else if (format != "ropecheck-golden") {
-    fail(where, "'format' is not \"ropecheck-golden\"");
-  }
-  const std::int64_t version = get_int(m, "format_version", where, "");
-  if (version != 1) fail(where, "unsupported format_version " + std::to_string(version) + " (this reader knows 1)");
 
-  try {
-    s.spec = spec_from_json(key(m, "spec", where, ""));
-  } catch (const SpecError& e) {
-    fail(where, std::string("spec: ") + e.what());
+  // The format (a whole set, or a shard where options allow one) and its version.
+  void read_format() {
+    const nlohmann::json& m = s.manifest;
+    if (!m.is_object()) fail(where, "the manifest must be a JSON object");
+    const std::string format = get_string(m, "format", where, "");
+    if (format == "ropecheck-golden-shard") {
+      // A shard holds a slice of the tokens: read as a whole set it would check a fraction and call it all.
+      const nlohmann::json& sh = key(m, "shard", where, "");
+      GoldenShardInfo info;
+      const std::int64_t index = get_int(sh, "index", where, "shard"), count = get_int(sh, "count", where, "shard");
+      info.first_token = get_int(sh, "first_token", where, "shard");
+      info.set_tokens = get_int(sh, "set_tokens", where, "shard");
+      if (count < 1 || count > kMaxShards || index < 1 || index > count)
+        fail(where, "'shard' is not I/N with 1 <= I <= N <= " + std::to_string(kMaxShards));
+      info.shard = {static_cast<int>(index), static_cast<int>(count)};
+      if (!options.allow_shard)
+        fail(dwhere, "is shard " + info.shard.text() + " of a golden set, not a whole set; join the shards first: "
+                     "ropecheck merge PART... --out DIR");
+      s.shard = info;
+    } else if (format != "ropecheck-golden") {
+      fail(where, "'format' is not \"ropecheck-golden\"");
+    }
+    const std::int64_t version = get_int(m, "format_version", where, "");
+    if (version != 1) fail(where, "unsupported format_version " + std::to_string(version) + " (this reader knows 1)");
   }
-  const bool rope = s.spec.family == Family::rope;
 
-  if (rope) {
+  // The spec, and for RoPE what its frequencies were resolved with.
+  void read_spec() {
+    const nlohmann::json& m = s.manifest;
+    try {
+      s.spec = spec_from_json(key(m, "spec", where, ""));
+    } catch (const SpecError& e) {
+      fail(where, std::string("spec: ") + e.what());
+    }
+    if (!rope()) return;
     const std::int64_t seq = get_int(m, "seq_len", where, "");
     if (seq < 1) fail(where, "'seq_len' must be positive");
     s.seq_len = seq;
@@ -266,86 +287,100 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
       fail(where, "'attention_factor' is not a positive decimal number: " + quote_name(s.attention_factor_text));
   }
 
-  const nlohmann::json& pos = key(m, "positions", where, "");
-  s.tokens = get_int(pos, "tokens", where, "positions");
-  const std::int64_t streams = get_int(pos, "streams", where, "positions");
-  if (s.tokens < 1) fail(where, "'positions.tokens' must be positive");
-  if (s.shard && (s.shard->first_token < 0 || s.shard->set_tokens < s.tokens ||
-                  s.shard->first_token > s.shard->set_tokens - s.tokens))
-    fail(where, "'shard' tokens [first_token, first_token + positions.tokens) lie outside [0, set_tokens)");
-  if (streams != 1 && streams != 3) fail(where, "'positions.streams' must be 1 or 3");
-  if (streams == 3 && (!rope || s.spec.rope.mrope == MropeMode::none))
-    fail(where, "'positions.streams' is 3 but the spec is not multimodal RoPE");
-  s.streams = static_cast<int>(streams);
+  // The tokens (inside the shard's range for a shard), the position streams, the dtypes.
+  void read_positions_and_dtypes() {
+    const nlohmann::json& m = s.manifest;
+    const nlohmann::json& pos = key(m, "positions", where, "");
+    s.tokens = get_int(pos, "tokens", where, "positions");
+    const std::int64_t streams = get_int(pos, "streams", where, "positions");
+    if (s.tokens < 1) fail(where, "'positions.tokens' must be positive");
+    if (s.shard && (s.shard->first_token < 0 || s.shard->set_tokens < s.tokens ||
+                    s.shard->first_token > s.shard->set_tokens - s.tokens))
+      fail(where, "'shard' tokens [first_token, first_token + positions.tokens) lie outside [0, set_tokens)");
+    if (streams != 1 && streams != 3) fail(where, "'positions.streams' must be 1 or 3");
+    if (streams == 3 && (!rope() || s.spec.rope.mrope == MropeMode::none))
+      fail(where, "'positions.streams' is 3 but the spec is not multimodal RoPE");
+    s.streams = static_cast<int>(streams);
 
-  const nlohmann::json& dts = key(m, "dtypes", where, "");
-  if (!dts.is_array() || dts.empty()) fail(where, "'dtypes' must be a non-empty array");
-  for (const auto& d : dts) {
-    if (!d.is_string() || !parse_dtype(d.get<std::string>())) fail(where, "'dtypes' holds an unknown dtype");
-    if (std::find(s.dtypes.begin(), s.dtypes.end(), d.get<std::string>()) != s.dtypes.end())
-      fail(where, "'dtypes' lists " + d.get<std::string>() + " twice");
-    s.dtypes.push_back(d.get<std::string>());
-  }
-  if (std::find(s.dtypes.begin(), s.dtypes.end(), "f64") == s.dtypes.end())
-    fail(where, "'dtypes' must include f64 (the float64 copy every check compares with)");
-
-  // Files: listed, plain names, present, the right size and hash.
-  const nlohmann::json& files = key(m, "files", where, "");
-  if (!files.is_array() || files.empty()) fail(where, "'files' must be a non-empty array");
-  for (const auto& f : files) {
-    ManifestFile mf;
-    mf.file = get_string(f, "file", where, "files[]");
-    const nlohmann::json& b = key(f, "bytes", where, "files[]");
-    if (!b.is_number_unsigned()) fail(where, "'files[].bytes' must be a non-negative integer");
-    mf.bytes = b.get<std::uint64_t>();
-    mf.sha256 = get_string(f, "sha256", where, "files[]");
-    if (!plain_file_name(mf.file)) fail(where, "file name " + quote_name(mf.file) + " is not a plain name inside the folder");
-    if (!is_hex64(mf.sha256)) fail(where, "'sha256' of " + quote_name(mf.file) + " is not 64 lowercase hex digits");
-    for (const ManifestFile& o : s.files)
-      if (o.file == mf.file) fail(where, "file " + quote_name(mf.file) + " is listed twice");
-    s.files.push_back(std::move(mf));
-  }
-
-  // Tensors.
-  const nlohmann::json& tensors = key(m, "tensors", where, "");
-  if (!tensors.is_array() || tensors.empty()) fail(where, "'tensors' must be a non-empty array");
-  for (const auto& t : tensors) {
-    ManifestTensor mt;
-    mt.name = get_string(t, "name", where, "tensors[]");
-    const std::string ctx = "tensor " + quote_name(mt.name);
-    mt.file = get_string(t, "file", where, "tensors[]");
-    const std::string dt = get_string(t, "dtype", where, "tensors[]");
-    const auto tdt = parse_tensor_dtype(dt);
-    if (!tdt) fail(where, ctx + ": unknown dtype " + quote_name(dt));
-    mt.dtype = *tdt;
-    mt.shape = get_shape(key(t, "shape", where, "tensors[]"), where, ctx);
-    mt.role = get_string(t, "role", where, "tensors[]");
-    if (mt.role != "input" && mt.role != "output") fail(where, ctx + ": 'role' must be \"input\" or \"output\"");
-    if (t.contains("meaning") && t["meaning"].is_string()) mt.meaning = t["meaning"].get<std::string>();
-    if (t.contains("attention_factor_folded")) {
-      if (!t["attention_factor_folded"].is_boolean()) fail(where, ctx + ": 'attention_factor_folded' must be a boolean");
-      mt.attention_factor_folded = t["attention_factor_folded"].get<bool>();
+    const nlohmann::json& dts = key(m, "dtypes", where, "");
+    if (!dts.is_array() || dts.empty()) fail(where, "'dtypes' must be a non-empty array");
+    for (const auto& d : dts) {
+      if (!d.is_string() || !parse_dtype(d.get<std::string>())) fail(where, "'dtypes' holds an unknown dtype");
+      if (std::find(s.dtypes.begin(), s.dtypes.end(), d.get<std::string>()) != s.dtypes.end())
+        fail(where, "'dtypes' lists " + d.get<std::string>() + " twice");
+      s.dtypes.push_back(d.get<std::string>());
     }
-    if (std::none_of(s.files.begin(), s.files.end(), [&](const ManifestFile& f) { return f.file == mt.file; }))
-      fail(where, ctx + ": file " + quote_name(mt.file) + " is not listed in 'files'");
-    if (!s.by_name.emplace(mt.name, s.tensors.size()).second) fail(where, ctx + " is listed twice");
-    s.tensors.push_back(std::move(mt));
+    if (std::find(s.dtypes.begin(), s.dtypes.end(), "f64") == s.dtypes.end())
+      fail(where, "'dtypes' must include f64 (the float64 copy every check compares with)");
   }
 
-  // Required tensors and their shapes.
-  const std::int64_t T = s.tokens;
-  auto require = [&](const std::string& name, TensorDType dt, const std::vector<std::int64_t>& shape, const char* role) {
-    const ManifestTensor* t = set.find(name);
+  // Files: listed, plain names, a size and a well-formed hash each.
+  void read_files() {
+    const nlohmann::json& files = key(s.manifest, "files", where, "");
+    if (!files.is_array() || files.empty()) fail(where, "'files' must be a non-empty array");
+    for (const auto& f : files) {
+      ManifestFile mf;
+      mf.file = get_string(f, "file", where, "files[]");
+      const nlohmann::json& b = key(f, "bytes", where, "files[]");
+      if (!b.is_number_unsigned()) fail(where, "'files[].bytes' must be a non-negative integer");
+      mf.bytes = b.get<std::uint64_t>();
+      mf.sha256 = get_string(f, "sha256", where, "files[]");
+      if (!plain_file_name(mf.file)) fail(where, "file name " + quote_name(mf.file) + " is not a plain name inside the folder");
+      if (!is_hex64(mf.sha256)) fail(where, "'sha256' of " + quote_name(mf.file) + " is not 64 lowercase hex digits");
+      for (const ManifestFile& o : s.files)
+        if (o.file == mf.file) fail(where, "file " + quote_name(mf.file) + " is listed twice");
+      s.files.push_back(std::move(mf));
+    }
+  }
+
+  // Tensors: each in a listed file, once.
+  void read_tensors() {
+    const nlohmann::json& tensors = key(s.manifest, "tensors", where, "");
+    if (!tensors.is_array() || tensors.empty()) fail(where, "'tensors' must be a non-empty array");
+    for (const auto& t : tensors) {
+      ManifestTensor mt;
+      mt.name = get_string(t, "name", where, "tensors[]");
+      const std::string ctx = "tensor " + quote_name(mt.name);
+      mt.file = get_string(t, "file", where, "tensors[]");
+      const std::string dt = get_string(t, "dtype", where, "tensors[]");
+      const auto tdt = parse_tensor_dtype(dt);
+      if (!tdt) fail(where, ctx + ": unknown dtype " + quote_name(dt));
+      mt.dtype = *tdt;
+      mt.shape = get_shape(key(t, "shape", where, "tensors[]"), where, ctx);
+      mt.role = get_string(t, "role", where, "tensors[]");
+      if (mt.role != "input" && mt.role != "output") fail(where, ctx + ": 'role' must be \"input\" or \"output\"");
+      if (t.contains("meaning") && t["meaning"].is_string()) mt.meaning = t["meaning"].get<std::string>();
+      if (t.contains("attention_factor_folded")) {
+        if (!t["attention_factor_folded"].is_boolean()) fail(where, ctx + ": 'attention_factor_folded' must be a boolean");
+        mt.attention_factor_folded = t["attention_factor_folded"].get<bool>();
+      }
+      if (std::none_of(s.files.begin(), s.files.end(), [&](const ManifestFile& f) { return f.file == mt.file; }))
+        fail(where, ctx + ": file " + quote_name(mt.file) + " is not listed in 'files'");
+      if (!s.by_name.emplace(mt.name, s.tensors.size()).second) fail(where, ctx + " is listed twice");
+      s.tensors.push_back(std::move(mt));
+    }
+  }
+
+  void require(const std::string& name, TensorDType dt, const std::vector<std::int64_t>& shape, const char* role) const {
+    const ManifestTensor* t = find(name);
     if (t == nullptr) fail(where, "missing tensor " + quote_name(name));
     if (t->dtype != dt || t->shape != shape || t->role != role)
       fail(where, "tensor " + quote_name(name) + " is " + std::string(to_string(t->dtype)) + " " +
                       io::shape_for_message(t->shape) + " (" + t->role + ") but the spec and positions need " +
                       std::string(to_string(dt)) + " " + io::shape_for_message(shape) + " (" + role + ")");
-  };
-  require("positions", TensorDType::i64, s.streams == 3 ? std::vector<std::int64_t>{3, T} : std::vector<std::int64_t>{T},
-          "input");
-  if (rope) {
-    const ManifestTensor* q = set.find("q");
+  }
+
+  // The tensors the spec and positions need, with their dtypes and shapes; RoPE's heads from q.
+  void require_tensors() {
+    const std::int64_t T = s.tokens;
+    require("positions", TensorDType::i64, s.streams == 3 ? std::vector<std::int64_t>{3, T} : std::vector<std::int64_t>{T},
+            "input");
+    if (!rope()) {
+      for (const std::string& d : s.dtypes)
+        require("pe." + d, *parse_tensor_dtype(d), {T, s.spec.sinusoidal.d_model}, "output");
+      return;
+    }
+    const ManifestTensor* q = find("q");
     if (q == nullptr) fail(where, "missing tensor 'q'");
     if (q->shape.size() != 3 || q->shape[1] < 1) fail(where, "tensor 'q' must have shape [tokens, heads, head_dim]");
     s.heads = static_cast<int>(std::min<std::int64_t>(q->shape[1], 1 << 20));
@@ -359,22 +394,38 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
       require("q_rot." + d, tdt, {T, H, D}, "output");
       require("k_rot." + d, tdt, {T, H, D}, "output");
     }
-  } else {
-    for (const std::string& d : s.dtypes)
-      require("pe." + d, *parse_tensor_dtype(d), {T, s.spec.sinusoidal.d_model}, "output");
   }
 
   // Every listed file: present, the declared size, the declared hash (streamed, constant memory).
-  for (const ManifestFile& f : s.files) {
-    const std::filesystem::path p = dir / f.file;
-    if (!std::filesystem::is_regular_file(p, ec)) fail(dwhere, "missing file " + quote_name(f.file) + " listed in the manifest");
-    const std::uintmax_t size = std::filesystem::file_size(p, ec);
-    if (ec || size != f.bytes)
-      throw InputError("manifest hash mismatch for " + sanitize(p.string()) + ": " + std::to_string(size) +
-                        " bytes on disk, the manifest says " + std::to_string(f.bytes));
-    if (options.verify_data && sha256_file(p) != f.sha256)
-      throw InputError("manifest hash mismatch for " + sanitize(p.string()));
+  void check_files() const {
+    std::error_code ec;
+    for (const ManifestFile& f : s.files) {
+      const std::filesystem::path p = s.dir / f.file;
+      if (!std::filesystem::is_regular_file(p, ec)) fail(dwhere, "missing file " + quote_name(f.file) + " listed in the manifest");
+      const std::uintmax_t size = std::filesystem::file_size(p, ec);
+      if (ec || size != f.bytes)
+        throw InputError("manifest hash mismatch for " + sanitize(p.string()) + ": " + std::to_string(size) +
+                          " bytes on disk, the manifest says " + std::to_string(f.bytes));
+      if (options.verify_data && sha256_file(p) != f.sha256)
+        throw InputError("manifest hash mismatch for " + sanitize(p.string()));
+    }
   }
+};
+
+}  // namespace
+
+GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOptions& options) {
+  GoldenSet set;
+  set.s_->dir = dir;
+  ManifestReader reader{*set.s_, options};
+  reader.read_json();
+  reader.read_format();
+  reader.read_spec();
+  reader.read_positions_and_dtypes();
+  reader.read_files();
+  reader.read_tensors();
+  reader.require_tensors();
+  reader.check_files();
   // The hashes do not cover manifest.json: its spec must reproduce a sample of the stored values.
   if (options.verify_data) detail::verify_sample(set);
   return set;

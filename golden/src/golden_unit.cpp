@@ -3,6 +3,7 @@
 // Relative includes rather than CMake's UNITY_BUILD, whose generated file includes each source by its
 // absolute path, which makes ccache miss it in every clone at a new path.
 #include "golden_writer.cpp"
+#include "golden_values.cpp"
 #include "golden_merge.cpp"
 #include "golden_shared.cpp"
 #include "golden_files.cpp"

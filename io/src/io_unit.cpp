@@ -5,5 +5,7 @@
 #include "tensor.cpp"
 #include "safetensors.cpp"
 #include "npy.cpp"
+#include "npz.cpp"
+#include "zip_stored.cpp"
 #include "tensor_file_writer.cpp"
 #include "part_file.cpp"

@@ -2,11 +2,9 @@
 // operation (bit-identical results; kernels/CMakeLists.txt compiles this file alone with -mavx512f
 // -mavx512bw -mavx512vl -mavx512dq, and dispatch.cpp calls it only where the CPU has those).
 //
-// Self-contained on purpose: no inline function or template shared with a portable translation unit
-// is instantiated here (see the ODR note in kernel_detail.hpp); `nm -C` of this object shows only the
-// functions defined below.
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the merge source of their unmasked forms,
-// which -Wmaybe-uninitialized reports once inlined (GCC bug 105593): not a defect of this file.
+// Self-contained on purpose: no inline function or template shared with a portable unit is instantiated
+// here (the ODR note in kernel_detail.hpp); `nm -C` of this object shows only the functions defined below.
+// GCC bug 105593, not ours: -Wmaybe-uninitialized on the _mm512_undefined_*() merge source of unmasked intrinsics.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -8,8 +8,10 @@ From files the build writes and the tree holds (no compilation), for every targe
      to <build>/ropecheck_link_graph.txt by cmake/ropecheckLayering.cmake) stays inside the modules it may
      use and the external libraries it may use;
   3. includes: the transitive closure of `#include "..."` of every file of the target (its sources and,
-     for a library, the headers of its include/ folder) names only headers of modules it may use, and no
-     forbidden external header (MPFR / Boost.Multiprecision, RapidCheck, GoogleTest).
+     for a library, the headers of its include/ and include_private/ folders) names only headers of modules
+     it may use, and no forbidden external header (MPFR / Boost.Multiprecision, RapidCheck, GoogleTest).
+     include_private/ is a target's build-tree-only include folder (test scaffolding, never installed): its
+     headers are the target's own like those of include/.
 Usage: check_layering.py SOURCE_DIR BUILD_DIR. Exit 0 when the graph holds, 1 with one line per
 violation otherwise.
 """
@@ -60,8 +62,9 @@ HEADER_MODULE = {"ropecheck/core/": "core", "ropecheck/accuracy/": "accuracy", "
                  "ropecheck/kernel_abi.h": "kernel_abi", "ropecheck/kut/": "kut", "ropecheck/plugin/": "plugin",
                  "ropecheck/golden/": "golden", "ropecheck/checker/": "checker", "ropecheck/props/": "props",
                  "ropecheck/drift/": "drift"}
-INCLUDE_DIRS = [os.path.join(SRC, d, "include") for d in ("core", "accuracy", "formulas", "io", "reference", "kernels",
-                                                          "abi", "kut", "plugin", "golden", "checker", "props", "drift")]
+MODULE_DIRS = ("core", "accuracy", "formulas", "io", "reference", "kernels", "abi", "kut", "plugin", "golden", "checker",
+               "props", "drift")
+INCLUDE_DIRS = [os.path.join(SRC, d, sub) for d in MODULE_DIRS for sub in ("include", "include_private")]
 
 
 def closure(module):
@@ -163,8 +166,8 @@ def includes_of(path):
     return names
 
 
-# A folder's include/ belongs to its library with the shortest name (kut/: kut, not kut_cuda or
-# builtin_kernels; plugin/: plugin, not the kernel host; reference/: reference, not fast_rounding).
+# A folder's include/ and include_private/ belong to its library with the shortest name (kut/: kut, not
+# kut_cuda or builtin_kernels; plugin/: plugin, not the kernel host; reference/: reference, not fast_rounding).
 include_owner = {}
 for module, (folder, _, _) in targets.items():
     if module in ("kernel_host", "ropecheck", "_core"):
@@ -178,10 +181,10 @@ for module, (folder, _, sources) in targets.items():
     files = [s if os.path.isabs(s) else os.path.join(folder, s) for s in sources]
     files = [os.path.normpath(p) for p in files if p.endswith((".cpp", ".hpp", ".h", ".cu", ".cuh"))
              and os.path.normpath(p).startswith(os.path.normpath(SRC)) and os.path.isfile(p)]
-    inc = os.path.join(folder, "include")
-    if os.path.isdir(inc) and include_owner.get(folder) == module:
-        for root, _, fs in os.walk(inc):
-            files += [os.path.join(root, f) for f in fs if f.endswith((".hpp", ".h"))]
+    for inc in (os.path.join(folder, "include"), os.path.join(folder, "include_private")):
+        if os.path.isdir(inc) and include_owner.get(folder) == module:
+            for root, _, fs in os.walk(inc):
+                files += [os.path.join(root, f) for f in fs if f.endswith((".hpp", ".h"))]
     for p in files:
         rel = os.path.relpath(p, SRC)
         for name, where in includes_of(p):

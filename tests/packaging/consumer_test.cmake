@@ -1,7 +1,8 @@
 # The CMake package as another project meets it (like fmt's find-package test): installs this build
 # into a scratch prefix, then builds examples/consumer against that prefix with
 # find_package(ropecheck CONFIG) and runs its tests (the whole property suite against the
-# consumer's own kernel), and checks that the build-tree package configures as well.
+# consumer's own kernel), checks that no test scaffolding is installed and that the build-tree package
+# configures as well.
 # Run by ctest as the test packaging_consumer (tests/CMakeLists.txt):
 #   cmake -DBUILD_DIR=... -DCONSUMER_DIR=... -DWORK_DIR=... -DGENERATOR=... -DMAKE_PROGRAM=...
 #         -DCXX_COMPILER=... -DCTEST=... -P consumer_test.cmake
@@ -30,6 +31,12 @@ foreach(f lib/cmake/ropecheck/ropecheckConfig.cmake lib/cmake/ropecheck/ropechec
     message(FATAL_ERROR "not installed: ${prefix}/${f}")
   endif()
 endforeach()
+# Test scaffolding stays in the build tree (include_private/): no mutant or test-target header installed.
+file(GLOB_RECURSE scaffolding RELATIVE "${prefix}" "${prefix}/*")
+list(FILTER scaffolding INCLUDE REGEX "(^|/)(mutants|scalar_recipes|kernel_targets)\\.hpp$")
+if(scaffolding)
+  message(FATAL_ERROR "test scaffolding installed (it belongs in include_private/, never installed): ${scaffolding}")
+endif()
 message(STATUS "installed into ${prefix}")
 
 # 1b. Relocatable: the installed package must not name absolute paths of this machine's build

@@ -1,0 +1,277 @@
+// The golden values of one run (golden_values.hpp): the exact reference's values correctly rounded to
+// each dtype, computed on worker threads block by block and written at their tokens' place.
+#include "golden_values.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+
+#include "ropecheck/golden/input_generator.hpp"
+#include "ropecheck/io/tensor.hpp"
+#include "ropecheck/reference/fast_rounding.hpp"
+#include "ropecheck/reference/mpfr_value.hpp"
+
+namespace ropecheck::golden::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Stores an already-rounded value (exactly representable in t) little-endian at dst.
+void store(std::uint8_t* dst, double v, DType t) {
+  switch (t) {
+    case DType::f64: std::memcpy(dst, &v, 8); return;
+    case DType::f32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(dst, &f, 4);
+      return;
+    }
+    default: {
+      const auto bits = static_cast<std::uint16_t>(double_to_bits(v, t));
+      std::memcpy(dst, &bits, 2);
+    }
+  }
+}
+
+Tensor empty_tensor(std::string name, TensorDType dt, std::vector<std::int64_t> shape) {
+  Tensor t;
+  t.name = std::move(name);
+  t.dtype = dt;
+  t.shape = std::move(shape);
+  t.data.assign(static_cast<std::size_t>(t.numel()) * dtype_size(dt), 0);
+  return t;
+}
+
+// Output buffers of one dtype.
+struct DtypeOutputs {
+  DType dtype;
+  Tensor cos, sin, q_rot, k_rot, pe;
+};
+
+void run_parallel(std::int64_t tokens, int threads, const std::function<void(std::int64_t, std::int64_t)>& progress,
+                  const std::function<void(std::int64_t begin, std::int64_t end, std::atomic<std::int64_t>& done)>& work) {
+  std::atomic<std::int64_t> done{0};
+  std::vector<std::thread> pool;
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  // Contiguous chunks: each token is computed independently, so any split gives the same bytes.
+  const std::int64_t chunk = (tokens + threads - 1) / threads;
+  std::string spawn_error;
+  for (int t = 0; t < threads; ++t) {
+    const std::int64_t b = std::min(tokens, t * chunk), e = std::min(tokens, (t + 1) * chunk);
+    try {
+      pool.emplace_back([&, b, e] {
+        const MpfrThreadCaches mpfr_caches;  // the fast rounding engine's Ziv fallback calls MPFR
+        try {
+          work(b, e, done);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error& ex) {
+      // Out of threads (a pids limit, an address-space limit): the started ones finish, then exit 2.
+      spawn_error = ex.code().message();
+      break;
+    }
+  }
+  if (!spawn_error.empty()) {
+    for (auto& th : pool) th.join();
+    throw SpecError("--threads " + std::to_string(threads) + ": cannot start worker thread " +
+                    std::to_string(pool.size() + 1) + " (" + spawn_error + "); use a smaller --threads");
+  }
+  if (progress) {
+    auto last = Clock::now();
+    while (done.load() < tokens) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (error) break;
+      }
+      if (Clock::now() - last > std::chrono::milliseconds(250)) {
+        progress(done.load(), tokens);
+        last = Clock::now();
+      }
+    }
+  }
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+  if (progress) progress(tokens, tokens);
+}
+
+std::span<const std::uint8_t> bytes_of(const Tensor& t) { return {t.data.data(), t.data.size()}; }
+
+// positions: [tokens] or [3, tokens], one stream at a time
+void write_positions(const RunPlan& plan, detail::GoldenFiles& files) {
+  std::vector<std::int64_t> pv(static_cast<std::size_t>(plan.tokens));
+  for (int s = 0; s < plan.streams; ++s) {
+    for (std::int64_t t = 0; t < plan.tokens; ++t) {
+      const Position& p = plan.positions[static_cast<std::size_t>(t)];
+      pv[static_cast<std::size_t>(t)] = s == 0 ? p.t : s == 1 ? p.h : p.w;
+    }
+    files.group(0).write(0, static_cast<std::uint64_t>(s * plan.file_tokens() + plan.at_token()) * 8,
+                         {reinterpret_cast<const std::uint8_t*>(pv.data()), pv.size() * 8});
+  }
+}
+
+// One block of tokens [start, start + tokens) of the run: its inputs (RoPE) and its output buffers.
+struct Block {
+  std::int64_t start = 0, tokens = 0;
+  std::vector<float> q, k;
+  std::vector<DtypeOutputs> outs;
+};
+
+// The values, correctly rounded from the exact reference, computed block by block on the worker
+// threads and written at their place in the files.
+class ValueWriter {
+ public:
+  ValueWriter(const GoldenOptions& opt, const RunPlan& plan, detail::GoldenFiles& files)
+      : opt_(opt), plan_(plan), files_(files), hd_(static_cast<std::size_t>(plan.H * plan.D)) {
+    if (plan.rope) {
+      rope_engine_ = std::make_unique<const RopeRoundingEngine>(opt.spec.rope, plan.seq_len, plan.max_pos);
+    } else {
+      sin_engine_ = std::make_unique<const SinusoidalRoundingEngine>(opt.spec.sinusoidal, plan.max_pos);
+    }
+  }
+
+  void write_all() {
+    for (std::int64_t tb = 0; tb < plan_.tokens; tb += plan_.block) {
+      const std::int64_t bt = std::min(plan_.block, plan_.tokens - tb);
+      if (plan_.rope)
+        rope_block(tb, bt);
+      else
+        sinusoidal_block(tb, bt);
+    }
+  }
+  std::int64_t fast_values() const { return fast_.load(); }
+  std::int64_t fallback_values() const { return fallback_.load(); }
+
+ private:
+  using Work = std::function<void(std::int64_t, std::int64_t, std::atomic<std::int64_t>&)>;
+
+  // Runs `work` over the block's tokens, reporting progress over the run's.
+  void run_block(const Block& blk, const Work& work) {
+    std::function<void(std::int64_t, std::int64_t)> progress;
+    if (opt_.progress)
+      progress = [&](std::int64_t done, std::int64_t) { opt_.progress(blk.start + done, plan_.tokens); };
+    run_parallel(blk.tokens, plan_.threads, progress, work);
+  }
+
+  void rope_block(std::int64_t tb, std::int64_t bt) {
+    Block blk{tb, bt, {}, {}, {}};
+    const std::uint64_t count = static_cast<std::uint64_t>(bt) * hd_, at = static_cast<std::uint64_t>(plan_.first + tb) * hd_;
+    blk.q = generate_inputs(opt_.seed, InputStream::q, count, at);
+    blk.k = generate_inputs(opt_.seed, InputStream::k, count, at);
+    const std::int64_t H = plan_.H, D = plan_.D, P = plan_.P;
+    for (DType d : plan_.dtypes) {
+      const std::string s(to_string(d));
+      blk.outs.push_back({d, empty_tensor("cos." + s, tensor_dtype(d), {bt, P}), empty_tensor("sin." + s, tensor_dtype(d), {bt, P}),
+                          empty_tensor("q_rot." + s, tensor_dtype(d), {bt, H, D}),
+                          empty_tensor("k_rot." + s, tensor_dtype(d), {bt, H, D}), {}});
+    }
+    run_block(blk, [&](std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) { rope_tokens(blk, b, e, done); });
+    const std::uint64_t in_at = static_cast<std::uint64_t>(plan_.at_token() + tb) * hd_ * 4;
+    files_.group(0).write(1, in_at, {reinterpret_cast<const std::uint8_t*>(blk.q.data()), blk.q.size() * 4});
+    files_.group(0).write(2, in_at, {reinterpret_cast<const std::uint8_t*>(blk.k.data()), blk.k.size() * 4});
+    for (std::size_t d = 0; d < blk.outs.size(); ++d) {
+      const DtypeOutputs& o = blk.outs[d];
+      const std::uint64_t sz = dtype_size(o.cos.dtype), t0b = static_cast<std::uint64_t>(plan_.at_token() + tb);
+      files_.group(1 + d).write(0, t0b * static_cast<std::uint64_t>(P) * sz, bytes_of(o.cos));
+      files_.group(1 + d).write(1, t0b * static_cast<std::uint64_t>(P) * sz, bytes_of(o.sin));
+      files_.group(1 + d).write(2, t0b * hd_ * sz, bytes_of(o.q_rot));
+      files_.group(1 + d).write(3, t0b * hd_ * sz, bytes_of(o.k_rot));
+    }
+  }
+
+  // Tokens [b, e) of a block, on one worker thread.
+  void rope_tokens(Block& blk, std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) {
+    const std::size_t n = plan_.dtypes.size(), hd = hd_, P = static_cast<std::size_t>(plan_.P);
+    // q and k of a token share one evaluation: heads [0, H) are q, [H, 2H) are k.
+    std::vector<std::vector<double>> c(n, std::vector<double>(P)), s = c;
+    std::vector<std::vector<double>> rot(n, std::vector<double>(2 * hd));
+    std::vector<double> x(2 * hd);
+    std::vector<RoundedOut> rounded(n);
+    for (std::size_t d = 0; d < n; ++d) rounded[d] = {c[d].data(), s[d].data(), rot[d].data()};
+    RoundingStats stats;
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::size_t base = static_cast<std::size_t>(t) * hd;
+      for (std::size_t i = 0; i < hd; ++i) {
+        x[i] = blk.q[base + i];
+        x[hd + i] = blk.k[base + i];
+      }
+      rope_engine_->evaluate(plan_.positions[static_cast<std::size_t>(blk.start + t)], x, static_cast<int>(2 * plan_.H),
+                             plan_.dtypes, rounded, stats);
+      for (std::size_t d = 0; d < n; ++d) {
+        DtypeOutputs& o = blk.outs[d];
+        const std::size_t sz = dtype_size(o.cos.dtype);
+        const std::size_t row = static_cast<std::size_t>(t) * P * sz;
+        for (std::size_t j = 0; j < P; ++j) {
+          store(o.cos.data.data() + row + j * sz, c[d][j], o.dtype);
+          store(o.sin.data.data() + row + j * sz, s[d][j], o.dtype);
+        }
+        for (std::size_t i = 0; i < hd; ++i) {
+          store(o.q_rot.data.data() + (base + i) * sz, rot[d][i], o.dtype);
+          store(o.k_rot.data.data() + (base + i) * sz, rot[d][hd + i], o.dtype);
+        }
+      }
+      done.fetch_add(1, std::memory_order_relaxed);
+    }
+    fast_ += stats.fast_values;
+    fallback_ += stats.fallback_values;
+  }
+
+  void sinusoidal_block(std::int64_t tb, std::int64_t bt) {
+    Block blk{tb, bt, {}, {}, {}};
+    const int dm = opt_.spec.sinusoidal.d_model;
+    for (DType d : plan_.dtypes)
+      blk.outs.push_back({d, {}, {}, {}, {}, empty_tensor("pe." + std::string(to_string(d)), tensor_dtype(d), {bt, dm})});
+    run_block(blk, [&](std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) { sinusoidal_tokens(blk, b, e, done); });
+    for (std::size_t d = 0; d < blk.outs.size(); ++d)
+      files_.group(1 + d).write(0, static_cast<std::uint64_t>(plan_.at_token() + tb) * static_cast<std::uint64_t>(dm) * dtype_size(blk.outs[d].pe.dtype),
+                                bytes_of(blk.outs[d].pe));
+  }
+
+  void sinusoidal_tokens(Block& blk, std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) {
+    const std::size_t n = plan_.dtypes.size(), dm = static_cast<std::size_t>(opt_.spec.sinusoidal.d_model);
+    std::vector<std::vector<double>> row(n, std::vector<double>(dm));
+    std::vector<double*> ptrs(n);
+    for (std::size_t d = 0; d < n; ++d) ptrs[d] = row[d].data();
+    RoundingStats stats;
+    for (std::int64_t t = b; t < e; ++t) {
+      sin_engine_->evaluate(plan_.positions[static_cast<std::size_t>(blk.start + t)].t, plan_.dtypes, ptrs, stats);
+      for (std::size_t d = 0; d < n; ++d) {
+        DtypeOutputs& o = blk.outs[d];
+        const std::size_t sz = dtype_size(o.pe.dtype);
+        for (std::size_t c = 0; c < dm; ++c)
+          store(o.pe.data.data() + (static_cast<std::size_t>(t) * dm + c) * sz, row[d][c], o.dtype);
+      }
+      done.fetch_add(1, std::memory_order_relaxed);
+    }
+    fast_ += stats.fast_values;
+    fallback_ += stats.fallback_values;
+  }
+
+  const GoldenOptions& opt_;
+  const RunPlan& plan_;
+  detail::GoldenFiles& files_;
+  const std::size_t hd_;  // RoPE: one token's values of q (or k), H * D
+  std::unique_ptr<const RopeRoundingEngine> rope_engine_;
+  std::unique_ptr<const SinusoidalRoundingEngine> sin_engine_;
+  std::atomic<std::int64_t> fast_{0}, fallback_{0};
+};
+
+}  // namespace
+
+ValueCounts write_values(const GoldenOptions& opt, const RunPlan& plan, GoldenFiles& files) {
+  write_positions(plan, files);
+  ValueWriter values(opt, plan, files);
+  values.write_all();
+  return {values.fast_values(), values.fallback_values()};
+}
+
+}  // namespace ropecheck::golden::detail

@@ -1,0 +1,45 @@
+// One run of the golden writer: what it computes (RunPlan, settled by golden_writer.cpp from the
+// options) and the computation itself, positions, inputs and correctly rounded outputs written block by
+// block at their place in the set's files (golden_values.cpp).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "golden_files.hpp"
+#include "ropecheck/core/shard.hpp"
+
+namespace ropecheck::golden::detail {
+
+// What one run computes: its tokens of the set, and the sizes everything else derives from. A shard
+// computes tokens [first, first + tokens); what depends on the whole set (the largest position, the
+// default seq_len and with it the frequencies) is taken from all of them.
+struct RunPlan {
+  bool rope = false;
+  bool shared = false;  // --shared-out: the tokens go straight into the whole set's files
+  Shard shard;
+  std::int64_t set_tokens = 0, first = 0, tokens = 0;
+  std::span<const Position> positions;  // this run's tokens
+  std::vector<DType> dtypes;            // f64 first
+  std::int64_t max_pos = 0;             // over the whole set
+  std::int64_t part_min = 0, part_max = 0;  // over this run's tokens
+  std::int64_t seq_len = 0;
+  int threads = 1;
+  std::int64_t H = 0, D = 0, P = 0;  // RoPE: heads, head_dim, pairs (0 for sinusoidal)
+  int streams = 1;                   // position streams: 3 for multimodal RoPE
+  std::int64_t block = 1;            // tokens computed and written at a time
+  // A shared file holds the whole set: this run's tokens start at token at_token() of its files.
+  std::int64_t file_tokens() const { return shared ? set_tokens : tokens; }
+  std::int64_t at_token() const { return shared ? first : 0; }
+};
+
+struct ValueCounts {
+  std::int64_t fast_values = 0, fallback_values = 0;  // values rounded by the fast path / the MPFR fallback
+};
+
+// Writes the run's positions, then computes its values block by block on plan.threads threads and
+// writes them (the inputs q, k for RoPE, every dtype's outputs); calls opt.progress now and then.
+ValueCounts write_values(const GoldenOptions& opt, const RunPlan& plan, GoldenFiles& files);
+
+}  // namespace ropecheck::golden::detail
