@@ -1,4 +1,4 @@
-// Tests for the Hugging Face config.json importer (spec_from_hf_config, reference/src/hf_config.cpp).
+// Tests for the Hugging Face config.json importer (spec_from_hf_config, core/src/hf_config.cpp).
 //
 // Each config below is written as it appears on the Hub (key names, legacy `rope_scaling` +
 // `rope_theta`, or the transformers v5 `rope_parameters`), and the expected fields come from

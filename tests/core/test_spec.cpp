@@ -1,4 +1,4 @@
-// Tests for the spec model (reference/spec.hpp) and the spec JSON format (spec_json.hpp,
+// Tests for the spec model (core/spec.hpp) and the spec JSON format (spec_json.hpp,
 // core/SPEC_FORMAT.md): validation errors name the key and the value, every preset
 // resolves and round-trips through JSON, and the small derived quantities (pair counts,
 // effective factor, MRoPE stream selection, sinusoidal frequency count) follow the rules in
