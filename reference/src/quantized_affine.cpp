@@ -117,6 +117,7 @@ void affine_group(std::span<const mpfr_srcptr> w, const AffineSpec& spec, std::s
   }
   out.q.groups.push_back(stored);
   out.scale_margin.push_back(lower(scale_margin));
+  out.decision_margin.push_back(lower(g.margin));
 }
 
 }  // namespace

@@ -67,8 +67,9 @@ Q4_0Exact q4_0_exact(std::span<const mpfr_srcptr, kGgmlBlock> x);
 // as RN_{scale_dtype}. margin per element, scale_margin per group (the stored scale's and bias').
 struct AffineExact {
   AffineQuantized q;
-  std::vector<double> margin;        // per element
-  std::vector<double> scale_margin;  // per group
+  std::vector<double> margin;           // per element
+  std::vector<double> scale_margin;     // per group: the stored scale and bias
+  std::vector<double> decision_margin;  // per group: the edge choice, the clamp of s0 and q0 (>= scale_margin)
 };
 AffineExact mlx_affine_exact(std::span<const mpfr_srcptr> w, const AffineSpec& spec);
 
