@@ -162,7 +162,10 @@ double ratio_margin(double dist, double a, double c, double t) {
 
 ExactCode fp8_exact(mpfr_srcptr x, double s, Fp8 f, Fp8Overflow o) {
   if (!(s > 0) || !std::isfinite(s)) throw std::invalid_argument("ropecheck: an FP8 scale must be positive and finite");
-  if (mpfr_nan_p(x)) return {fp8_encode(std::numeric_limits<double>::quiet_NaN(), f, o), kInf};
+  if (mpfr_nan_p(x)) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    return {fp8_encode(nan, f, o), kInf};  // MPFR keeps no sign for a NaN: the positive NaN code
+  }
   const Mp sd = mp_d(s);
   const Mp t = div_odd(x, sd->get());
   const auto [code, dist] = fp8_code(t->get(), f, o);
