@@ -9,3 +9,5 @@
 #include "shard.cpp"
 #include "positions.cpp"
 #include "one_line.cpp"
+#include "quantized.cpp"
+#include "quantized_blocks.cpp"
