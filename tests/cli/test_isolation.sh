@@ -301,6 +301,18 @@ finish_env_run
 check "a job stopped longer than --kernel-timeout during a call does not time the kernel out" "$p"
 unset BAD_PLUGIN_MARK BAD_PLUGIN_WAIT
 
+# A kernel that failed in one shard only (a flaky runner): the parts merge into a failed run (exit 1)
+# that keeps the failing part's KERNEL FAILURE list.
+rm -f "$TMP"/s1.json "$TMP"/s2.json "$TMP/merged.json"
+run check --golden "$TMP/G" --kernel "$ENVLIB" --shard 1/2 --report "$TMP/s1.json"
+BAD_PLUGIN_CRASH=1 run check --golden "$TMP/G" --kernel "$ENVLIB" --shard 2/2 --report "$TMP/s2.json"
+run merge "$TMP/s1.json" "$TMP/s2.json" --out "$TMP/merged.json"
+p=""
+[ "$RC" -eq 1 ] || p+="exit code $RC (want 1): $(head -c 300 "$TMP/err"); "
+[ -f "$TMP/merged.json" ] && p+=$(json_has "$TMP/merged.json" 'd["pass"] is False and len(d["candidate_source"]["failures"]) > 0 and all("killed by SIGSEGV" in f["message"] for f in d["candidate_source"]["failures"])')
+[ -f "$TMP/merged.json" ] || p+="no merged report; "
+check "merge: a kernel failure in one check part only is merged (exit 1), its KERNEL FAILURE list kept" "$p"
+
 # The kernel host itself unusable (a packaging error, a host of another build): exit 2 naming the host,
 # never the kernel's failure.
 printf '#!/bin/sh\nexec sleep 30\n' >"$TMP/host_hangs"
