@@ -313,7 +313,7 @@ MergedCheck merge_check_parts(const std::vector<nlohmann::json>& parts, const st
     if (x.source.is_object() && x.source.contains("failures") && x.source["failures"].is_array())
       for (const nlohmann::json& f : x.source["failures"]) failures.push_back(f);
   }
-  if (m.run.is_object()) m.run["kernel_failed"] = kernel_failed;
+  if (m.run.is_object() && (kernel_failed || m.run.contains("kernel_failed"))) m.run["kernel_failed"] = kernel_failed;
   if (m.source.is_object() && (kernel_failed || m.source.contains("failures"))) m.source["failures"] = failures;
   for (const Read& x : read) {
     const auto [lo, hi] = shard_range(x.part.total_tokens, x.part.shard, "tokens");
