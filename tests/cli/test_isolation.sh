@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Kernel plugins that misbehave (tests/plugins/bad_plugin.c, one build per mode) under `check`,
 # `props` and `drift --compare`: a crash, a hang, an exit, a write outside the outputs or the
-# message, unwritten or NaN outputs and unknown return codes are failed checks (exit 1) naming what
-# happened, with the report still written; ropecheck itself never dies, hangs or exits 0
-# (plugin/include/ropecheck/plugin/client.hpp). Also: the kernel's stdout never reaches
+# message (past the guard bytes too), a signal to its own process group, a fork that keeps the socket,
+# a closed socket, a hanging ropecheck_kernel_configure, unwritten or NaN outputs and unknown return
+# codes are failed checks (exit 1) naming what happened, with the report still written; ropecheck
+# itself never dies, hangs or exits 0 (plugin/include/ropecheck/plugin/client.hpp). Then what happens
+# around the calls: a blocking destructor, forked children, a late write, a truncated arena; signals
+# (nohup, an ignored SIGINT, another process killing the host, a stopped job); a host binary that is
+# not ropecheck's; a kernel failing in one check shard only. Also: the kernel's stdout never reaches
 # ropecheck's, and --in-process runs the good kernel the same way.
 #
 #   bash tests/cli/test_isolation.sh ROPECHECK BAD_PLUGIN_DIR
