@@ -240,8 +240,10 @@ CompareResult run_compare(const EncodingSpec& spec, const std::string& a_name, c
       }
     }
   }
-  for (const Candidate* c : {A.get(), B.get()})
+  for (Candidate* c : {A.get(), B.get()}) {
+    c->finish();
     if (const Candidate::KernelFailures f = c->failures(); f.failed > 0) res.kernel_failures.push_back(describe_failures(f));
+  }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -211,6 +211,14 @@ grep -Eq "^KERNEL FAILURE: .*ropecheck_rope_cos_sin wrote to its output (cos|sin
   p+="no KERNEL FAILURE naming the late write: $(grep -m1 KERNEL "$TMP/out"); "
 [ -f "$TMP/r.json" ] && p+=$(json_has "$TMP/r.json" 'd["pass"] is False and any("sin.f32" in f["outputs"] for f in d["candidate_source"]["failures"])')
 check "late_write: an output overwritten after the call returned fails check (exit 1)" "$p"
+rm -rf "$TMP/D"
+run drift --preset llama-3.1-8b --compare "hf,plugin:$DIR/bad_plugin_late_write.so" --dtype f32 --max-pos 64 --no-plots \
+  --no-uniqueness --out "$TMP/D"
+p=""
+[ "$RC" -eq 1 ] || p+="exit code $RC (want 1); "
+grep -Eq "^KERNEL FAILURE: .* wrote to its output (out|cos|sin) after returning" "$TMP/out" ||
+  p+="no KERNEL FAILURE naming the late write: $(grep -m1 KERNEL "$TMP/out"); "
+check "late_write: drift --compare fails (exit 1) on an output overwritten after the call returned" "$p"
 run check --golden "$TMP/G" --kernel "$DIR/bad_plugin_truncate_arena.so"
 p=""
 [ "$RC" -eq 0 ] || p+="check exit code $RC (want 0: the arena is sealed, the outputs right); "
