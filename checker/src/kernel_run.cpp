@@ -32,6 +32,8 @@ namespace {
 
 // One run of a kernel on a golden set's inputs: the calls, their notes and failures.
 struct Runner {
+  Runner(kut::KernelUnderTest& kernel, const GoldenSet& set) : k(kernel), golden(set) {}
+
   kut::KernelUnderTest& k;
   const GoldenSet& golden;
   const kut::Capabilities& caps = k.info().capabilities;
@@ -189,7 +191,7 @@ struct Runner {
 }  // namespace
 
 KernelRun run_kernel(kut::KernelUnderTest& k, const GoldenSet& golden) {
-  Runner r{k, golden};
+  Runner r(k, golden);
   for (const std::string& d : golden.dtypes())
     if (const std::optional<DType> t = parse_dtype(d)) r.dtypes.push_back(*t);
   if (golden.is_rope())

@@ -62,7 +62,9 @@ Kind classify(const fs::path& path, const std::string& option, fs::path& target)
   const std::string where = option + " " + path.string();
   target = path;
   if (path.empty()) fail(option + ": empty path");
-  if (path == "-" || claimed(option, path)) return Kind::stdout_;
+  // The names of standard output itself: once fd 1 points at stderr they would lead there.
+  if (path == "-" || path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1" || claimed(option, path))
+    return Kind::stdout_;
   struct stat l {}, st {};
   if (::lstat(path.c_str(), &l) != 0) {
     if (errno != ENOENT) fail(where + ": " + errno_text(errno));

@@ -432,6 +432,8 @@ def output_destination_cases(c):
                    [] if ok else [f"stdout {p.stdout[:120]!r}"])
     c.case("check --report - --junit -", check + ["--report", "-", "--junit", "-"], 2,
            ["--junit -: standard output already carries --report"])
+    c.case("check --report - --junit /dev/stdout", check + ["--report", "-", "--junit", "/dev/stdout"], 2,
+           ["--junit /dev/stdout: standard output already carries --report"])
     c.case("check --report to a socket", check + ["--report", "/dev/log"], 2, ["is a socket"]) \
         if os.path.exists("/dev/log") and stat.S_ISSOCK(os.stat("/dev/log").st_mode) else None
     os.symlink("nowhere.json", c.path("dangling.json"))
