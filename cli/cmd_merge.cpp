@@ -54,7 +54,8 @@ int merge_check(const std::vector<nlohmann::json>& parts, const std::vector<std:
     j["pass"] = false;
     j["verdict"] = "fail";
   }
-  io::write_file_atomically(out, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out");
+  io::write_file_atomically(out, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out",
+                            overwrite);  // without --overwrite, a report that appeared meanwhile is not replaced
   fmt::print("{}", rep.summary());
   if (diagnosis) fmt::print("{}", diagnosis->summary());
   if (kernel_failed && rep.verdict != Verdict::fail) fmt::print("FAIL: the kernel failed (see the parts' KERNEL FAILURE)\n");
@@ -67,7 +68,8 @@ int merge_props(const std::vector<nlohmann::json>& parts, const std::vector<std:
                 bool overwrite) {
   const MergedProps m = merge_props_parts(parts, names);
   if (!overwrite && fs::exists(out)) throw InputError("--out " + out.string() + " exists (give --overwrite to replace it)");
-  io::write_file_atomically(out, m.report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out");
+  io::write_file_atomically(out, m.report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out",
+                            overwrite);
   for (const nlohmann::json& p : m.report["properties"])
     if (p.value("verdict", "") != "pass")
       fmt::print("{} (output {}): {}{}\n", p.value("name", "?"), p.value("dtype", "?"), p.value("verdict", "?"),

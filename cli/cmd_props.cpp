@@ -232,6 +232,10 @@ int run_props(const PropsCliOptions& o) {
         spec_json = n.substr(std::string("failing spec: ").size());
       }
     fmt::print("  reproduce: {}\n", reproduce_command(out.reproduce, o, kernel));
+    if (out.kernel_failed && diag_kernel) {  // replaying a crash or a hang only costs it again (a timeout each)
+      fmt::print("  diagnosis: none (the kernel failed; its outputs are no values to diagnose)\n");
+      continue;
+    }
     if (!diag_kernel || !out.failing_position || (spec_json.empty() && !spec)) continue;
     const std::string key = spec_json + "@" + std::to_string(*out.failing_position) + "@" + out.dtype;
     if (const auto it = diagnosed.find(key); it != diagnosed.end()) {

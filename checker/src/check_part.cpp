@@ -9,6 +9,7 @@
 #include <map>
 
 #include "check_internal.hpp"
+#include "check_part_json.hpp"
 #include "json_number.hpp"
 #include "ropecheck/io/part_file.hpp"
 #include "ropecheck/io/detail/tensor_io.hpp"
@@ -204,168 +205,9 @@ CheckReport finalize(const CheckPart& part) {
 
 namespace {
 
-nlohmann::json xnum(double v) { return exact_number(v); }
+using part_json::tensor_from;
+using part_json::tensor_json;
 
-nlohmann::json sums_json(const ErrorSums& e) {
-  return {{"elements", e.n},          {"max_bound", xnum(e.max_b)},   {"max_u_dt", xnum(e.max_u)},
-          {"sum_bound", e.sum_b.to_text()}, {"sum_sq_bound", e.sq_b.to_text()}, {"sum_u_dt", e.sum_u.to_text()},
-          {"sum_sq_u_dt", e.sq_u.to_text()}};
-}
-ErrorSums sums_from(const PartReader& r, const nlohmann::json& j) {
-  ErrorSums e;
-  e.n = r.i64(j, "elements");
-  e.max_b = r.dbl(j, "max_bound");
-  e.max_u = r.dbl(j, "max_u_dt");
-  e.sum_b = r.sum(j, "sum_bound");
-  e.sq_b = r.sum(j, "sum_sq_bound");
-  e.sum_u = r.sum(j, "sum_u_dt");
-  e.sq_u = r.sum(j, "sum_sq_u_dt");
-  return e;
-}
-
-nlohmann::json element_json(const ElementReport& e) {
-  return {{"index", e.index},         {"token", e.token},         {"position", {e.position.t, e.position.h, e.position.w}},
-          {"stream", e.stream},       {"head", e.head},           {"channel", e.channel},
-          {"pair", e.pair},           {"theta", xnum(e.theta)},   {"candidate", xnum(e.candidate)},
-          {"truth", xnum(e.truth)},   {"golden", xnum(e.golden)}, {"abs_error", xnum(e.abs_error)},
-          {"ulps", xnum(e.ulps)},     {"magnitude", xnum(e.magnitude)}, {"pair_relative", xnum(e.pair_relative)},
-          {"score", xnum(e.score)}};
-}
-ElementReport element_from(const PartReader& r, const nlohmann::json& j) {
-  ElementReport e;
-  e.index = r.i64(j, "index");
-  e.token = r.i64(j, "token");
-  const nlohmann::json& p = r.at(j, "position");
-  if (!p.is_array() || p.size() != 3 || !p[0].is_number_integer() || !p[1].is_number_integer() || !p[2].is_number_integer())
-    r.bad("'position' is not [t, h, w]");
-  e.position = {p[0].get<std::int64_t>(), p[1].get<std::int64_t>(), p[2].get<std::int64_t>()};
-  e.stream = static_cast<int>(r.i64(j, "stream"));
-  e.head = static_cast<int>(r.i64(j, "head"));
-  e.channel = static_cast<int>(r.i64(j, "channel"));
-  e.pair = static_cast<int>(r.i64(j, "pair"));
-  e.theta = r.dbl(j, "theta");
-  e.candidate = r.dbl(j, "candidate");
-  e.truth = r.dbl(j, "truth");
-  e.golden = r.dbl(j, "golden");
-  e.abs_error = r.dbl(j, "abs_error");
-  e.ulps = r.dbl(j, "ulps");
-  e.magnitude = r.dbl(j, "magnitude");
-  e.pair_relative = r.dbl(j, "pair_relative");
-  e.score = r.dbl(j, "score");
-  return e;
-}
-
-nlohmann::json tensor_json(const TensorStats& s) {
-  nlohmann::json classes = nlohmann::json::array();
-  for (std::size_t k = 0; k < s.classes.size(); ++k)
-    classes.push_back({{"class", std::string(accuracy::to_string(accuracy::kAccuracyClasses[k]))},
-                       {"violations", s.classes[k].violations},
-                       {"first_violating_position", detail::opt_pos(s.classes[k].first)},
-                       {"worst_margin", xnum(s.classes[k].worst)}});
-  nlohmann::json bins = nlohmann::json::array();
-  for (std::size_t b = 0; b < s.bins.size(); ++b) {
-    const BinStats& x = s.bins[b];
-    if (x.elements == 0) continue;
-    bins.push_back({{"bin", b},
-                    {"elements", x.elements},
-                    {"violations", x.violations},
-                    {"saturated", x.saturated},
-                    {"max_pair_relative", xnum(x.max_pair)},
-                    {"max_ulps", xnum(x.max_ulps)},
-                    {"error_sums", sums_json(x.err)}});
-  }
-  nlohmann::json worst = nlohmann::json::array();
-  for (const ElementReport& e : s.worst) worst.push_back(element_json(e));
-  return {{"golden", s.golden_name},
-          {"candidate", s.candidate_name},
-          {"dtype", std::string(to_string(s.dtype))},
-          {"shape", s.shape},
-          {"elements", s.elements},
-          {"identical", s.identical},
-          {"nan", s.nan},
-          {"inf", s.inf},
-          {"nonfinite_mismatches", s.mismatches},
-          {"finite", s.finite},
-          {"max_ulps", xnum(s.max_ulps)},
-          {"max_abs_error", xnum(s.max_abs)},
-          {"max_rel_error", xnum(s.max_rel)},
-          {"max_pair_relative", xnum(s.max_pair)},
-          {"sum_ulps", s.sum_ulps.to_text()},
-          {"sum_pair_relative", s.sum_pair.to_text()},
-          {"sum_sq_error", s.sum_sq_err.to_text()},
-          {"sum_sq_truth", s.sum_sq_truth.to_text()},
-          {"classes", classes},
-          {"violations", s.violations},
-          {"first_violating_position", detail::opt_pos(s.first)},
-          {"saturated", s.saturated},
-          {"first_saturated_position", detail::opt_pos(s.first_saturated)},
-          {"worst_score", xnum(s.worst_score)},
-          {"error_sums", sums_json(s.err)},
-          {"position_bins", bins},
-          {"worst", worst}};
-}
-
-TensorStats tensor_from(const PartReader& r, const nlohmann::json& j) {
-  TensorStats s;
-  s.golden_name = r.str(j, "golden");
-  s.candidate_name = r.str(j, "candidate");
-  s.base = check_detail::base_of(s.golden_name);
-  const std::string dt = r.str(j, "dtype");
-  bool known = false;
-  for (TensorDType t : {TensorDType::f64, TensorDType::f32, TensorDType::f16, TensorDType::bf16})
-    if (to_string(t) == dt) s.dtype = t, known = true;
-  if (!known) r.bad("unknown dtype '" + dt + "'");
-  const nlohmann::json& shape = r.at(j, "shape");
-  if (!shape.is_array()) r.bad("'shape' is not a list");
-  for (const nlohmann::json& d : shape) {
-    if (!d.is_number_integer()) r.bad("'shape' is not a list of integers");
-    s.shape.push_back(d.get<std::int64_t>());
-  }
-  s.elements = r.i64(j, "elements");
-  s.identical = r.i64(j, "identical");
-  s.nan = r.i64(j, "nan");
-  s.inf = r.i64(j, "inf");
-  s.mismatches = r.i64(j, "nonfinite_mismatches");
-  s.finite = r.i64(j, "finite");
-  s.max_ulps = r.dbl(j, "max_ulps");
-  s.max_abs = r.dbl(j, "max_abs_error");
-  s.max_rel = r.dbl(j, "max_rel_error");
-  s.max_pair = r.dbl(j, "max_pair_relative");
-  s.sum_ulps = r.sum(j, "sum_ulps");
-  s.sum_pair = r.sum(j, "sum_pair_relative");
-  s.sum_sq_err = r.sum(j, "sum_sq_error");
-  s.sum_sq_truth = r.sum(j, "sum_sq_truth");
-  const nlohmann::json& classes = r.at(j, "classes");
-  if (!classes.is_array() || classes.size() != s.classes.size()) r.bad("'classes' does not list every class");
-  for (std::size_t k = 0; k < s.classes.size(); ++k) {
-    if (r.str(classes[k], "class") != accuracy::to_string(accuracy::kAccuracyClasses[k])) r.bad("'classes' out of order");
-    s.classes[k] = {r.i64(classes[k], "violations"), r.opt(classes[k], "first_violating_position"),
-                    r.dbl(classes[k], "worst_margin")};
-  }
-  s.violations = r.i64(j, "violations");
-  s.first = r.opt(j, "first_violating_position");
-  s.saturated = r.i64(j, "saturated");
-  s.first_saturated = r.opt(j, "first_saturated_position");
-  s.worst_score = r.dbl(j, "worst_score");
-  s.err = sums_from(r, r.at(j, "error_sums"));
-  const nlohmann::json& bins = r.at(j, "position_bins");
-  if (!bins.is_array()) r.bad("'position_bins' is not a list");
-  for (const nlohmann::json& b : bins) {
-    const std::int64_t k = r.i64(b, "bin");
-    if (k < 0 || k >= static_cast<std::int64_t>(kPositionBins)) r.bad("position bin out of range");
-    BinStats& x = s.bins[static_cast<std::size_t>(k)];
-    x.elements = r.i64(b, "elements");
-    x.violations = r.i64(b, "violations");
-    x.saturated = r.i64(b, "saturated");
-    x.max_pair = r.dbl(b, "max_pair_relative");
-    x.max_ulps = r.dbl(b, "max_ulps");
-    x.err = sums_from(r, r.at(b, "error_sums"));
-  }
-  const nlohmann::json& worst = r.at(j, "worst");
-  if (!worst.is_array()) r.bad("'worst' is not a list");
-  for (const nlohmann::json& e : worst) s.worst.push_back(element_from(r, e));
-  return s;
-}
 
 // The part's header: what a run's parts share, apart from the golden set's path.
 nlohmann::json header_json(const CheckPart& p) {
@@ -442,11 +284,14 @@ MergedCheck merge_check_parts(const std::vector<nlohmann::json>& parts, const st
     x.run = r.at(j, "run");
     x.source = r.at(j, "candidate_source");
     shards.push_back(x.part.shard);
+    // A kernel that failed in one part only (a flaky runner) is part of the result, not another run.
+    nlohmann::json same_run = x.run;
+    if (same_run.is_object()) same_run.erase("kernel_failed");
     identity.push_back({{"ropecheck_version", r.str(j, "ropecheck_version")},
                         {"command", r.str(j, "command")},
                         {"total_tokens", x.part.total_tokens},
                         {"header", h},
-                        {"run", x.run}});
+                        {"run", same_run}});
     read.push_back(std::move(x));
   }
   std::vector<Read> ordered;
@@ -460,6 +305,16 @@ MergedCheck merge_check_parts(const std::vector<nlohmann::json>& parts, const st
   m.whole.last_token = first.part.total_tokens;
   m.run = first.run;
   m.source = first.source;
+  // The run failed if any part's kernel did; the failing parts' KERNEL FAILURE lists are kept, in order.
+  bool kernel_failed = false;
+  nlohmann::json failures = nlohmann::json::array();
+  for (const Read& x : read) {
+    if (x.run.is_object() && x.run.value("kernel_failed", false)) kernel_failed = true;
+    if (x.source.is_object() && x.source.contains("failures") && x.source["failures"].is_array())
+      for (const nlohmann::json& f : x.source["failures"]) failures.push_back(f);
+  }
+  if (m.run.is_object() && (kernel_failed || m.run.contains("kernel_failed"))) m.run["kernel_failed"] = kernel_failed;
+  if (m.source.is_object() && (kernel_failed || m.source.contains("failures"))) m.source["failures"] = failures;
   for (const Read& x : read) {
     const auto [lo, hi] = shard_range(x.part.total_tokens, x.part.shard, "tokens");
     if (x.part.first_token != lo || x.part.last_token != hi || x.part.tensors.size() != first.part.tensors.size())

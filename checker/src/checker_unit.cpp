@@ -4,6 +4,7 @@
 // file includes each source by its absolute path, which makes ccache miss it in every clone at a new path.
 #include "error_stats.cpp"
 #include "baseline.cpp"
+#include "check_part_json.cpp"
 #include "check_part.cpp"
 #include "check_accumulate.cpp"
 #include "check_match.cpp"

@@ -240,8 +240,10 @@ CompareResult run_compare(const EncodingSpec& spec, const plugin::KernelName& a_
       }
     }
   }
-  for (const SweptKernel* c : {A.get(), B.get()})
+  for (SweptKernel* c : {A.get(), B.get()}) {
+    c->finish();
     if (const SweptKernel::KernelFailures f = c->failures(); f.failed > 0) res.kernel_failures.push_back(describe_failures(f));
+  }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

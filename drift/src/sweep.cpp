@@ -306,8 +306,10 @@ DriftResult run_drift(const EncodingSpec& spec, std::span<const plugin::KernelNa
                                    r.uniqueness ? fmt::format(", uniqueness {:.2f} s", r.uniqueness->seconds) : ""));
     res.kernels.push_back(std::move(r));
   }
-  for (const auto& c : cands)
+  for (const auto& c : cands) {
+    c->finish();
     if (const SweptKernel::KernelFailures f = c->failures(); f.failed > 0) res.kernel_failures.push_back(describe_failures(f));
+  }
   res.seconds = seconds_since(t0);
   return res;
 }

@@ -86,6 +86,13 @@ void SweptKernel::check(const kut::CallResult& c, const char* entry, const std::
                       std::to_string(total) + " (" + what + ")";
 }
 
+void SweptKernel::finish() {
+  for (const kut::RunEnd::Late& l : kernel_->finish().failures) {
+    ++failures_.failed;
+    if (failures_.first.empty()) failures_.first = l.message;
+  }
+}
+
 void SweptKernel::rotate(std::span<const std::int64_t> positions, int heads, std::span<const float> x, std::span<double> out) {
   set_positions(positions);
   const std::string what = problem(positions, heads);

@@ -48,6 +48,23 @@ struct GoldenSet::State : detail::ManifestContents {
 
 namespace {
 
+// Why a file the manifest lists cannot be read as one: missing, or what else stands there (a FIFO or a
+// device would block or never end; a folder is no data file).
+std::string not_a_data_file(const std::filesystem::path& p, const std::string& listed) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string name = quote_name(listed);
+  switch (fs::status(p, ec).type()) {
+    case fs::file_type::not_found: return "missing file " + name + " listed in the manifest";
+    case fs::file_type::directory: return name + " listed in the manifest is a folder, not a file";
+    case fs::file_type::fifo: return name + " listed in the manifest is a FIFO (named pipe), not a regular file";
+    case fs::file_type::character: return name + " listed in the manifest is a character device, not a regular file";
+    case fs::file_type::block: return name + " listed in the manifest is a block device, not a regular file";
+    case fs::file_type::socket: return name + " listed in the manifest is a socket, not a regular file";
+    default: return name + " listed in the manifest is not a regular file (" + (ec ? ec.message() : "unknown type") + ")";
+  }
+}
+
 [[noreturn]] void fail(const std::string& where, const std::string& problem) {
   throw InputError(where + ": " + problem);
 }
@@ -401,7 +418,7 @@ struct ManifestReader {
     std::error_code ec;
     for (const ManifestFile& f : s.files) {
       const std::filesystem::path p = s.dir / f.file;
-      if (!std::filesystem::is_regular_file(p, ec)) fail(dwhere, "missing file " + quote_name(f.file) + " listed in the manifest");
+      if (!std::filesystem::is_regular_file(p, ec)) fail(dwhere, not_a_data_file(p, f.file));
       const std::uintmax_t size = std::filesystem::file_size(p, ec);
       if (ec || size != f.bytes)
         throw InputError("manifest hash mismatch for " + sanitize(p.string()) + ": " + std::to_string(size) +

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>  // renameat2, RENAME_NOREPLACE, RENAME_EXCHANGE (glibc >= 2.28)
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,10 +14,16 @@
 #include <cstring>
 #include <mutex>
 
+#include "atomic_internal.hpp"
 #include "ropecheck/core/spec.hpp"  // SpecError
 
 namespace ropecheck::io {
 namespace fs = std::filesystem;
+using detail::errno_text;
+using detail::fail;
+using detail::register_temporary;
+using detail::temporary_name;
+using detail::unregister_temporary;
 
 namespace {
 
@@ -95,7 +102,7 @@ void install_handlers() {
 
 // Registers a temporary for removal on a signal; returns its slot (-1 when the path is too long or
 // every slot is taken: the temporary is then only removed by normal unwinding or a later run).
-int register_temporary(const fs::path& p) {
+int register_slot(const fs::path& p) {
   install_handlers();
   const std::string& s = p.native();
   if (s.size() + 1 > kPathBytes) return -1;
@@ -110,22 +117,7 @@ int register_temporary(const fs::path& p) {
   return -1;
 }
 
-void unregister_temporary(int slot) {
-  if (slot >= 0) g_slots[slot].used.store(0);
-}
-
 // ---- Names -------------------------------------------------------------------------------------
-
-std::string pid_suffix() { return std::to_string(::getpid()); }
-
-// ".NAME" + kind + PID, appended piecewise (GCC 12 warns falsely on `"." + s + ...`, bug 105329).
-std::string temporary_name(const std::string& name, const char* kind) {
-  std::string s(".");
-  s += name;
-  s += kind;
-  s += pid_suffix();
-  return s;
-}
 
 bool process_is_gone(long pid) {
   if (pid <= 0) return false;
@@ -144,59 +136,84 @@ long pid_after(const std::string& name, const std::string& prefix) {
   return v;
 }
 
-[[noreturn]] void fail(const std::string& message) { throw SpecError(message); }
-
-std::string errno_text(int e) { return std::strerror(e); }
-
 // Writes all of `bytes` to a new file `p`; throws naming `what` and the system's reason.
 void write_whole_file(const fs::path& p, std::string_view bytes, const std::string& what) {
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) fail(what + ": cannot write '" + p.string() + "' (" + errno_text(errno) + ")");
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 30));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      fail(what + ": cannot write '" + p.string() + "' (" + errno_text(e) + ")");
-    }
-    done += static_cast<std::size_t>(n);
+  try {
+    detail::write_all(fd, bytes, what, p.string());
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   if (::close(fd) != 0) fail(what + ": cannot write '" + p.string() + "' (" + errno_text(errno) + ")");
 }
 
+// What marks a folder as ropecheck's own output (a golden set or shard, a drift folder): only such a
+// folder, or an empty one, is replaced by --overwrite.
+bool is_ropecheck_output(const fs::path& dir) {
+  for (const char* marker : {"manifest.json", "drift.json", "compare.json"})
+    if (std::error_code ec; fs::is_regular_file(dir / marker, ec)) return true;
+  std::error_code ec;
+  return fs::is_empty(dir, ec) && !ec;
+}
+
+// --overwrite replaces a folder ropecheck wrote (or an empty one), never anything else that stands there.
+void refuse_foreign(const fs::path& out, const std::string& shown, const std::string& opt) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(out, ec);
+  if (!fs::exists(st)) return;
+  if (fs::is_symlink(st)) fail(opt + ": '" + shown + "' is a symbolic link; not replaced (give the folder itself)");
+  if (!fs::is_directory(st)) fail(opt + ": '" + shown + "' is not a folder; not replaced");
+  if (!is_ropecheck_output(out))
+    fail(opt + ": '" + shown + "' is not empty and holds no ropecheck output (no manifest.json, drift.json or " +
+         "compare.json); not replaced");
+}
+
 }  // namespace
 
-// ---- Files -------------------------------------------------------------------------------------
+namespace detail {
 
-void check_file_destination(const fs::path& path, const std::string& option) {
-  std::error_code ec;
-  const std::string where = option + " " + path.string();
-  if (path.empty()) fail(option + ": empty path");
-  if (fs::is_directory(path, ec)) fail(where + ": is a directory");
-  const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  if (!fs::is_directory(parent, ec)) fail(where + ": no such directory " + parent.string());
-  if (::access(parent.c_str(), W_OK) != 0) fail(where + ": directory not writable");
+[[noreturn]] void fail(const std::string& message) { throw SpecError(message); }
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+int register_temporary(const fs::path& p) { return register_slot(p); }
+
+void unregister_temporary(int slot) {
+  if (slot >= 0) g_slots[slot].used.store(0);
 }
 
-void write_file_atomically(const fs::path& path, std::string_view bytes, const std::string& option) {
-  check_file_destination(path, option);
-  remove_stale_temporaries(path);
-  const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  const fs::path tmp = parent / temporary_name(path.filename().string(), ".tmp-");
-  const int slot = register_temporary(tmp);
-  try {
-    write_whole_file(tmp, bytes, option + " " + path.string());
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      fail(option + " " + path.string() + ": cannot rename the temporary file into place (" + errno_text(errno) + ")");
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    unregister_temporary(slot);
-    throw;
+// ".NAME" + kind + PID, appended piecewise (GCC 12 warns falsely on `"." + s + ...`, bug 105329).
+std::string temporary_name(const std::string& name, const char* kind) {
+  std::string s(".");
+  s += name;
+  s += kind;
+  s += std::to_string(::getpid());
+  return s;
+}
+
+int lock_temporary(const fs::path& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return -1;
   }
-  unregister_temporary(slot);
+  return fd;
 }
+
+void write_all(int fd, std::string_view bytes, const std::string& what, const std::string& shown) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(what + ": cannot write '" + shown + "' (" + errno_text(n < 0 ? errno : ENOSPC) + ")");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace detail
 
 int remove_stale_temporaries(const fs::path& out) {
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
@@ -210,10 +227,16 @@ int remove_stale_temporaries(const fs::path& out) {
     long pid = -1;
     for (const char* kind : {".partial-", ".old-", ".tmp-"})
       if (pid < 0) pid = pid_after(entry, std::string(".").append(name).append(kind));
-    if (pid < 0) pid = pid_after(entry, name + ".tmp.");  // the report temporaries of ropecheck <= 0.1
-    if (pid < 0 || !process_is_gone(pid)) continue;
+    const bool legacy = pid < 0;
+    if (legacy) pid = pid_after(entry, name + ".tmp.");  // the report temporaries of ropecheck <= 0.1 (no lock)
+    if (pid < 0 || (legacy && !process_is_gone(pid))) continue;
+    // Live when its owner holds the lock, whatever its PID says (another PID namespace); removed while
+    // this process holds the lock, so that two runs cleaning up do not race.
+    const int lock = detail::lock_temporary(it->path());
+    if (lock < 0) continue;
     std::error_code rec;
     if (fs::remove_all(it->path(), rec) > 0 && !rec) ++removed;
+    ::close(lock);
   }
   return removed;
 }
@@ -237,6 +260,7 @@ OutputFolder::OutputFolder(const fs::path& out, Options options, fs::path adopt)
   if (ec) fail(opt + ": '" + out.string() + "': " + ec.message());
   if (fs::exists(fs::symlink_status(out_, ec)) && !options_.overwrite)
     fail(opt + ": '" + out.string() + "' already exists (use --overwrite to replace it)");
+  refuse_foreign(out_, out.string(), opt);
   const fs::path parent = out_.parent_path();
   if (!fs::is_directory(parent, ec)) {
     if (!options_.create_parents) fail(opt + ": the parent folder '" + parent.string() + "' does not exist");
@@ -253,6 +277,7 @@ OutputFolder::OutputFolder(const fs::path& out, Options options, fs::path adopt)
   fs::remove_all(tmp_, ec);
   if (::mkdir(tmp_.c_str(), 0777) != 0)
     fail(opt + ": cannot write in '" + parent.string() + "' (" + errno_text(errno) + ")");
+  lock_ = detail::lock_temporary(tmp_);
   slot_ = register_temporary(tmp_);
 }
 
@@ -262,6 +287,7 @@ OutputFolder::~OutputFolder() {
     fs::remove_all(tmp_, ec);
   }
   unregister_temporary(slot_);
+  if (lock_ >= 0) ::close(lock_);
 }
 
 void OutputFolder::write(const std::string& name, std::string_view bytes) const {
@@ -284,6 +310,7 @@ void OutputFolder::commit() {
       fail(opt + ": cannot move the output into '" + shown + "' (" + errno_text(e) + ")");
     if (!options_.overwrite)
       fail(opt + ": '" + shown + "' appeared while " + who + " was running; not replaced (use --overwrite to replace it)");
+    refuse_foreign(out_, shown, opt);  // again: it may have been put there while we ran
     // Replace: one atomic exchange, then the old content (now at tmp_) is removed.
     if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) == 0) {
       committed_ = true;

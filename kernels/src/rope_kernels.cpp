@@ -20,6 +20,7 @@
 #endif
 
 #include "kernel_detail.hpp"
+#include "ropecheck/core/input_error.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
 #include "ropecheck/formulas/sinusoidal.hpp"
 #include "rows.hpp"
@@ -70,9 +71,11 @@ void ensure_threads_can_start(int n) {
   }
   cv.notify_all();
   for (std::thread& t : team) t.join();
+  // InputError, not the std::invalid_argument of a problem the kernels do not take: callers turn that
+  // into "unsupported", and a machine out of threads is no property of the kernel (exit 2).
   if (!error.empty())
-    fail("cannot start " + std::to_string(n) + " threads (" + error + " after " + std::to_string(team.size() + 1) +
-         "); use a smaller --threads or OMP_NUM_THREADS");
+    throw InputError("--threads " + std::to_string(n) + ": cannot start " + std::to_string(n) + " threads (" + error +
+                     " after " + std::to_string(team.size() + 1) + "); use a smaller --threads or OMP_NUM_THREADS");
   int seen = verified.load();
   while (seen < n && !verified.compare_exchange_weak(seen, n)) {
   }

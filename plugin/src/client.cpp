@@ -1,34 +1,28 @@
 #include "ropecheck/plugin/client.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <system_error>
 
 #include <fmt/core.h>
 
+#include "arena.hpp"
+#include "host_process.hpp"
 #include "protocol.hpp"
 #include "ropecheck/io/tensor.hpp"
 #include "ropecheck/io/detail/tensor_io.hpp"
-
-extern char** environ;
+#include "ropecheck/kut/kernel_under_test.hpp"
 
 namespace ropecheck::plugin {
 
 namespace pp = plugin_protocol;
+using detail::HostEnd;
+using detail::HostProcess;
+using detail::Layout;
 
 namespace {
 
@@ -39,145 +33,16 @@ static_assert(sizeof(void*) != 8 || sizeof(ropecheck_table_problem) == 224, "ker
 static_assert(sizeof(ropecheck_sinusoidal_params) == 32, "kernel ABI v1: ropecheck_sinusoidal_params layout changed");
 static_assert(sizeof(void*) != 8 || sizeof(ropecheck_sinusoidal_problem) == 88, "kernel ABI v1: ropecheck_sinusoidal_problem layout changed");
 
-constexpr std::size_t kGuardBytes = 64;
-constexpr std::uint8_t kGuardByte = 0xA5;
-constexpr std::uint8_t kNanByte = 0xFF;  // 0xFF... is a NaN in all four formats
 constexpr std::uint32_t kMessageCapacity = 512;
 constexpr int kMaxConsecutiveFailures = 3;
-
-std::size_t page_size() {
-  static const std::size_t p = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  return p;
-}
-std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
-
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGSYS: return "SIGSYS";
-    default: return "signal " + std::to_string(sig);
-  }
-}
-
-std::string status_text(int status) {
-  if (WIFSIGNALED(status)) return "killed by " + signal_name(WTERMSIG(status));
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  return "stopped";
-}
+// A host that exits normally does so in milliseconds; a library whose destructors tear down a GPU
+// context may take a second or two. Past this (or the kernel timeout, if shorter) it is killed.
+constexpr double kStopGrace = 5;
+// A host killed by a signal that is not the kernel's doing: the call is made again on a fresh host,
+// this many times in all, before the run is given up as interrupted (exit 2).
+constexpr int kMaxExternalTries = 3;
 
 std::string seconds(double s) { return fmt::format("{:g} s", s); }
-
-// A file descriptor moved above the ones the host expects (3, 4), close-on-exec.
-int high_fd(int fd) {
-  const int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
-  ::close(fd);
-  return h;
-}
-
-// The shared memory every call's inputs and outputs live in. Offset 0 is never used (NULL).
-struct Arena {
-  int fd = -1;
-  std::uint8_t* base = nullptr;
-  std::size_t size = 0;
-
-  void open() {
-    fd = ::memfd_create("ropecheck-kernel-arena", MFD_CLOEXEC);
-    if (fd < 0) throw InputError(std::string("cannot create the kernel's shared memory (memfd_create): ") + std::strerror(errno));
-    fd = high_fd(fd);
-  }
-  void reserve(std::size_t n) {
-    if (n <= size) return;
-    const std::size_t want = align_up(std::max(n, size + size / 2), page_size());
-    if (::ftruncate(fd, static_cast<off_t>(want)) != 0)
-      throw InputError("cannot size the kernel's shared memory to " + std::to_string(want) + " bytes: " + std::strerror(errno));
-    if (base) ::munmap(base, size);
-    void* m = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-      base = nullptr;
-      size = 0;
-      throw InputError("cannot map the kernel's shared memory (" + std::to_string(want) + " bytes): " + std::strerror(errno));
-    }
-    base = static_cast<std::uint8_t*>(m);
-    size = want;
-  }
-  ~Arena() {
-    if (base) ::munmap(base, size);
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-// One call's placement in the arena: inputs packed first, then each writable buffer (outputs and
-// the message) on its own pages: guard bytes, the buffer, guard bytes, then a guard page.
-struct Layout {
-  struct Input {
-    const void* data;
-    std::size_t bytes, offset;
-  };
-  struct Writable {
-    std::string name;
-    std::size_t bytes, offset, guard_page;
-  };
-  std::size_t cursor = page_size();
-  std::vector<Input> inputs;
-  std::vector<Writable> writable;
-
-  std::size_t input(const void* data, std::size_t bytes) {
-    if (bytes == 0) return 0;
-    cursor = align_up(cursor, 64);
-    inputs.push_back({data, bytes, cursor});
-    cursor += bytes;
-    return inputs.back().offset;
-  }
-  std::size_t output(std::string name, std::size_t bytes) {
-    cursor = align_up(cursor, page_size());
-    const std::size_t off = cursor + kGuardBytes;
-    cursor = align_up(off + bytes + kGuardBytes, page_size());
-    writable.push_back({std::move(name), bytes, off, cursor});
-    cursor += page_size();
-    return off;
-  }
-  // Copies the inputs, fills outputs with NaN and guards with the guard byte.
-  void fill(std::uint8_t* base) const {
-    for (const Input& i : inputs) std::memcpy(base + i.offset, i.data, i.bytes);
-    for (const Writable& w : writable) {
-      std::memset(base + w.offset - kGuardBytes, kGuardByte, kGuardBytes);
-      std::memset(base + w.offset, w.name == "message" ? 0 : kNanByte, w.bytes);
-      std::memset(base + w.offset + w.bytes, kGuardByte, kGuardBytes);
-    }
-  }
-};
-
-// Elements of `e` bytes still holding the NaN prefill pattern.
-template <class U>
-std::size_t count_all_ones(const std::uint8_t* p, std::size_t n) {
-  std::size_t c = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    U v;
-    std::memcpy(&v, p + i * sizeof(U), sizeof(U));
-    c += v == static_cast<U>(~U{0});
-  }
-  return c;
-}
-std::size_t count_prefill(const std::uint8_t* p, std::size_t bytes, std::size_t e) {
-  if (e == 8) return count_all_ones<std::uint64_t>(p, bytes / 8);
-  if (e == 4) return count_all_ones<std::uint32_t>(p, bytes / 4);
-  return count_all_ones<std::uint16_t>(p, bytes / 2);
-}
-
-bool guard_intact(const std::uint8_t* p) {
-  for (std::size_t i = 0; i < kGuardBytes; ++i)
-    if (p[i] != kGuardByte) return false;
-  return true;
-}
 
 template <class T>
 T* offset_ptr(std::size_t off) {
@@ -196,10 +61,8 @@ struct KernelPlugin::State {
   std::uint64_t capabilities = 0;
 
   pp::Symbols in_process;  // --in-process: the library in this process
-  Arena arena;
-  pid_t pid = -1;
-  int sock = -1;
-  int host_cpu = -1;  // the CPU the host is kept on (colocate), -1: wherever the scheduler puts it
+  detail::Arena arena;
+  HostProcess host;
   std::string broken;  // why every call fails (the host died or hung while loading the library)
   std::string gave_up, streak_first;
   bool gave_up_for_good = false;  // after a timeout or a host that would not start: never call again
@@ -207,125 +70,46 @@ struct KernelPlugin::State {
   std::int64_t calls = 0, failed = 0;
   std::string first_failure;
   std::vector<std::pair<std::size_t, std::size_t>> last_outputs;  // offset, bytes
+  detail::OutputSnapshot snapshot;                               // the last ok call's outputs
 
   std::string who() const { return "kernel '" + name + "' (" + sanitize(path.string()) + ")"; }
+  double grace() const { return std::min(options.timeout_s, kStopGrace); }
 
   ~State() {
-    stop_host(false);
     if (in_process.handle) ::dlclose(in_process.handle);
   }
 
-  // Ends the host and returns what became of it ("exited with status 0", "killed by SIGSEGV").
-  std::string stop_host(bool kill_it) {
-    if (sock >= 0) ::close(sock);
-    sock = -1;
-    if (pid <= 0) return "gone";
-    if (kill_it) ::kill(pid, SIGKILL);
-    int status = 0;
-    pid_t r;
-    do r = ::waitpid(pid, &status, 0);
-    while (r < 0 && errno == EINTR);
-    pid = -1;
-    return r < 0 ? std::string("gone") : status_text(status);
+  [[noreturn]] void interrupted(const HostEnd& end, std::string_view during) const {
+    throw kut::KernelRunInterrupted(who() + ": the kernel host was " + end.text + " " + std::string(during) + ", " +
+                                    std::to_string(kMaxExternalTries) +
+                                    " times: not the kernel's doing, and no verdict without it (is something killing "
+                                    "ropecheck-kernel-host processes?)");
   }
 
-  // Waits up to the timeout for n bytes; "" when they came, else why not (the host is then reaped).
-  std::string receive(void* buf, std::size_t n, bool& timed_out) {
-    timed_out = false;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.timeout_s);
-    auto* c = static_cast<char*>(buf);
-    while (n > 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-      if (left <= 0) {
-        timed_out = true;
-        stop_host(true);
-        return "no answer after " + seconds(options.timeout_s);
-      }
-      pollfd p{sock, POLLIN, 0};
-      const int pr = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
-      if (pr < 0 && errno == EINTR) continue;
-      if (pr == 0) continue;  // the deadline check above ends it
-      const ssize_t r = ::read(sock, c, n);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return stop_host(false);
-      c += r;
-      n -= static_cast<std::size_t>(r);
-    }
-    return "";
-  }
-
-  // A call hands the problem to the host and waits for it: waking a process on another CPU costs far
-  // more than the call itself when calls are small (props: ~200 us per call on a 2-vCPU VM, the host on
-  // the caller's CPU: a few us). So for small problems the host is kept on the caller's CPU; for large
-  // ones (check's) it may use every CPU, its own threads included. Threads a plugin starts during a
-  // small call inherit that CPU; they are free again only if it starts them anew. Best effort: a
-  // refused sched_setaffinity changes nothing.
-  void colocate(std::size_t arena_bytes) {
-    constexpr std::size_t kSmallCall = std::size_t{1} << 20;
-    const int want = arena_bytes <= kSmallCall ? ::sched_getcpu() : -1;
-    if (want == host_cpu) return;
-    cpu_set_t set;
-    if (want >= 0) {
-      CPU_ZERO(&set);
-      CPU_SET(want, &set);
-    } else if (::sched_getaffinity(0, sizeof set, &set) != 0) {
-      return;
-    }
-    if (::sched_setaffinity(pid, sizeof set, &set) == 0) host_cpu = want;
-  }
-
-  // Starts the host and reads its hello. Returns "" when the library loaded; throws InputError
-  // when the host says why it could not load it (unusable input); else what happened to the host.
+  // Starts the host and reads its progress and hello. Returns "" when the library loaded, else what
+  // happened to the host (the kernel's failure while loading). Throws InputError when the host says
+  // why it could not load the library (unusable input) and when the host itself is unusable (a missing
+  // or foreign binary: exit 2 naming the host).
   std::string start_host() {
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-      throw InputError(std::string("cannot create a socket for the kernel host: ") + std::strerror(errno));
-    const int mine = high_fd(sv[0]), theirs = high_fd(sv[1]);
-    const std::string host = kernel_host_path().string();
-    const std::string lib = absolute.string(), parent = std::to_string(::getpid());
-    std::vector<char*> argv = {const_cast<char*>(host.c_str()), const_cast<char*>(lib.c_str()),
-                               const_cast<char*>(parent.c_str()), const_cast<char*>(kernel_options.c_str()), nullptr};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, theirs, 3);
-    posix_spawn_file_actions_adddup2(&fa, arena.fd, 4);
-    posix_spawn_file_actions_adddup2(&fa, 2, 1);  // the kernel's stdout must not mix into ropecheck's report
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t all, none;
-    sigfillset(&all);
-    sigemptyset(&none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const int err = ::posix_spawn(&pid, host.c_str(), &fa, &attr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    ::close(theirs);
-    if (err != 0) {
-      ::close(mine);
-      pid = -1;
-      throw InputError("cannot start the kernel host " + sanitize(host) + ": " + std::strerror(err) +
-                        " (set ROPECHECK_KERNEL_HOST, or use --in-process)");
+    for (int attempt = 1;; ++attempt) {
+      HostEnd end;
+      const std::string why = start_host_once(end);
+      if (why.empty() || end.cause != HostEnd::Cause::external) return why;
+      if (attempt == kMaxExternalTries) interrupted(end, "while loading the library");
     }
-    sock = mine;
-    host_cpu = -1;
-    pp::Hello hello;
-    bool timed_out = false;
-    const std::string why = receive(&hello, sizeof hello, timed_out);
-    if (!why.empty()) return why + " while loading the library (in a load-time constructor)";
-    if (hello.magic != pp::kHelloMagic) {
-      stop_host(true);
-      return "answered garbage while loading the library";
-    }
+  }
+
+  std::string start_host_once(HostEnd& end) {
+    detail::Loaded l = detail::start_and_load(host, kernel_host_path().string(), absolute.string(), kernel_options,
+                                              arena.fd(), options.timeout_s, grace());
+    end = l.end;
+    if (!l.failure.empty()) return l.failure;
+    pp::Hello& hello = l.hello;
     if (!hello.ok) {
-      stop_host(false);
+      host.stop();
       hello.problem[sizeof hello.problem - 1] = hello.dl[sizeof hello.dl - 1] = '\0';
       input_error("kernel library " + sanitize(path.string()),
-                   std::string(hello.problem) + (hello.dl[0] ? sanitize(hello.dl, 400) : std::string()));
+                  std::string(hello.problem) + (hello.dl[0] ? sanitize(hello.dl, 400) : std::string()));
     }
     hello.name[sizeof hello.name - 1] = '\0';
     abi_version = hello.abi_version;
@@ -347,54 +131,86 @@ struct KernelPlugin::State {
       gave_up = give_up ? happened : "the last " + std::to_string(consecutive) + " calls failed, the first " + streak_first;
       gave_up_for_good = give_up;
     }
-    for (const auto& [off, bytes] : last_outputs) std::memset(arena.base + off, kNanByte, bytes);
+    for (const auto& [off, bytes] : last_outputs) std::memset(arena.base() + off, detail::kNanByte, bytes);
     return {KernelCall::Status::failed, std::move(m)};
   }
 
+  // A write into the last ok call's outputs since it returned: "" or one line naming the call.
+  std::string late_write() const {
+    const std::string out = snapshot.changed(arena.base());
+    if (out.empty()) return "";
+    return snapshot.entry() + " wrote to its output " + out + " after returning";
+  }
+
+  // Runs the request on the host (started first if need be); "" and the return code, or why it failed.
+  std::string call_isolated(pp::Request& q, Layout& layout, const char* entry, bool& give_up, int& rc) {
+    for (int attempt = 1;; ++attempt) {
+      if (!host.running()) {
+        const std::string why = start_host();
+        if (!why.empty()) {
+          give_up = true;
+          return why;
+        }
+      }
+      host.colocate(layout.cursor);
+      pp::Reply reply;
+      const HostProcess::Wait w =
+          host.send(&q, sizeof q) ? host.receive(&reply, sizeof reply, options.timeout_s) : HostProcess::Wait::closed;
+      if (w == HostProcess::Wait::done) {
+        rc = reply.rc;
+        return "";
+      }
+      bool overdue = false;
+      const HostEnd end = w == HostProcess::Wait::timeout ? host.kill() : host.stop(&overdue);
+      if (end.cause == HostEnd::Cause::external) {  // not the kernel's doing: the same call on a fresh host
+        if (attempt == kMaxExternalTries) interrupted(end, std::string("inside ") + entry);
+        layout.fill(arena.base());
+        continue;
+      }
+      give_up = w == HostProcess::Wait::timeout || overdue;
+      const std::string happened = w == HostProcess::Wait::timeout ? "no answer after " + seconds(options.timeout_s)
+                                   : overdue ? "closed its connection to ropecheck and did not exit within " +
+                                                   seconds(grace()) + " (killed)"
+                                             : end.text;
+      return happened + " inside " + entry + detail::smashed_note(arena.base(), layout);
+    }
+  }
+
   // Runs one call: the request's pointers are arena offsets.
-  KernelCall call(pp::Request& q, const Layout& layout, std::size_t message_off, std::string_view what) {
+  KernelCall call(pp::Request& q, Layout& layout, std::size_t message_off, std::string_view what) {
     ++calls;
     const char* entry = pp::entry_name(q.entry);
+    // Compared before the arena is filled for this call: the last call's outputs are still there.
+    const std::string late = late_write();
+    const std::string late_what = snapshot.what();
+    snapshot.clear();
     last_outputs.clear();
     for (const Layout::Writable& w : layout.writable)
-      if (w.name != "message") last_outputs.emplace_back(w.offset, w.bytes);
+      if (!w.message) last_outputs.emplace_back(w.offset, w.bytes);
     arena.reserve(layout.cursor);
-    layout.fill(arena.base);
+    layout.fill(arena.base());
+    if (!late.empty()) {
+      if (host.running()) host.kill();  // with whatever it left running
+      return fail(late + " (the call before this one: " + sanitize(late_what, 300) + ")", what, false);
+    }
     if (!broken.empty()) return fail(broken, what, false);
     if (!gave_up.empty()) return fail("not called: ropecheck gave up on this kernel earlier (" + gave_up + ")", what, false);
     std::size_t g = 0;
-    for (const Layout::Writable& w : layout.writable)
-      if (g < pp::kMaxGuardPages) q.guard_pages[g++] = w.guard_page;
-    q.arena_bytes = arena.size;
+    for (std::size_t page : layout.guard_pages)
+      if (g < pp::kMaxGuardPages) q.guard_pages[g++] = page;
+    q.arena_bytes = arena.size();
 
     int rc = 0;
     if (options.in_process) {
       rc = call_in_process(q, layout);
     } else {
-      if (pid <= 0) {
-        const std::string why = start_host();
-        if (!why.empty()) return fail(why, what, true);
-      }
-      colocate(layout.cursor);
-      pp::Reply reply;
-      bool timed_out = false;
-      std::string why = pp::send_all(sock, &q, sizeof q) ? receive(&reply, sizeof reply, timed_out) : stop_host(false);
-      if (!why.empty()) return fail(why + " inside " + entry + smashed(layout), what, timed_out);
-      rc = reply.rc;
+      bool give_up = false;
+      const std::string why = call_isolated(q, layout, entry, give_up, rc);
+      if (!why.empty()) return fail(why, what, give_up);
     }
-
-    // What the kernel did to its buffers.
-    for (const Layout::Writable& w : layout.writable) {
-      const bool msg = w.name == "message";
-      if (!guard_intact(arena.base + w.offset + w.bytes))
-        return fail(std::string(entry) + (msg ? " wrote past message_capacity (" + std::to_string(kMessageCapacity) + " bytes)"
-                                              : " wrote past the end of its output " + w.name),
-                    what, false);
-      if (!guard_intact(arena.base + w.offset - kGuardBytes))
-        return fail(std::string(entry) + " wrote before the start of its " + (msg ? std::string("message") : "output " + w.name),
-                    what, false);
-    }
-    const char* m = reinterpret_cast<const char*>(arena.base + message_off);
+    if (std::string broke = detail::guard_failure(arena.base(), layout, entry, kMessageCapacity); !broke.empty())
+      return fail(broke, what, false);
+    const char* m = reinterpret_cast<const char*>(arena.base() + message_off);
     const std::string reason = [&] {
       std::string_view s(m, ::strnlen(m, kMessageCapacity));
       s = s.substr(0, std::min(s.find_first_of("\r\n"), s.size()));
@@ -406,27 +222,19 @@ struct KernelPlugin::State {
                   what, false);
     if (rc == ROPECHECK_OK) {
       // Elements still holding the prefill pattern were never written.
+      const std::size_t e = element_bytes_of(q);
       for (const Layout::Writable& w : layout.writable) {
-        if (w.name == "message") continue;
-        const std::size_t e = element_bytes_of(q);
-        const std::size_t unwritten = count_prefill(arena.base + w.offset, w.bytes, e);
+        if (w.message) continue;
+        const std::size_t unwritten = detail::count_prefill(arena.base() + w.offset, w.bytes, e);
         if (unwritten > 0)
           return fail(std::string(entry) + " returned ROPECHECK_OK but left " + std::to_string(unwritten) + " of " +
                           std::to_string(w.bytes / e) + " elements of " + w.name + " unwritten",
                       what, false);
       }
+      snapshot.take(arena.base(), layout, entry, std::string(what));
     }
     consecutive = 0;
     return {rc == ROPECHECK_OK ? KernelCall::Status::ok : KernelCall::Status::unsupported, reason};
-  }
-
-  // After the host died: whether the kernel had written over a guard first (the likely cause).
-  std::string smashed(const Layout& layout) const {
-    for (const Layout::Writable& w : layout.writable) {
-      if (!guard_intact(arena.base + w.offset + w.bytes)) return " (after writing past the end of its " + w.name + ")";
-      if (!guard_intact(arena.base + w.offset - kGuardBytes)) return " (after writing before the start of its " + w.name + ")";
-    }
-    return "";
   }
 
   static std::size_t element_bytes_of(const pp::Request& q) {
@@ -437,12 +245,38 @@ struct KernelPlugin::State {
   }
 
   int call_in_process(pp::Request q, const Layout& layout) {
-    auto* base = reinterpret_cast<char*>(arena.base);
-    const std::size_t page = page_size();
-    for (const Layout::Writable& w : layout.writable) ::mprotect(base + w.guard_page, page, PROT_NONE);
+    auto* base = reinterpret_cast<char*>(arena.base());
+    const std::size_t page = detail::page_size();
+    for (std::size_t g : layout.guard_pages) ::mprotect(base + g, page, PROT_NONE);
     const int rc = pp::call_entry(in_process, q, base);
-    for (const Layout::Writable& w : layout.writable) ::mprotect(base + w.guard_page, page, PROT_READ | PROT_WRITE);
+    for (std::size_t g : layout.guard_pages) ::mprotect(base + g, page, PROT_READ | PROT_WRITE);
     return rc;
+  }
+
+  // The end of the run: a write into the last outputs before or while the host stops (a thread the
+  // kernel left running, a destructor) is a failure of that call; a host that must be killed is a note.
+  kut::RunEnd finish() {
+    kut::RunEnd end;
+    const std::string what = snapshot.what();
+    std::string late = late_write();
+    if (host.running()) {
+      bool overdue = false;
+      const HostEnd e = host.stop(&overdue);
+      if (overdue)
+        end.notes.push_back(who() + ": the kernel host did not exit within " + seconds(grace()) +
+                            " of being stopped (a destructor or atexit handler that blocks?); killed");
+      else if (e.text != "exited with status 0")
+        end.notes.push_back(who() + ": the kernel host " + e.text + " while it was being stopped (unloading the library)");
+    }
+    if (late.empty()) late = late_write();
+    if (!late.empty()) {
+      ++failed;
+      const std::string m = who() + ": " + late + " (" + sanitize(what, 300) + ")";
+      if (first_failure.empty()) first_failure = m;
+      end.failures.push_back({what, m});
+    }
+    snapshot.clear();
+    return end;
   }
 };
 
@@ -470,13 +304,14 @@ void KernelPlugin::forgive() {
   s_->gave_up.clear();
   s_->consecutive = 0;
 }
+kut::RunEnd KernelPlugin::finish() { return s_->finish(); }
 std::int64_t KernelPlugin::failed_calls() const { return s_->failed; }
 std::int64_t KernelPlugin::calls() const { return s_->calls; }
 const std::string& KernelPlugin::first_failure() const { return s_->first_failure; }
 
 std::span<const std::uint8_t> KernelPlugin::output(int i) const {
   const auto& o = s_->last_outputs.at(static_cast<std::size_t>(i));
-  return {s_->arena.base + o.first, o.second};
+  return {s_->arena.base() + o.first, o.second};
 }
 
 namespace {
@@ -504,7 +339,7 @@ void place_rope(Layout& l, Problem& p, const RopeInputs& in) {
 // The message buffer, the last writable one; returns its offset.
 template <class Problem>
 std::size_t place_message(Layout& l, Problem& p) {
-  const std::size_t msg = l.output("message", kMessageCapacity);
+  const std::size_t msg = l.output("message", kMessageCapacity, true);
   p.message = offset_ptr<char>(msg);
   p.message_capacity = kMessageCapacity;
   return msg;
@@ -560,23 +395,6 @@ KernelCall KernelPlugin::sinusoidal(std::string_view spec_json, const ropecheck_
   return s_->call(q, l, msg, what);
 }
 
-namespace detail {
-extern const char* const kernel_host_build_path;  // generated: this build tree's host (plugin/CMakeLists.txt)
-}
-
-std::filesystem::path kernel_host_path() {
-  namespace fs = std::filesystem;
-  if (const char* e = std::getenv("ROPECHECK_KERNEL_HOST"); e && *e) return e;
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (const fs::path& p : {self.parent_path() / "ropecheck-kernel-host",
-                              self.parent_path().parent_path() / "libexec" / "ropecheck" / "ropecheck-kernel-host"})
-      if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  return detail::kernel_host_build_path;
-}
-
 std::pair<std::filesystem::path, std::string> split_kernel_options(const std::string& name) {
   std::error_code ec;
   if (std::filesystem::exists(name, ec)) return {name, ""};
@@ -602,6 +420,7 @@ KernelPlugin load_kernel_plugin(const std::filesystem::path& name, const PluginC
   if (ec) input_error(where, "cannot resolve the path: " + ec.message());
   s->options = options;
   s->arena.open();
+  s->arena.reserve(detail::page_size());
   if (options.in_process) {
     std::string dl;
     const std::string problem = pp::open_kernel_library(s->absolute.c_str(), s->kernel_options, s->in_process, dl);

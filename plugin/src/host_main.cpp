@@ -1,11 +1,13 @@
-// ropecheck-kernel-host: the process a kernel plugin runs in (plugin_client.cpp starts it).
+// ropecheck-kernel-host: the process a kernel plugin runs in (host_process.cpp starts it).
 //
-//   ropecheck-kernel-host LIBRARY PARENT_PID OPTIONS   socket on fd 3, the arena memfd on fd 4
+//   ropecheck-kernel-host LIBRARY PARENT_PID OPTIONS   socket on fd 3, the arena memfd on fd 4, the
+//                                                     notice pipe on fd 5
 //                                                     (OPTIONS: for ropecheck_kernel_configure, "" = none)
 //
-// Loads LIBRARY (its constructors run here), says hello, then serves calls until the socket closes
-// (plugin_protocol.hpp). Everything the kernel can break is in this process; the client reads the
-// outcome from the exit status, the reply, and the guard bytes in the shared arena.
+// Says it started, loads LIBRARY (its constructors run here) reporting each step, says hello, then
+// serves calls until the socket closes (protocol.hpp). Everything the kernel can break is in this
+// process; the client reads the outcome from the exit status, the reply, the notices and the guard
+// bytes in the shared arena.
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -26,6 +28,7 @@ namespace {
 
 constexpr int kSocket = 3;
 constexpr int kArena = 4;
+constexpr int kNotices = 5;
 
 bool read_all(void* p, std::size_t n) {
   auto* c = static_cast<char*>(p);
@@ -45,30 +48,44 @@ void copy(char* dst, std::size_t cap, const std::string& s) {
   dst[n] = '\0';
 }
 
-}  // namespace
+void report_step(pp::LoadStep step) {
+  pp::Progress p;
+  p.step = step;
+  p.sizes = pp::message_sizes();
+  (void)pp::send_all(kSocket, &p, sizeof p);
+}
 
-int main(int argc, char** argv) {
-  if (argc != 4) return 64;
-  // Die with ropecheck: the host must never outlive the process it serves.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (std::to_string(::getppid()) != argv[2]) return 65;
+// Async-signal-safe: tells the client who sent the signal, then dies of it as if it were not handled.
+extern "C" void on_termination_signal(int sig, siginfo_t* info, void*) {
+  pp::Notice n;
+  n.signal = sig;
+  n.code = info ? info->si_code : 0;
+  n.sender = info ? info->si_pid : 0;
+  // raise / tgkill (SI_TKILL) and kill (SI_USER) by this process, or a write to a closed pipe.
+  n.from_self = info && (info->si_code == SI_USER || info->si_code == SI_TKILL || info->si_code == SI_QUEUE) &&
+                info->si_pid == ::getpid();
+  (void)::write(kNotices, &n, sizeof n);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
 
-  pp::Symbols s;
-  std::string dl;
-  const std::string problem = pp::open_kernel_library(argv[1], argv[3], s, dl);
-  pp::Hello hello;
-  hello.ok = problem.empty() ? 1 : 0;
-  hello.abi_version = s.abi_version;
-  hello.has_rope_apply = s.rope_apply != nullptr;
-  hello.has_rope_cos_sin = s.rope_cos_sin != nullptr;
-  hello.has_sinusoidal = s.sinusoidal != nullptr;
-  hello.has_capabilities = s.has_capabilities;
-  hello.capabilities = s.capabilities;
-  copy(hello.name, sizeof hello.name, s.name);
-  copy(hello.problem, sizeof hello.problem, problem);
-  copy(hello.dl, sizeof hello.dl, dl);
-  if (!pp::send_all(kSocket, &hello, sizeof hello) || !hello.ok) return 0;
+// The termination signals that are not ignored (an ignored one stays ignored: the host inherits
+// ropecheck's dispositions) get the notice handler; a kernel that installs its own replaces it.
+void watch_termination_signals() {
+  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE, SIGVTALRM, SIGPROF, SIGXCPU,
+                  SIGXFSZ}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_sigaction = on_termination_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
 
+// Serves calls until the socket closes; returns the exit status.
+int serve(const pp::Symbols& s) {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   char* base = nullptr;
   std::uint64_t mapped = 0;
@@ -100,4 +117,33 @@ int main(int argc, char** argv) {
     if (!pp::send_all(kSocket, &reply, sizeof reply)) return 0;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) return 64;
+  // Die with ropecheck: the host must never outlive the process it serves.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (std::to_string(::getppid()) != argv[2]) return 65;
+  watch_termination_signals();
+  report_step(pp::LoadStep::started);
+
+  pp::Symbols s;
+  std::string dl;
+  const std::string problem = pp::open_kernel_library(argv[1], argv[3], s, dl, report_step);
+  report_step(pp::LoadStep::loaded);
+  pp::Hello hello;
+  hello.ok = problem.empty() ? 1 : 0;
+  hello.abi_version = s.abi_version;
+  hello.has_rope_apply = s.rope_apply != nullptr;
+  hello.has_rope_cos_sin = s.rope_cos_sin != nullptr;
+  hello.has_sinusoidal = s.sinusoidal != nullptr;
+  hello.has_capabilities = s.has_capabilities;
+  hello.capabilities = s.capabilities;
+  copy(hello.name, sizeof hello.name, s.name);
+  copy(hello.problem, sizeof hello.problem, problem);
+  copy(hello.dl, sizeof hello.dl, dl);
+  if (!pp::send_all(kSocket, &hello, sizeof hello) || !hello.ok) return 0;
+  return serve(s);
 }

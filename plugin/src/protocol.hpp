@@ -1,8 +1,11 @@
-// What the plugin client (plugin_client.cpp) and the kernel host process (plugin_host.cpp) share:
+// What the plugin client (client.cpp, host_process.cpp) and the kernel host process (host_main.cpp) share:
 // the one place a kernel library is opened and its entry points resolved, and the messages they
 // exchange over a socket. Internal; the host is built from this header and kernel_abi.h only.
 //
 // Protocol (all messages fixed-size structs, native layout: both ends are the same build):
+//   host -> client  Progress  "started" first (the host's protocol version and message sizes, so that a
+//                             host of another build is told apart from a kernel that failed), then
+//                             one per load step ("configure", "query"), then "loaded"
 //   host -> client  Hello   once, after loading the library (or why it could not be loaded)
 //   client -> host  Request one call: which entry point, the arena's size, the problem with every
 //                           pointer replaced by its byte offset in the arena (0 = NULL)
@@ -11,6 +14,10 @@
 // the guard pages the request lists (PROT_NONE; they stay protected until a later request's layout
 // needs those pages, so repeated layouts cost no mprotect), calls, and answers. EOF on the socket
 // ends the host.
+//
+// Beside the socket the host gets a pipe (fd 5) on which it writes a Notice when a termination signal
+// reaches it, before it dies of it: who sent it, so that a signal from another process (a terminal,
+// a `kill`) is not counted as the kernel's failure while one the kernel raised is.
 #pragma once
 
 #include <dlfcn.h>
@@ -36,6 +43,9 @@ inline const char* entry_name(Entry e) {
   return "?";
 }
 
+// The load steps the host reports (Progress), so that a death or a hang names the step it happened in.
+enum class LoadStep : std::uint32_t { started = 1, constructors = 2, configure = 3, query = 4, loaded = 5 };
+
 // The library's entry points, resolved.
 struct Symbols {
   void* handle = nullptr;
@@ -53,8 +63,10 @@ struct Symbols {
 // ropecheck_kernel_configure, when exported, before asking the name. Returns "" on success, else the
 // problem in words (for "kernel library PATH: <problem>"); `dl` gets dlerror's text when dlopen
 // itself failed. Runs the library's constructors: call it where a misbehaving one cannot hurt.
+// `step` (may be null) is told each step before it runs.
 inline std::string open_kernel_library(const char* absolute_path, const std::string& options, Symbols& s,
-                                       std::string& dl) {
+                                       std::string& dl, void (*step)(LoadStep) = nullptr) {
+  if (step) step(LoadStep::constructors);
   ::dlerror();
   s.handle = ::dlopen(absolute_path, RTLD_NOW | RTLD_LOCAL);
   if (!s.handle) {
@@ -78,6 +90,7 @@ inline std::string open_kernel_library(const char* absolute_path, const std::str
   // Called without options too (""): a library already loaded in this process (--in-process, twice)
   // must not keep an earlier configuration.
   if (void* configure = symbol("ropecheck_kernel_configure")) {
+    if (step) step(LoadStep::configure);
     char message[512] = {};
     const int rc = reinterpret_cast<ropecheck_kernel_configure_fn>(configure)(options.c_str(), message, sizeof message);
     message[sizeof message - 1] = '\0';
@@ -87,6 +100,7 @@ inline std::string open_kernel_library(const char* absolute_path, const std::str
   } else if (!options.empty()) {
     return "options ':" + options + "' given, but the kernel takes none (it does not export ropecheck_kernel_configure)";
   }
+  if (step) step(LoadStep::query);
   const char* n = reinterpret_cast<ropecheck_kernel_name_fn>(name)();
   if (!n) return "ropecheck_kernel_name() returned NULL";
   s.name.assign(n, ::strnlen(n, 256));
@@ -104,6 +118,17 @@ inline std::string open_kernel_library(const char* absolute_path, const std::str
 }
 
 constexpr std::uint32_t kHelloMagic = 0x52435048;  // "RCPH"
+constexpr std::uint32_t kProgressMagic = 0x52435050;  // "RCPP"
+constexpr std::uint32_t kNoticeMagic = 0x5243504E;  // "RCPN"
+// Changed with any message layout; a host of another build says so in its first message.
+constexpr std::uint32_t kProtocolVersion = 2;
+
+struct Progress {
+  std::uint32_t magic = kProgressMagic;
+  LoadStep step = LoadStep::started;
+  std::uint32_t protocol = kProtocolVersion;
+  std::uint32_t sizes = 0;  // sizeof Hello + Request + Reply: a host of another build differs here
+};
 
 struct Hello {
   std::uint32_t magic = kHelloMagic;
@@ -116,7 +141,19 @@ struct Hello {
   char dl[600] = {};       // !ok: dlerror's text, if dlopen failed
 };
 
-constexpr std::size_t kMaxGuardPages = 4;
+// A termination signal that reached the host (fd 5). from_self: raised by the host itself (the
+// kernel: raise, kill(getpid()), kill(0) in its own process group, a write to a closed pipe).
+struct Notice {
+  std::uint32_t magic = kNoticeMagic;
+  std::int32_t signal = 0;
+  std::int32_t code = 0;  // siginfo si_code
+  std::int32_t sender = 0;  // si_pid
+  std::uint32_t from_self = 0, reserved = 0;
+};
+
+// Guard pages around every writable buffer: one before the first, one after each (cos, sin and the
+// message take four).
+constexpr std::size_t kMaxGuardPages = 8;
 
 struct Request {
   Entry entry = Entry::rope_apply;
@@ -199,4 +236,8 @@ inline bool send_all(int fd, const void* p, std::size_t n) {
   return true;
 }
 
+}  // namespace ropecheck::plugin::plugin_protocol
+
+namespace ropecheck::plugin::plugin_protocol {
+inline std::uint32_t message_sizes() { return static_cast<std::uint32_t>(sizeof(Hello) + sizeof(Request) + sizeof(Reply)); }
 }  // namespace ropecheck::plugin::plugin_protocol

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <stdexcept>
 
 #include <rapidcheck.h>
 
 #include "properties.hpp"
+#include "ropecheck/kut/kernel_under_test.hpp"
 #include "ropecheck/reference/presets.hpp"
 
 namespace ropecheck::props {
@@ -73,6 +75,36 @@ SuiteReport suite_header(const Target& target, const EncodingSpec* spec, const S
 
 namespace {
 
+// The outcome's verdict and reason from what its cases did: failed, not applicable, declined,
+// saturated, or passed.
+void set_verdict(PropertyOutcome& o, const Target& target, const std::string& name, const EncodingSpec* spec,
+                 const SuiteOptions& options, int declined) {
+    if (!o.passed) {
+      o.verdict = Verdict::fail;
+      o.reason = o.counterexample;
+    } else if (o.skipped >= o.cases && declined == 0) {
+      o.verdict = Verdict::not_tested;
+      o.applicable = false;
+      o.asked = !options.only.empty();
+      o.reason = "does not apply to " + (spec ? "this spec" : std::string("the generated specs")) + " (" +
+                 std::to_string(o.skipped) + " of " + std::to_string(o.cases) + " cases skipped)";
+    } else if (o.skipped >= o.cases) {
+      o.verdict = Verdict::not_tested;
+      o.reason = name == "inverse" && !target.info().negative_positions
+                     ? "the target does not accept negative positions, which inverse needs (" +
+                           std::to_string(o.skipped) + " of " + std::to_string(o.cases) + " cases skipped)"
+                     : "the target declined every case (" + std::to_string(o.skipped) + " of " +
+                           std::to_string(o.cases) + " skipped: it does not implement the spec)";
+    } else if (o.saturated > 0) {
+      o.verdict = Verdict::not_tested;
+      o.reason = std::to_string(o.saturated) + " of " + std::to_string(o.bounds) + " " +
+                 std::string(to_string(target.info().accuracy)) +
+                 " bounds saturated (bound >= the pair's magnitude: an all-zero output passes) from position " +
+                 std::to_string(*o.first_saturated_position) + "; " + std::string(kSaturationAdvice) +
+                 ", or --max-pos below that position";
+    }
+}
+
 // Every property in `defs` against one target (one output dtype), appended to report.outcomes.
 // spec_reports: the kernel-independent notes per property, shared across output dtypes.
 void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions& options,
@@ -90,6 +122,9 @@ void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions
     params.maxDiscardRatio = 10;
     params.disableShrinking = !options.shrink;
     QuietListener listener;
+    // RapidCheck turns an exception into a failed case; a run that cannot go on (the kernel's host
+    // killed by someone else, again and again) is no counterexample: it leaves the suite (exit 2).
+    std::exception_ptr interrupted;
     // Counting stops at the first failure, before shrinking: wrap run() so the failing case is the last counted.
     const auto result = rc::detail::checkProperty(
         rc::detail::toProperty([&] {
@@ -103,8 +138,13 @@ void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions
             ctx.worst = std::max(worst_before, ctx.worst);
           };
           try {
+            if (interrupted) std::rethrow_exception(interrupted);
             if (was) ++ctx.cases;
             def->run(ctx);
+          } catch (const kut::KernelRunInterrupted&) {
+            if (!interrupted) interrupted = std::current_exception();
+            ctx.counting = false;
+            throw;
           } catch (...) {
             end_case();
             ctx.counting = false;
@@ -114,6 +154,7 @@ void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions
         }),
         rc::detail::TestMetadata{def->name, def->statement}, params, listener);
 
+    if (interrupted) std::rethrow_exception(interrupted);
     PropertyOutcome o;
     o.property = def->name;
     o.statement = def->statement;
@@ -141,30 +182,7 @@ void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions
     o.bounds = ctx.bounds;
     o.saturated = ctx.saturated;
     o.first_saturated_position = ctx.first_saturated;
-    if (!o.passed) {
-      o.verdict = Verdict::fail;
-      o.reason = o.counterexample;
-    } else if (o.skipped >= o.cases && ctx.declined == 0) {
-      o.verdict = Verdict::not_tested;
-      o.applicable = false;
-      o.asked = !options.only.empty();
-      o.reason = "does not apply to " + (spec ? "this spec" : std::string("the generated specs")) + " (" +
-                 std::to_string(o.skipped) + " of " + std::to_string(o.cases) + " cases skipped)";
-    } else if (o.skipped >= o.cases) {
-      o.verdict = Verdict::not_tested;
-      o.reason = std::string(def->name) == "inverse" && !target.info().negative_positions
-                     ? "the target does not accept negative positions, which inverse needs (" +
-                           std::to_string(o.skipped) + " of " + std::to_string(o.cases) + " cases skipped)"
-                     : "the target declined every case (" + std::to_string(o.skipped) + " of " +
-                           std::to_string(o.cases) + " skipped: it does not implement the spec)";
-    } else if (o.saturated > 0) {
-      o.verdict = Verdict::not_tested;
-      o.reason = std::to_string(o.saturated) + " of " + std::to_string(o.bounds) + " " +
-                 std::string(to_string(target.info().accuracy)) +
-                 " bounds saturated (bound >= the pair's magnitude: an all-zero output passes) from position " +
-                 std::to_string(*o.first_saturated_position) + "; " + std::string(kSaturationAdvice) +
-                 ", or --max-pos below that position";
-    }
+    set_verdict(o, target, def->name, spec, options, ctx.declined);
     o.reproduce.target = report.target;
     o.reproduce.property = def->name;
     if (spec) {
@@ -197,6 +215,7 @@ void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions
     if (const Target::Failures f = target.take_failures(); f.failed > 0) {  // a kernel plugin crashed, hung, ...
       o.passed = false;
       o.counterexample = "kernel failure: " + f.first;
+      o.kernel_failed = true;
       o.verdict = Verdict::fail;
       o.reason = o.counterexample;
       o.notes.push_back("kernel calls lost: " + std::to_string(f.failed) + " of " + std::to_string(f.calls));

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -70,7 +71,7 @@ class Catalogue:
         self.only = only
         self.instrumented = instrumented
 
-    def case(self, name, args, rc=2, words=(), dest=None, env=None, preexec=None, timeout=60):
+    def case(self, name, args, rc=2, words=(), dest=None, env=None, preexec=None, timeout=60, absent=()):
         """Runs `ropecheck ARGS` in the work folder and checks the contract (see the module doc)."""
         global COUNT
         if self.only and self.only not in name:
@@ -103,6 +104,9 @@ class Catalogue:
             for w in words:
                 if w not in err:
                     problems.append(f"stderr lacks {w!r}: {err[:300]!r}")
+            for w in absent:
+                if w in err:
+                    problems.append(f"stderr has {w!r}: {err[:300]!r}")
             if dest_path and tree_digest(dest_path) != before:
                 problems.append(f"{dest} changed or appeared although the run was refused")
         left = leftovers(self.work)
@@ -244,6 +248,16 @@ def manifest_cases(c, golden):
                                              "--kernel", "builtin:accurate"], 2, ["nests deeper"])
     c.case("check manifest truncated", ["check", "--golden", tampered("set-trunc", manifest_text[:100]),
                                         "--kernel", "builtin:accurate"], 2, ["malformed JSON"])
+    # A data file replaced by a FIFO (reading it would block) or a link to /dev/zero (never ends): named
+    # for what it is, not "missing".
+    for name, make, words in (("fifo", lambda p: os.mkfifo(p), ["is a FIFO (named pipe), not a regular file"]),
+                              ("dev-zero", lambda p: os.symlink("/dev/zero", p),
+                               ["is a character device, not a regular file"])):
+        d = tampered(f"set-{name}", manifest_text)
+        os.unlink(c.path(d, "outputs_f32.safetensors"))
+        make(c.path(d, "outputs_f32.safetensors"))
+        c.case(f"check golden data file is a {name}", ["check", "--golden", d, "--kernel", "builtin:accurate"], 2,
+               ["'outputs_f32.safetensors' listed in the manifest"] + words, timeout=20)
     m3 = json.loads(manifest_text)
     m3["format_version"] = 2
     c.case("check manifest v2", ["check", "--golden", tampered("set-v2", json.dumps(m3)),
@@ -284,6 +298,20 @@ def destination_cases(c):
                                                       "--seed", "7"], 0)
     with open(c.path("slash", "manifest.json")) as f:
         record("golden --overwrite replaced the set", [] if json.load(f)["generator"]["seed"] == 7 else ["old seed"])
+    # --overwrite replaces ropecheck's outputs (or an empty folder), never a source tree or a file.
+    os.makedirs(c.path("srctree", "include"))
+    c.write("srctree/main.cpp", "int main() {}\n")
+    c.case("golden --out a source tree --overwrite refused", golden + ["--positions", "0:4", "--out", "srctree",
+                                                                     "--overwrite"], 2,
+           ["'srctree' is not empty and holds no ropecheck output", "not replaced"], dest="srctree")
+    c.write("plainfile", "x")
+    c.case("drift --out a file --overwrite refused", ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64",
+                                                      "--no-plots", "--quiet", "--no-uniqueness", "--out", "plainfile",
+                                                      "--overwrite"], 2, ["is not a folder; not replaced"],
+           dest="plainfile")
+    os.makedirs(c.path("emptydir"))
+    c.case("golden --out an empty folder --overwrite", golden + ["--positions", "0:4", "--out", "emptydir",
+                                                                "--overwrite"], 0)
     for bad in (".", "..", "/"):
         c.case(f"golden --out {bad} --overwrite refused", golden + ["--positions", "0:4", "--out", bad,
                                                                    "--overwrite"], 2, ["names no folder"])
@@ -350,14 +378,67 @@ def destination_cases(c):
     record("props --report is JSON", [] if json.load(open(c.path("p.json")))["target"] else ["no target"])
     if os.path.exists("/dev/full"):
         os.symlink("/dev/full", c.path("full.json"))
-        # The report goes to a temporary first, so /dev/full is simply replaced: the write must succeed
-        # and the link become a regular file (never a 0-byte report with exit 0).
-        c.case("props --report over a link to /dev/full", props + ["--report", "full.json"], 0)
-        record("props --report replaced the link with the report",
-               [] if os.path.isfile(c.path("full.json")) and not os.path.islink(c.path("full.json"))
-               and os.path.getsize(c.path("full.json")) > 0 else ["report not written"])
+        # A link is written through, never replaced: to /dev/full the write fails (exit 2, one line),
+        # never a 0-byte report with exit 0, and the link stays.
+        c.case("props --report through a link to /dev/full", props + ["--report", "full.json"], 2,
+               ["--report full.json", "No space left on device"])
+        record("props --report left the link to /dev/full a link", [] if os.path.islink(c.path("full.json")) else
+               ["the link was replaced"])
+    output_destination_cases(c)
     c.case("check --report a directory", ["check", "--golden", "G", "--kernel", "builtin:accurate", "--report",
                                           "slash"], 2, ["is a directory"], dest="slash")
+
+
+def output_destination_cases(c):
+    """File outputs write through what is not a regular file (a device, a FIFO, a link) and `-` is stdout."""
+    check = ["check", "--golden", "G", "--kernel", "builtin:accurate", "--only", "q_rot.f32"]
+    # A character device: a copy of /dev/null made here (a regression then replaces the copy, not the
+    # machine's /dev/null, as it did for root); /dev/null itself only when not root.
+    null = c.path("null-device")
+    try:
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except OSError:
+        null = "/dev/null" if os.geteuid() != 0 else None
+    if null:
+        c.case("check --report to a character device", check + ["--report", null, "--junit", null], 0)
+        record("the character device is still one", [] if stat.S_ISCHR(os.stat(null).st_mode) else ["replaced"])
+    # A link to a report: the link stays, its file gets the report.
+    c.write("real-report.json", "old")
+    os.symlink("real-report.json", c.path("link-report.json"))
+    c.case("check --report through a link", check + ["--report", "link-report.json"], 0)
+    problems = [] if os.path.islink(c.path("link-report.json")) else ["the link was replaced"]
+    with open(c.path("real-report.json")) as f:
+        if not f.read().startswith("{"):
+            problems.append("the linked file did not get the report")
+    record("check --report through a link keeps the link", problems)
+    # A FIFO: written through while a reader drains it.
+    fifo = c.path("report.fifo")
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    reader = subprocess.Popen(["cat", fifo], stdout=subprocess.PIPE)
+    c.case("check --junit to a FIFO", check + ["--junit", "report.fifo"], 0)
+    out = reader.communicate(timeout=30)[0]
+    record("the FIFO carried the JUnit XML", [] if out.startswith(b"<?xml") and stat.S_ISFIFO(os.stat(fifo).st_mode)
+           else [f"read {out[:80]!r}"], time.monotonic() - t0)
+    # `-`: the report on stdout, the summary on stderr; /dev/stdout (a pipe here) is the same.
+    for dest in ("-", "/dev/stdout"):
+        p = c.case(f"check --report {dest}", check + ["--report", dest], 0)
+        if p is not None:
+            try:
+                ok = json.loads(p.stdout)["pass"] is True and b"PASS" in p.stderr
+            except ValueError:
+                ok = False
+            record(f"check --report {dest}: stdout is the JSON report, the summary on stderr",
+                   [] if ok else [f"stdout {p.stdout[:120]!r}"])
+    c.case("check --report - --junit -", check + ["--report", "-", "--junit", "-"], 2,
+           ["--junit -: standard output already carries --report"])
+    c.case("check --report - --junit /dev/stdout", check + ["--report", "-", "--junit", "/dev/stdout"], 2,
+           ["--junit /dev/stdout: standard output already carries --report"])
+    c.case("check --report to a socket", check + ["--report", "/dev/log"], 2, ["is a socket"]) \
+        if os.path.exists("/dev/log") and stat.S_ISSOCK(os.stat("/dev/log").st_mode) else None
+    os.symlink("nowhere.json", c.path("dangling.json"))
+    c.case("check --report through a link to nothing", check + ["--report", "dangling.json"], 2,
+           ["a symbolic link to nothing"])
 
 
 def limit_memory():
@@ -377,7 +458,8 @@ def thread_cases(c):
             "--threads", "1024"], 2, ["cannot start worker thread"], dest="thr", preexec=limit_memory)
     c.case("check builtin --threads 1024 under a 4 GB limit (OpenMP)",
            ["check", "--golden", "G1k", "--kernel", "builtin:accurate", "--threads", "1024", "--report", "thr.json"],
-           2, ["cannot start 1024 threads"], dest="thr.json", preexec=limit_memory)
+           2, ["--threads 1024: cannot start 1024 threads"], dest="thr.json", preexec=limit_memory,
+           absent=["UNSUPPORTED"])
 
 
 def npy_bytes_header(shape, descr="<f4"):

@@ -76,6 +76,25 @@ cp "$tmp/seed2/outputs_bf16.safetensors" "$tmp/cand.safetensors"
 [ $? -eq 1 ] || fail "another seed's outputs did not fail"
 cp "$L/outputs_bf16.safetensors" "$tmp/cand.safetensors"
 expect2 "is not the candidate the parts checked" "$tmp/m12" merge "$tmp/cand.json" --diagnose --out "$tmp/m12"
+# Parts whose counts a check cannot have written (edited by hand, broken on the way): negative violations
+# turned a failing run into PASS; counts above the elements or position bins that do not add up.
+tamper() {  # tamper NAME PYTHON: writes $tmp/NAME.json, part 2 of hf.3 changed by the statement on t (cos.f64)
+  python3 - "${P}2.json" "$tmp/$1.json" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["tensors"][0]
+exec(sys.argv[3])
+json.dump(d, open(sys.argv[2], "w"))
+PY
+}
+tamper negative 't["violations"] = -t["violations"] - 1000; [b.update(violations=0) for b in t["position_bins"]]'
+expect2 "'violations' of cos.f64 is negative" "$tmp/m13" merge "${P}1.json" "$tmp/negative.json" "${P}3.json" --out "$tmp/m13"
+tamper negbins 'b = t["position_bins"][-1]; b["violations"] = -b["violations"] - 5'
+expect2 "'position_bins.violations' of cos.f64 is negative" "$tmp/m14" merge "${P}1.json" "$tmp/negbins.json" "${P}3.json" --out "$tmp/m14"
+tamper toomany 't["nan"] = t["elements"] + 1'
+expect2 "'nan' of cos.f64 ([0-9]*) exceeds its elements" "$tmp/m15" merge "${P}1.json" "$tmp/toomany.json" "${P}3.json" --out "$tmp/m15"
+tamper bins 't["position_bins"][-1]["elements"] -= 1'
+expect2 "do not add up" "$tmp/m16" merge "${P}1.json" "$tmp/bins.json" "${P}3.json" --out "$tmp/m16"
 expect2 "--shard needs --report" "" check --golden "$L" --kernel builtin:hf --shard 1/2
 expect2 "--baseline: not with --shard" "$tmp/r1" check --golden "$L" --kernel builtin:hf --shard 1/2 --baseline "$tmp/hf.one.json" --report "$tmp/r1"
 expect2 "--diagnose: not with --shard" "$tmp/r2" check --golden "$L" --kernel builtin:hf --shard 1/2 --diagnose --report "$tmp/r2"

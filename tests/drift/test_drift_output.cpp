@@ -369,6 +369,7 @@ TEST(DriftOutput, OutputFolderIsAtomic) {
   {
     rd::OutputDir d(out, false);
     d.write("a.txt", "one\n");
+    d.write("drift.json", "{}\n");  // what makes it a drift folder --overwrite may replace
     d.commit();
   }
   EXPECT_EQ(read(out / "a.txt"), "one\n");

@@ -1,11 +1,16 @@
 // golden/atomic_output.hpp: one helper for every output ropecheck writes. Each test is a scenario the probe found broken: a set silently replaced by
 // a concurrent run, `--out DIR/`, temporaries left by a signal or a dead process, a report written in place.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <vector>
@@ -138,6 +143,7 @@ TEST(OutputFolderTest, OverwriteExchangesInOneStep) {
   Scratch s;
   fs::create_directories(s.dir / "set");
   std::ofstream(s.dir / "set" / "old.txt") << "old";
+  std::ofstream(s.dir / "set" / "manifest.json") << "{}";  // a golden set: --overwrite may replace it
   {
     OutputFolder f(s.dir / "set", {.overwrite = true, .command = {}});
     f.write("new.txt", "new");
@@ -146,14 +152,35 @@ TEST(OutputFolderTest, OverwriteExchangesInOneStep) {
   EXPECT_TRUE(fs::exists(s.dir / "set" / "new.txt"));
   EXPECT_FALSE(fs::exists(s.dir / "set" / "old.txt"));
   EXPECT_EQ(s.entries(), std::vector<std::string>{"set"}) << "no .set.old-PID left";
-  // A file in the way is replaced too (as before).
+}
+
+TEST(OutputFolderTest, OverwriteReplacesOnlyRopecheckOutputs) {
+  // --out DIR --overwrite on a folder ropecheck did not write (a source tree), a file or a link: refused,
+  // untouched. An empty folder and ropecheck's own outputs are replaced.
+  Scratch s;
+  fs::create_directories(s.dir / "src" / "sub");
+  std::ofstream(s.dir / "src" / "main.cpp") << "int main() {}";
   std::ofstream(s.dir / "afile") << "x";
-  {
-    OutputFolder f(s.dir / "afile", {.overwrite = true, .command = {}});
-    f.write("n", "n");
-    f.commit();
+  fs::create_symlink(s.dir / "src", s.dir / "alink");
+  for (const char* name : {"src", "afile", "alink"}) {
+    const std::string m = message_of([&] {
+      OutputFolder f(s.dir / name, {.overwrite = true, .command = {}});
+      f.commit();
+    });
+    EXPECT_NE(m.find("not replaced"), std::string::npos) << name << ": " << m;
   }
-  EXPECT_TRUE(fs::is_directory(s.dir / "afile"));
+  EXPECT_TRUE(fs::exists(s.dir / "src" / "main.cpp"));
+  EXPECT_TRUE(fs::is_regular_file(s.dir / "afile"));
+  EXPECT_TRUE(fs::is_symlink(s.dir / "alink"));
+  for (const char* marker : {"", "manifest.json", "drift.json", "compare.json"}) {
+    fs::remove_all(s.dir / "out");
+    fs::create_directories(s.dir / "out");
+    if (*marker) std::ofstream(s.dir / "out" / marker) << "{}";
+    OutputFolder f(s.dir / "out", {.overwrite = true, .command = {}});
+    f.write("new.txt", "new");
+    f.commit();
+    EXPECT_TRUE(fs::exists(s.dir / "out" / "new.txt")) << marker;
+  }
 }
 
 TEST(OutputFolderTest, MissingParentRefusedOrCreated) {
@@ -182,10 +209,92 @@ TEST(OutputFolderTest, StaleTemporariesOfDeadProcessesAreRemoved) {
     f.commit();
   }
   ropecheck::io::write_file_atomically(s.dir / "r.json", "{}", "--report");
-  std::vector<std::string> expect = {".other.partial-" + dead, ".set.partial-" + alive, ".set.partial-x1", "r.json",
-                                     "set"};
+  // A temporary nobody holds the lock of is stale whatever its PID (a PID of another namespace says
+  // nothing): the one named after a live process goes too.
+  std::vector<std::string> expect = {".other.partial-" + dead, ".set.partial-x1", "r.json", "set"};
   std::sort(expect.begin(), expect.end());
-  EXPECT_EQ(s.entries(), expect) << "only the dead process's temporaries of this destination go";
+  EXPECT_EQ(s.entries(), expect) << "only the unlocked temporaries of this destination go";
+}
+
+TEST(OutputFolderTest, LockedTemporaryOfAnotherNamespaceIsKept) {
+  // A live run in another PID namespace (another container on the same volume): its PID is not a
+  // process here, but it holds its temporaries' locks, so a run here leaves them alone.
+  Scratch s;
+  const std::string dead = std::to_string(dead_pid());
+  fs::create_directories(s.dir / (".set.partial-" + dead));
+  std::ofstream(s.dir / (".set.partial-" + dead) / "data") << "x";
+  std::ofstream(s.dir / (".r.json.tmp-" + dead)) << "x";
+  const int dir_lock = ::open((s.dir / (".set.partial-" + dead)).c_str(), O_RDONLY | O_CLOEXEC);
+  const int file_lock = ::open((s.dir / (".r.json.tmp-" + dead)).c_str(), O_RDONLY | O_CLOEXEC);
+  // flock locks belong to the open file description: a child's own opens contend with these.
+  ASSERT_EQ(::flock(dir_lock, LOCK_EX), 0);
+  ASSERT_EQ(::flock(file_lock, LOCK_EX), 0);
+  const pid_t p = ::fork();
+  if (p == 0) {
+    const int a = ropecheck::io::remove_stale_temporaries(s.dir / "set");
+    const int b = ropecheck::io::remove_stale_temporaries(s.dir / "r.json");
+    ::_exit(a + b);
+  }
+  int status = 0;
+  ::waitpid(p, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "a locked temporary was removed";
+  EXPECT_TRUE(fs::exists(s.dir / (".set.partial-" + dead) / "data"));
+  EXPECT_TRUE(fs::exists(s.dir / (".r.json.tmp-" + dead)));
+  ::close(dir_lock);
+  ::close(file_lock);
+  EXPECT_EQ(ropecheck::io::remove_stale_temporaries(s.dir / "set") + ropecheck::io::remove_stale_temporaries(s.dir / "r.json"), 2)
+      << "released: stale";
+}
+
+TEST(AtomicFile, WithoutReplaceAFileThatAppearedIsKept) {
+  // Two `merge --out X` without --overwrite: the later one must not replace what the earlier wrote.
+  Scratch s;
+  ropecheck::io::write_file_atomically(s.dir / "x.json", "first", "--out", false);
+  EXPECT_NE(message_of([&] { ropecheck::io::write_file_atomically(s.dir / "x.json", "second", "--out", false); })
+                .find("appeared while ropecheck was running; not replaced"),
+            std::string::npos);
+  EXPECT_EQ(file_bytes(s.dir / "x.json"), "first");
+  EXPECT_EQ(s.entries(), std::vector<std::string>{"x.json"}) << "no temporary left";
+}
+
+TEST(AtomicFile, NonRegularDestinationsAreWrittenThrough) {
+  // A link is followed (it stays a link; its file gets the bytes); a FIFO is written through; a link to
+  // nothing or a socket path is refused.
+  Scratch s;
+  std::ofstream(s.dir / "real.json") << "old";
+  fs::create_symlink(s.dir / "real.json", s.dir / "link.json");
+  ropecheck::io::write_file_atomically(s.dir / "link.json", "new", "--report");
+  EXPECT_TRUE(fs::is_symlink(s.dir / "link.json"));
+  EXPECT_EQ(file_bytes(s.dir / "real.json"), "new");
+  ASSERT_EQ(::mkfifo((s.dir / "fifo").c_str(), 0600), 0);
+  const pid_t p = ::fork();
+  if (p == 0) {
+    ropecheck::io::write_file_atomically(s.dir / "fifo", "through the fifo", "--report");
+    ::_exit(0);
+  }
+  std::ifstream in(s.dir / "fifo");
+  std::stringstream got;
+  got << in.rdbuf();
+  ::waitpid(p, nullptr, 0);
+  EXPECT_EQ(got.str(), "through the fifo");
+  EXPECT_TRUE(fs::is_fifo(s.dir / "fifo"));
+  // A character device: a copy of /dev/null made here (so that a regression replaces the copy, not the
+  // machine's /dev/null, as it did for root); without the right to make one, /dev/null itself when not
+  // root (rename into /dev is refused then).
+  const fs::path null_copy = s.dir / "null";
+  if (::mknod(null_copy.c_str(), S_IFCHR | 0666, ::makedev(1, 3)) == 0) {
+    ropecheck::io::write_file_atomically(null_copy, "nothing", "--report");
+    EXPECT_TRUE(fs::is_character_file(null_copy));
+  } else if (::geteuid() != 0) {
+    ropecheck::io::write_file_atomically("/dev/null", "nothing", "--report");
+    EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  } else {
+    std::printf("note: root without CAP_MKNOD: the character-device case is not run\n");
+  }
+  fs::create_symlink(s.dir / "nowhere", s.dir / "dangling.json");
+  EXPECT_NE(message_of([&] { ropecheck::io::check_file_destination(s.dir / "dangling.json", "--report"); })
+                .find("a symbolic link to nothing"),
+            std::string::npos);
 }
 
 TEST(OutputFolderTest, SignalRemovesTheTemporaryFolder) {

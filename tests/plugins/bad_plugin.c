@@ -22,8 +22,25 @@
  *   unwritten       returns OK having written only the first half of out
  *   nan             returns OK with every output NaN
  *   code42          returns 42 with a message
+ *   underrun1k      writes 8 bytes 1 KiB before out (past the 64 guard bytes)
+ *   overrun128      writes 8 bytes 128 bytes past the end of out (past the 64 guard bytes)
+ *   kill_group      kill(0, SIGTERM): "stops its workers" by process group
+ *   truncate_arena  ftruncate()s the shared memory (fd 4) to 0, then is correct
+ *   fork_segv       forks a child that sleeps 60 s (holding the socket and stderr), then crashes
+ *   fork_child      correct, leaving a forked child that sleeps 60 s (holding the socket and stderr)
+ *   close_socket_hang  closes the host's socket (fd 3) and never returns
+ *   dtor_hang       correct, but its library destructor never returns (the host cannot exit)
+ *   late_write      correct, but a thread it started overwrites the last output with zeros when the
+ *                   library is unloaded (after the call returned)
+ *   configure_hang  exports ropecheck_kernel_configure, which never returns
+ *   env             correct; at each call, $BAD_PLUGIN_MARK is created, then the call waits until
+ *                   $BAD_PLUGIN_WAIT exists (when set), and crashes when $BAD_PLUGIN_CRASH is set: a
+ *                   test can act while a call is in progress, or make one run of a kernel fail
  */
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +50,60 @@
 
 #if defined(MODE_ctor_exit0)
 __attribute__((constructor)) static void die_at_load(void) { exit(0); }
+#endif
+
+#if defined(MODE_dtor_hang)
+__attribute__((destructor)) static void hang_at_unload(void) {
+  for (;;) sleep(1);
+}
+#endif
+
+#if defined(MODE_configure_hang)
+ROPECHECK_KERNEL_EXPORT int ropecheck_kernel_configure(const char* options, char* message, uint32_t capacity) {
+  (void)options, (void)message, (void)capacity;
+  for (;;) sleep(1);
+}
+#endif
+
+#if defined(MODE_late_write)
+/* One thread, started at the first call, waits until the library is unloaded and then zeroes the
+ * output of the last call: a write long after that call returned. */
+static void* volatile g_last_out;
+static size_t g_last_bytes;
+static pthread_t g_writer;
+static int g_started, g_go;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static void* late_writer(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_mu);
+  while (!g_go) pthread_cond_wait(&g_cv, &g_mu);
+  pthread_mutex_unlock(&g_mu);
+  memset(g_last_out, 0, g_last_bytes);
+  return NULL;
+}
+__attribute__((destructor)) static void release_writer(void) {
+  if (!g_started) return;
+  pthread_mutex_lock(&g_mu);
+  g_go = 1;
+  pthread_cond_signal(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+  pthread_join(g_writer, NULL);
+}
+#endif
+
+#if defined(MODE_env)
+static void env_hooks(void) {
+  const char* mark = getenv("BAD_PLUGIN_MARK");
+  const char* wait = getenv("BAD_PLUGIN_WAIT");
+  if (mark && *mark) close(open(mark, O_WRONLY | O_CREAT, 0644));
+  for (int i = 0; wait && *wait && access(wait, F_OK) != 0; ++i) {
+    if (i > 6000) abort(); /* 60 s: the test is gone */
+    usleep(10000);
+  }
+  const char* crash = getenv("BAD_PLUGIN_CRASH");
+  if (crash && *crash) *(volatile int*)0 = 1;
+}
 #endif
 
 ROPECHECK_KERNEL_EXPORT uint32_t ropecheck_kernel_abi_version(void) { return ROPECHECK_KERNEL_ABI_VERSION; }
@@ -81,6 +152,31 @@ static int misbehave(void* out, size_t bytes, char* message, uint32_t capacity) 
 #elif defined(MODE_code42)
   snprintf(message, capacity, "something went wrong");
   return 42;
+#elif defined(MODE_underrun1k)
+  memset((char*)out - 1024, 0, 8);
+#elif defined(MODE_overrun128)
+  memset((char*)out + bytes + 128, 0, 8);
+#elif defined(MODE_kill_group)
+  kill(0, SIGTERM);
+#elif defined(MODE_truncate_arena)
+  (void)ftruncate(4, 0);
+#elif defined(MODE_fork_segv) || defined(MODE_fork_child)
+  if (fork() == 0) {
+    sleep(60);
+    _exit(0);
+  }
+#if defined(MODE_fork_segv)
+  *(volatile int*)0 = 1;
+#endif
+#elif defined(MODE_close_socket_hang)
+  close(3);
+  for (;;) sleep(1);
+#elif defined(MODE_late_write)
+  g_last_out = out;
+  g_last_bytes = bytes;
+  if (!g_started) g_started = pthread_create(&g_writer, NULL, late_writer, NULL) == 0;
+#elif defined(MODE_env)
+  env_hooks();
 #endif
   return -1;
 }

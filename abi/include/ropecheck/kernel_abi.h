@@ -53,11 +53,12 @@
  * but must finish all work before returning. By default the library is loaded and called in a
  * separate host process (ropecheck-kernel-host) whose buffers are shared memory: a kernel that
  * crashes, hangs (past --kernel-timeout), exits, writes outside its outputs or its message, leaves
- * outputs unwritten or returns an unknown code fails the check (exit 1) with a message naming the
- * entry point and the problem; ropecheck itself is never harmed. Every output is filled with NaN
- * before the call and surrounded by guard bytes and a guard page. A kernel's stdout goes to
- * ropecheck's stderr. With --in-process the library is loaded into ropecheck itself (for gdb and
- * sanitizers): the same guards, but a crash or hang is ropecheck's.
+ * outputs unwritten, changes an output after returning or returns an unknown code fails the check
+ * (exit 1) with a message naming the entry point and the problem; ropecheck itself is not harmed
+ * (KERNEL_ABI.md, "Calls, threads, crashes: isolation", says what is and is not seen). Every output is
+ * filled with NaN before the call and lies between guard pages, the padding filled with guard bytes.
+ * A kernel's stdout goes to ropecheck's stderr. With --in-process the library is loaded into
+ * ropecheck itself (for gdb and sanitizers): the same guards, but a crash or hang is ropecheck's.
  *
  * Layouts and numbers (all row-major, native byte order = little-endian on every supported machine):
  *   positions  int64  [position_streams][tokens]  stream 0 = t, 1 = h, 2 = w (multimodal RoPE);

@@ -69,6 +69,9 @@ class SweptKernel {
     std::string first;  // the first failure, one line
   };
   KernelFailures failures() const { return failures_; }
+  // Ends the kernel's run (a plugin's host stopped: kut::KernelUnderTest::finish); an output it changed
+  // after its call returned counts as a failed call. Before failures() is read for the result.
+  void finish();
 
  private:
   void check(const kut::CallResult& c, const char* entry, const std::string& what, std::initializer_list<std::span<const double>> outs);

@@ -2,13 +2,20 @@
 // either the old content or the complete new one, never a half-written output, and an interrupted run
 // leaves nothing behind:
 //   - a file (check / props --report) is written to a temporary sibling `.NAME.tmp-PID`, checked, and
-//     renamed over NAME;
+//     renamed over NAME; a symbolic link is followed (the link stays, the file it names is replaced);
+//     a destination that exists and is no regular file (/dev/null, a FIFO, /dev/stdout on a pipe) is
+//     written through (opened, truncated, written: no rename), and `-` is standard output; writing
+//     there points fd 1 at stderr for the rest of the run, so the summary ropecheck prints does not mix
+//     into the file; a folder, a socket or a link to nothing is refused;
 //   - a folder (golden / drift --out) is written in a temporary sibling `.NAME.partial-PID` and moved into
 //     place with one renameat2: RENAME_NOREPLACE without --overwrite (a folder that appeared meanwhile is
 //     never replaced), RENAME_EXCHANGE with it (a kill at any instant leaves the old or the new folder);
 //   - SIGINT, SIGTERM and SIGHUP remove the temporaries before the process dies of the signal;
-//   - temporaries of processes that no longer exist (SIGKILL, a crash) are removed by the next run that
-//     writes the same destination.
+//   - each temporary is flock()ed by its owner while in use; one nobody holds (its run was killed or
+//     crashed) is removed by the next run that writes the same destination, whatever its PID says
+//     (a run in another PID namespace, another container on the same volume, holds its lock);
+//   - --overwrite replaces only a folder ropecheck wrote (it holds manifest.json, drift.json or
+//     compare.json) or an empty one, never a file, a link or another folder (a source tree).
 // All failures are SpecError with one line naming the option (exit 2).
 #pragma once
 
@@ -18,12 +25,15 @@
 
 namespace ropecheck::io {
 
-// Refuses, before any work is done, a file destination that cannot be written: a folder, a missing
-// parent folder, a parent that is not writable. `option` names the flag in the message ("--report").
+// Refuses, before any work is done, a file destination that cannot be written: a folder, a socket, a
+// link to nothing, a missing parent folder, a parent that is not writable. `option` names the flag in
+// the message ("--report"). Standard output ("-") is claimed here, before anything is printed.
 void check_file_destination(const std::filesystem::path& path, const std::string& option);
 
-// Writes `bytes` to `path` atomically (see above). The destination is checked first.
-void write_file_atomically(const std::filesystem::path& path, std::string_view bytes, const std::string& option);
+// Writes `bytes` to `path` (see above). The destination is checked first. Without `replace`, a regular
+// file that appeared meanwhile is not replaced (exit 2, "appeared while ropecheck was running").
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes, const std::string& option,
+                           bool replace = true);
 
 // The temporary files and folders that belong to `out` and to a process that is gone, removed.
 // Returns how many were removed.
@@ -63,6 +73,7 @@ class OutputFolder {
   std::filesystem::path adopt_;
   bool committed_ = false;
   int slot_ = -1;  // in the signal-cleanup registry
+  int lock_ = -1;  // the flock that tells other runs the temporary folder is in use
 };
 
 }  // namespace ropecheck::io

@@ -92,6 +92,25 @@ struct SinusoidalCall {
   Storage out;
 };
 
+// Thrown by a call that could not be made for a reason that is not the kernel's (a plugin's host process
+// killed, again and again, by a signal ropecheck did not send and the kernel did not raise): no
+// verdict can be given (exit 2). Every consumer lets it through; props rethrows it after the property.
+class KernelRunInterrupted : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+// What the end of a kernel's run found (KernelUnderTest::finish): calls whose outputs changed after
+// they had returned (`what` is the call's problem, as it was passed), and notes (a plugin host that had
+// to be killed when it was stopped).
+struct RunEnd {
+  struct Late {
+    std::string what, message;
+  };
+  std::vector<Late> failures;
+  std::vector<std::string> notes;
+};
+
 struct RecipeRows;  // kut/builtin_sources.hpp: which built-in recipe computes the kernel's rows
 
 class KernelUnderTest {
@@ -104,6 +123,9 @@ class KernelUnderTest {
   // After failed calls a kernel may stop being called ("not called: ..."); consumers that move on to
   // an unrelated problem (the next property) call this so the kernel gets calls again.
   virtual void forgive() {}
+  // Ends the run: a plugin's host is stopped (bounded) and the last outputs are compared with what the
+  // call returned. Calls after it start anew.
+  virtual RunEnd finish() { return {}; }
   // The built-in recipe behind the kernel, whose angle and f32 trig rows drift measures; nullptr for
   // a plugin (the ABI does not expose them).
   virtual const RecipeRows* recipe_rows() const { return nullptr; }

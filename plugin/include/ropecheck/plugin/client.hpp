@@ -3,34 +3,46 @@
 // `drift plugin:` all go through it.
 //
 // Isolation (the default). The library is loaded and called in a separate process,
-// ropecheck-kernel-host, started with posix_spawn (fork + exec of a small helper, not a bare fork:
-// the host starts clean, without ropecheck's threads, locks, signal handlers or atexit handlers, so
-// a kernel that calls exit() or crashes in a constructor cannot run ropecheck's own cleanup, and
-// spawning does not copy the page tables of a parent holding gigabytes of golden data). Inputs and
-// outputs live in one shared-memory arena (memfd): every output and the message buffer sit between
-// guard bytes, followed by a guard page the host protects during the call; outputs are filled with
-// NaN before each call. The parent keeps the golden data, the verdict and the report.
+// ropecheck-kernel-host (src/host_process.cpp starts and stops it, src/host_main.cpp is it), started
+// with posix_spawn (fork + exec of a small helper, not a bare fork: the host starts clean, without
+// ropecheck's threads, locks, handlers or atexit handlers, and spawning does not copy the page tables
+// of a parent holding gigabytes of golden data) in a process group of its own, inheriting the signals
+// ropecheck ignores. Inputs and outputs live in one shared-memory arena (memfd, sealed against
+// shrinking; src/arena.hpp): every output and the message buffer sit between guard pages the host
+// protects during the call, with the padding between them filled with guard bytes and checked whole;
+// outputs are filled with NaN before each call, and copied when the call returns, so that a later
+// change (a thread the kernel left running, a destructor) is caught. The parent keeps the golden data,
+// the verdict and the report.
 //
 // What a call can come to (KernelCall): ok, unsupported (ROPECHECK_UNSUPPORTED), or failed: the
-// host was killed by a signal, exited, gave no answer within the timeout, or the kernel wrote past
-// an output or its message capacity, wrote before an output, returned a code other than OK /
-// UNSUPPORTED, or left its message without a NUL. A failed call's message is one line naming the
-// entry point, the problem (the caller's `what`) and what happened ("killed by SIGSEGV", "no answer
-// after 30 s", "exited with status 0 inside ropecheck_rope_apply"). After a failure the next call
-// starts a fresh host; after a timeout, or three failures in a row (until forgive()), the client
-// gives up and fails every later call at once ("not called: ..."), so that a hanging kernel costs
-// one timeout and a crashing one does not respawn its host forever.
+// host was killed by a signal the kernel brought about (a fault, abort, one it raised or sent its own
+// process group), exited, gave no answer within the timeout (time ropecheck could run: a stopped job
+// does not count), closed its socket, or the kernel wrote outside an output or its message, returned
+// a code other than OK / UNSUPPORTED, left outputs unwritten, or changed the last call's outputs after
+// it returned. A failed call's message is one line naming the entry point, the problem (the caller's
+// `what`) and what happened ("killed by SIGSEGV", "no answer after 30 s", "exited with status 0 inside
+// ropecheck_rope_apply"). After a failure the next call starts a fresh host; after a timeout, a host
+// that closed its socket and would not exit, or three failures in a row (until forgive()), the client
+// gives up and fails every later call at once ("not called: ..."), so that a hanging kernel costs one
+// timeout and a crashing one does not respawn its host forever. A host killed by a signal that is not
+// the kernel's doing (another process's kill, the terminal) is not a failure: the call is made again on
+// a fresh host, and after the third such death kut::KernelRunInterrupted is thrown (exit 2).
+// finish() (at the end of a check; the destructor otherwise) stops the host: EOF, a grace period of
+// min(timeout, 5 s) for the library's destructors, then SIGKILL to the host's whole process group
+// (whatever the kernel forked and left in it).
 //
 // In-process (`--in-process`). The library is loaded into ropecheck itself and called directly,
-// with the same arena, NaN prefill, guard bytes and guard pages (a write into a guard page is then
+// with the same arena, NaN prefill, guards and late-write check (a write into a guard page is then
 // ropecheck's SIGSEGV). For running a kernel under gdb, valgrind or a sanitizer. No timeout.
 //
 // Loading throws InputError (unusable input, one line naming the library) when the file does not
 // exist or is not a regular file, dlopen fails, the ABI symbols are missing, the ABI version is not
-// 1, the name is NULL, or no entry point is exported. A host that dies or hangs while loading the
-// library (a constructor that exits or crashes) does not throw: the client is "broken", claims every
-// entry point, and fails every call with what happened, so the check fails (exit 1) and its report
-// is written.
+// 1, the name is NULL, or no entry point is exported; and (naming the host) when the host cannot be
+// started, dies or hangs before it says it started, or speaks another protocol (a host of another
+// ropecheck build). A host that dies or hangs while loading the library (a constructor,
+// ropecheck_kernel_configure, ropecheck_kernel_name: the message names which) does not throw: the
+// client is "broken", claims every entry point, and fails every call with what happened, so the check
+// fails (exit 1) and its report is written.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +56,7 @@
 #include <vector>
 
 #include "ropecheck/kernel_abi.h"
+#include "ropecheck/kut/kernel_under_test.hpp"
 
 namespace ropecheck::plugin {
 
@@ -111,6 +124,11 @@ class KernelPlugin {
   // be loaded): `props` forgives at each new property, so a kernel that crashes on some specs
   // only is still tested on the others.
   void forgive();
+
+  // Ends the run (a bounded stop of the host; kut::KernelUnderTest::finish): outputs written after
+  // their call returned are failures of that call (counted in failed_calls), a host that had to be
+  // killed is a note. A later call starts a fresh host.
+  kut::RunEnd finish();
 
   // Calls that failed so far (lost), and the first failure's message.
   std::int64_t failed_calls() const;

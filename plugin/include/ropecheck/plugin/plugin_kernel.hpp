@@ -35,6 +35,7 @@ class PluginKernel final : public kut::KernelUnderTest {
   kut::CallResult rope_cos_sin(const kut::RopeTableCall& call) override;
   kut::CallResult sinusoidal(const kut::SinusoidalCall& call) override;
   void forgive() override { plugin_.forgive(); }
+  kut::RunEnd finish() override { return plugin_.finish(); }
   const KernelPlugin& plugin() const { return plugin_; }
 
  private:

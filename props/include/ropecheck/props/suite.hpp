@@ -73,6 +73,7 @@ struct ReproduceRecord {
 
 struct PropertyOutcome {
   std::string property, statement;
+  bool kernel_failed = false;  // failed because kernel calls were lost (a crash, a hang, ...), not on a value
   int cases = 0, skipped = 0;       // cases run (passing + the failing one); of those, skipped
                                     // (target does not implement the spec, or property not applicable)
   double worst_margin = 0;          // max error / bound over the cases run; > 1 fails
