@@ -66,9 +66,11 @@ KernelRun run_kernel(kut::KernelUnderTest& k, const GoldenSet& golden) {
   const EncodingSpec& spec = golden.spec();
   const std::vector<Position>& positions = golden.positions();
   if (golden.is_rope()) {
-    if (!caps.rope_apply && !caps.rope_cos_sin)
-      throw InputError(who + ": the golden set is RoPE but the kernel exports neither ropecheck_rope_apply nor "
-                              "ropecheck_rope_cos_sin");
+    if (!caps.rope_apply && !caps.rope_cos_sin) {
+      run.declined = who + ": the golden set is RoPE but the kernel exports neither ropecheck_rope_apply nor "
+                           "ropecheck_rope_cos_sin";
+      return run;
+    }
     if (!caps.rope_apply) run.notes.push_back("q_rot / k_rot not checked: the kernel exports no ropecheck_rope_apply");
     if (!caps.rope_cos_sin) run.notes.push_back("cos / sin not checked: the kernel exports no ropecheck_rope_cos_sin");
     const std::vector<float> q = f32_values(golden.tensor("q")), kx = f32_values(golden.tensor("k"));
@@ -130,8 +132,10 @@ KernelRun run_kernel(kut::KernelUnderTest& k, const GoldenSet& golden) {
       }
     }
   } else {
-    if (!caps.sinusoidal)
-      throw InputError(who + ": the golden set is sinusoidal but the kernel does not export ropecheck_sinusoidal");
+    if (!caps.sinusoidal) {
+      run.declined = who + ": the golden set is sinusoidal but the kernel does not export ropecheck_sinusoidal";
+      return run;
+    }
     std::vector<std::int64_t> pos(positions.size());
     for (std::size_t t = 0; t < positions.size(); ++t) pos[t] = positions[t].t;
     for (DType d : dtypes) {
@@ -163,8 +167,7 @@ KernelRun run_kernel(kut::KernelUnderTest& k, const GoldenSet& golden) {
     std::string dts, why;
     for (DType d : dtypes) dts += (dts.empty() ? "" : ", ") + std::string(to_string(d));
     for (const std::string& r : reasons) why += (why.empty() ? "" : "; ") + r;
-    throw InputError(who + " produced no output to check: it answered UNSUPPORTED for every output dtype of the golden set (" +
-                      dts + "): " + why);
+    run.declined = who + " answered UNSUPPORTED for every output dtype of the golden set (" + dts + "): " + why;
   }
   return run;
 }

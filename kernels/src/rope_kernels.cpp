@@ -3,6 +3,8 @@
 // (per-token cos / sin) and in the backends (portable.cpp, simd_avx512.cpp).
 #include "ropecheck/kernels/rope_kernels.hpp"
 
+#include "ropecheck/core/input_error.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -36,6 +38,9 @@ using detail::RowEngine;
 namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("ropecheck::kernels: " + what); }
+// A thread count the machine cannot start is the caller's unusable option, not something the kernel
+// declines: an InputError, which the kernel-under-test wrapper does not turn into "unsupported".
+[[noreturn]] void fail_threads(const std::string& what) { throw InputError("ropecheck::kernels: " + what); }
 
 const Backend& choose_backend(const KernelOptions& opts) {
   if (!opts.portable)
@@ -71,7 +76,7 @@ void ensure_threads_can_start(int n) {
   cv.notify_all();
   for (std::thread& t : team) t.join();
   if (!error.empty())
-    fail("cannot start " + std::to_string(n) + " threads (" + error + " after " + std::to_string(team.size() + 1) +
+    fail_threads("cannot start " + std::to_string(n) + " threads (" + error + " after " + std::to_string(team.size() + 1) +
          "); use a smaller --threads or OMP_NUM_THREADS");
   int seen = verified.load();
   while (seen < n && !verified.compare_exchange_weak(seen, n)) {
