@@ -103,7 +103,6 @@ void expect_rank_one(const Case& c, const std::string& tweak = "") {
   const Diagnosis d = diagnosed(g, c.mistake);
   ASSERT_FALSE(d.ranked.empty()) << d.conclusion;
   const HypothesisResult& r = d.ranked.front();
-  if (std::getenv("DBG")) std::fprintf(stderr, "%s\n", d.summary().c_str());
   EXPECT_EQ(r.id, c.id) << d.summary();
   EXPECT_TRUE(r.matches) << d.summary();
   ASSERT_NE(d.best_match(), nullptr) << d.summary();
