@@ -216,6 +216,15 @@ int run_drift_command(const DriftCliOptions& o) {
   std::vector<std::string> files;
   if (!o.compare.empty()) {
     const drift::CompareResult r = drift::run_compare(spec, names[0], names[1], d);
+    if (!r.declined.empty()) {  // nothing measured, nothing written: not tested, with the kernel's reason
+      fmt::print("{} (A) vs {} (B) on {}: not compared\nNOT TESTED: {}\n", r.a, r.b, spec.name, r.reason);
+      if (!o.junit.empty())
+        io::write_file_atomically(o.junit,
+                                  junit_xml("ropecheck drift", {drift_compare_junit_case(spec.name, r.a, r.b, r.verdict, r.reason)},
+                                            r.seconds),
+                                  "--junit");
+      return ropecheck::exit_code(r.verdict);
+    }
     files = drift::write_compare(r, dir, gnuplot, cmd);
     dir.commit();
     fmt::print("{} (A) vs {} (B) on {}, positions 0..{} ({} sampled), storage {}\n", r.a, r.b, spec.name, N - 1,
@@ -254,23 +263,30 @@ int run_drift_command(const DriftCliOptions& o) {
   dir.commit();
   fmt::print("{}: positions 0..{} ({} sampled, {} bins), storage {}, {} candidates\n", spec.name, N - 1,
              r.plan.positions.size(), r.plan.bins.size(), to_string(*dt), r.kernels.size());
-  fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>12} {:>12}  {}\n", "candidate", "angle rad", "cos/sin", "rot ulp",
-             "fp32-angle", "bf16-table", "distinct / first collision");
+  // A class's breakdown position; "n/t from P" where nothing broke before its bound saturates at P.
+  auto bd = [&](const drift::KernelResult& c, accuracy::AccuracyClass cls) -> std::string {
+    for (const drift::Breakdown& b : c.breakdown)
+      if (b.cls == cls)
+        return b.position ? std::to_string(*b.position)
+                          : (b.saturated_from ? fmt::format("n/t from {}", *b.saturated_from) : "never");
+    return "?";
+  };
+  std::size_t w = 12;
+  for (const drift::KernelResult& c : r.kernels)
+    for (accuracy::AccuracyClass cls : {accuracy::AccuracyClass::fp32_angle, accuracy::AccuracyClass::bf16_table})
+      w = std::max(w, bd(c, cls).size());
+  fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>{}} {:>{}}  {}\n", "candidate", "angle rad", "cos/sin", "rot ulp",
+             "fp32-angle", w, "bf16-table", w, "distinct / first collision");
   for (const drift::KernelResult& c : r.kernels) {
-    auto bd = [&](accuracy::AccuracyClass cls) -> std::string {
-      for (const drift::Breakdown& b : c.breakdown)
-        if (b.cls == cls) return b.position ? std::to_string(*b.position) : "never";
-      return "?";
-    };
     std::string uq = "—";
     if (c.uniqueness)
       uq = fmt::format("{} / {}", c.uniqueness->distinct,
                        c.uniqueness->first_collision ? std::to_string(*c.uniqueness->first_collision) : "none");
-    fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>12} {:>12}  {}\n", c.name, fmt_stat(c.total.angle),
-               fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp), bd(accuracy::AccuracyClass::fp32_angle),
-               bd(accuracy::AccuracyClass::bf16_table), uq);
+    fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>{}} {:>{}}  {}\n", c.name, fmt_stat(c.total.angle),
+               fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp), bd(c, accuracy::AccuracyClass::fp32_angle), w,
+               bd(c, accuracy::AccuracyClass::bf16_table), w, uq);
   }
-  // Where a class's bound is saturated, "never" proves nothing: say so.
+  // Where a class's bound is saturated, "never" proves nothing: the column says "n/t from P", and why.
   if (!r.kernels.empty())
     for (const drift::Breakdown& b : r.kernels.front().breakdown)
       if (b.saturated_from && (b.cls == accuracy::AccuracyClass::fp32_angle || b.cls == accuracy::AccuracyClass::bf16_table))

@@ -18,6 +18,7 @@
 #include "ropecheck/drift/writers.hpp"
 #include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/checker/check_part.hpp"
+#include "ropecheck/checker/run_check.hpp"
 #include "ropecheck/golden/golden_merge.hpp"
 #include "ropecheck/golden/golden_shared.hpp"
 #include "ropecheck/io/tensor.hpp"
@@ -45,22 +46,13 @@ int merge_check(const std::vector<nlohmann::json>& parts, const std::vector<std:
   const checker::CheckReport rep = checker::finalize(m.whole);
   const bool kernel_failed = m.run.value("kernel_failed", false);
   if (!overwrite && fs::exists(out)) throw InputError("--out " + out.string() + " exists (give --overwrite to replace it)");
-  const std::optional<checker::Diagnosis> diagnosis =
-      diagnose ? rediagnose_check(rep, m.run, m.source, threads) : std::nullopt;
-  nlohmann::json j = rep.to_json();
-  j["candidate_source"] = m.source;
-  if (diagnosis) j["diagnosis"] = diagnosis->to_json();
-  if (kernel_failed) {
-    j["pass"] = false;
-    j["verdict"] = "fail";
-  }
-  io::write_file_atomically(out, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out",
+  checker::CheckOutcome o = checker::merged_outcome(
+      rep, m.source, kernel_failed, diagnose ? rediagnose_check(rep, m.run, m.source, threads) : std::nullopt);
+  io::write_file_atomically(out, o.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--out",
                             overwrite);  // without --overwrite, a report that appeared meanwhile is not replaced
-  fmt::print("{}", rep.summary());
-  if (diagnosis) fmt::print("{}", diagnosis->summary());
-  if (kernel_failed && rep.verdict != Verdict::fail) fmt::print("FAIL: the kernel failed (see the parts' KERNEL FAILURE)\n");
+  fmt::print("{}", o.summary());
   fmt::print("merged {} check parts into {}\n", parts.size(), out.string());
-  return exit_code(kernel_failed ? Verdict::fail : rep.verdict);
+  return exit_code(o.verdict);
 }
 
 // Props parts: the report one run writes with --no-diagnose, and its verdict's exit code.

@@ -286,7 +286,11 @@ int run_props(const PropsCliOptions& o) {
       if (rep.counts(out) && out.verdict == Verdict::not_tested &&
           (", " + names + ", ").find(", " + out.property + ", ") == std::string::npos)  // once, whatever the dtypes
         names += (names.empty() ? "" : ", ") + out.property;
-    fmt::print("NOT TESTED: no property failed, but these were not tested: {}\n", names);
+    const std::optional<std::int64_t> sat = rep.saturated_from();
+    fmt::print("NOT TESTED: no property failed, but these were not tested: {}{}\n", names,
+               sat ? fmt::format("; class {} not tested from position {} (saturated bounds)",
+                                 accuracy::to_string(rep.accuracy_class), *sat)
+                   : std::string());
   }
   if (cmp) fmt::print("{}", cmp->summary());
   if (cmp && !cmp->pass()) return exit_code(Verdict::fail);  // a regression fails whatever else held

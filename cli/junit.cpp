@@ -84,8 +84,12 @@ std::vector<JunitCase> check_junit_cases(const nlohmann::json& report) {
     }
     cases.push_back(std::move(c));
   }
+  const bool declined = report.contains("declined") && report["declined"].is_string();
   for (const nlohmann::json& name : report.at("not_tested"))
-    cases.push_back({classname, name.get<std::string>(), Verdict::not_tested, "no candidate tensor for this golden output", ""});
+    cases.push_back({classname, name.get<std::string>(), Verdict::not_tested,
+                     declined ? "the kernel declined it: " + report["declined"].get<std::string>()
+                              : "no candidate tensor for this golden output",
+                     ""});
   // A kernel whose calls failed fails the check whatever its tensors say (cmd_check.cpp).
   if (report.contains("candidate_source") && report["candidate_source"].contains("failures"))
     for (const nlohmann::json& f : report["candidate_source"]["failures"])

@@ -51,6 +51,7 @@ std::optional<CounterexampleDiagnosis> diagnose_counterexample(const plugin::Ker
   ko.plugin = plugin;
   plugin::OpenedKernel ks = plugin::open_kernel(kernel, ko);
   const checker::KernelRun run = checker::run_kernel(*ks.kernel, g);
+  if (!run.declined.empty()) return std::nullopt;  // nothing to replay: the kernel declines this set
   checker::CheckOptions co;
   co.criterion = checker::Criterion::of_class(accuracy_class);
   const std::string dt(to_string(dtype));

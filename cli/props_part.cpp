@@ -1,5 +1,7 @@
 #include "props_part.hpp"
 
+#include <cstdlib>
+
 #include "ropecheck/io/part_file.hpp"
 #include "ropecheck/io/tensor.hpp"
 
@@ -34,7 +36,7 @@ MergedProps merge_props_parts(const std::vector<nlohmann::json>& parts, const st
     nlohmann::json id = r.at(parts[i], "report");
     if (!id.is_object() || !id.contains("properties") || !id["properties"].is_array() || !id.contains("dtypes"))
       r.bad("'report' is not a props report");
-    for (const char* k : {"properties", "passed", "verdict"}) id.erase(k);
+    for (const char* k : {"properties", "passed", "verdict", "saturated_from"}) id.erase(k);
     identity.push_back({{"ropecheck_version", r.str(parts[i], "ropecheck_version")},
                         {"command", r.str(parts[i], "command")},
                         {"report", id}});
@@ -63,6 +65,15 @@ MergedProps merge_props_parts(const std::vector<nlohmann::json>& parts, const st
   if (placed != total)
     throw InputError("merge: the parts list outcomes for output dtypes their reports do not run");
   m.report["properties"] = props;
+  // As SuiteReport::saturated_from over the merged outcomes (a saturated outcome always ran, so counts).
+  nlohmann::json sat = nullptr;
+  for (const nlohmann::json& p : props)
+    if (p.value("verdict", "") == "not-tested" && p.value("saturated", std::int64_t{0}) > 0 &&
+        p.contains("first_saturated_position") && p["first_saturated_position"].is_number_integer()) {
+      const std::int64_t v = p["first_saturated_position"].get<std::int64_t>();
+      if (sat.is_null() || std::llabs(v) < std::llabs(sat.get<std::int64_t>())) sat = v;
+    }
+  m.report["saturated_from"] = sat;
   m.report["passed"] = m.verdict == Verdict::pass;
   m.report["verdict"] = std::string(to_string(m.verdict));
   return m;

@@ -125,7 +125,7 @@ class TensorPass {
  private:
   void eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) const;
   double class_margins(TensorStats& a, std::int64_t pos, Quantity q, const PairAngle& angle, double M, double c, double gv,
-                       double e, bool identical, bool mismatch) const;
+                       double e, bool identical, bool mismatch, bool& crit_saturated) const;
   void rank(Acc& acc, double score, std::int64_t i) const;
 
   DType dt_;
@@ -160,29 +160,41 @@ TensorPass::TensorPass(const GoldenSet& g, const std::string& golden_name, const
       bounds_[c][static_cast<std::size_t>(q)] = accuracy::class_bound(accuracy::kAccuracyClasses[c], dt_, q);
 }
 
-// Every class's margin on one element (counted into a.classes); returns the criterion class's.
+// Every class's margin on one element (counted into a.classes, with the classes whose bound is
+// saturated where the element holds); returns the criterion class's margin, and whether its bound is
+// saturated there.
 double TensorPass::class_margins(TensorStats& a, std::int64_t pos, Quantity q, const PairAngle& angle, double M, double c,
-                                 double gv, double e, bool identical, bool mismatch) const {
+                                 double gv, double e, bool identical, bool mismatch, bool& crit_saturated) const {
   double crit_margin = 0;
+  crit_saturated = false;
   for (std::size_t k = 0; k < kClasses; ++k) {
     double margin;
-    bool violated;
+    bool violated, saturated = false;
     if (k == 0) {  // exact
       violated = !identical;
       margin = identical ? 0.0
                          : (std::isfinite(c) && std::isfinite(gv) ? std::fabs(c - gv) / fast_ulp(gv, fi_.precision, fi_.min_normal_exp)
                                                                   : kInf);
     } else {
-      margin = mismatch ? kInf : e / bounds_[k][static_cast<std::size_t>(q)].allowed(angle, M);
+      const ClassBound& b = bounds_[k][static_cast<std::size_t>(q)];
+      const double rel = b.relative(angle);  // b.allowed(angle, M) = rel M + floor; saturated: rel >= 1
+      margin = mismatch ? kInf : e / (rel * M + b.floor);
       violated = margin > 1;
+      saturated = rel >= 1;
     }
     ClassStats& ca = a.classes[k];
     if (margin > ca.worst) ca.worst = margin;
     if (violated) {
       ++ca.violations;
       note_first(ca.first, pos);
+    } else if (saturated) {
+      ++ca.saturated;
+      note_first(ca.first_saturated, pos);
     }
-    if (k == crit_class_) crit_margin = margin;
+    if (k == crit_class_) {
+      crit_margin = margin;
+      crit_saturated = saturated;
+    }
   }
   return crit_margin;
 }
@@ -234,7 +246,8 @@ void TensorPass::eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, co
   }
   a.max_ulps = std::max(a.max_ulps, ulps);
   a.max_pair = std::max(a.max_pair, pair_rel);
-  const double crit_margin = class_margins(a, pos, q, angle, M, c, gv, e, identical, mismatch);
+  bool crit_saturated;
+  const double crit_margin = class_margins(a, pos, q, angle, M, c, gv, e, identical, mismatch, crit_saturated);
 
   double score;
   bool fails;
@@ -268,7 +281,7 @@ void TensorPass::eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, co
     ++a.violations;
     ++b.violations;
     note_first(a.first, pos);
-  } else if (crit_class_bound_ && bounds_[crit_class_][static_cast<std::size_t>(q)].saturated(angle)) {
+  } else if (crit_class_bound_ && crit_saturated) {
     ++a.saturated;  // the bound accepts any output of this magnitude: not tested
     ++b.saturated;
     note_first(a.first_saturated, pos);
@@ -341,6 +354,7 @@ ElementReport TensorPass::describe(const Ranked& w) const {
   r.ulps = finite ? r.abs_error / ulp(r.truth, dt_) : kInf;
   r.pair_relative = !finite ? kInf : (r.magnitude > 0 ? r.abs_error / (r.magnitude * u_dt_) : (r.abs_error == 0 ? 0 : kInf));
   r.score = w.score;
+  r.saturated = crit_class_bound_ && bounds_[crit_class_][static_cast<std::size_t>(e.quantity)].saturated(e.angle);
   return r;
 }
 

@@ -31,6 +31,25 @@ std::optional<AccuracyClass> TensorReport::best_class() const {
   return std::nullopt;
 }
 
+std::string_view to_string(ClassState s) {
+  return s == ClassState::satisfied ? "satisfied" : (s == ClassState::violated ? "violated" : "not-tested");
+}
+
+std::vector<AccuracyClass> CheckReport::not_tested_classes() const {
+  std::vector<AccuracyClass> out;
+  for (AccuracyClass c : accuracy::kAccuracyClasses) {
+    bool violated = false, untested = false;
+    for (const TensorReport& t : tensors)
+      for (const ClassResult& r : t.classes)
+        if (r.accuracy_class == c) {
+          violated = violated || r.state == ClassState::violated;
+          untested = untested || r.state == ClassState::not_tested;
+        }
+    if (untested && !violated) out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<AccuracyClass> CheckReport::satisfied_classes() const {
   std::vector<AccuracyClass> out;
   for (AccuracyClass c : accuracy::kAccuracyClasses) {
@@ -41,6 +60,69 @@ std::vector<AccuracyClass> CheckReport::satisfied_classes() const {
     if (all) out.push_back(c);
   }
   return out;
+}
+
+namespace {
+
+// What was asked for (CheckOptions::only). The f64 copy of each output is the truth every check
+// compares with, written whatever --dtypes said: asked for only when matched, named exactly, or when
+// f64 is the set's only dtype. InputError for an --only item the set does not have.
+std::set<std::string> asked_outputs(const GoldenSet& golden, const CheckOptions& options,
+                                    const std::map<std::string, std::size_t>& match) {
+  const std::vector<std::string> outputs = golden.output_names();
+  const std::set<std::string> output_set(outputs.begin(), outputs.end());
+  std::set<std::string> bases;
+  for (const std::string& o : outputs) bases.insert(base_of(o));
+  const bool f64_only = golden.dtypes().size() == 1;
+  auto truth_copy = [&](const std::string& o) { return !f64_only && o == base_of(o) + ".f64" && !match.count(o); };
+  std::set<std::string> asked;
+  if (options.only.empty()) {
+    for (const std::string& o : outputs)
+      if (!truth_copy(o)) asked.insert(o);
+    return asked;
+  }
+  for (const std::string& item : options.only) {
+    if (output_set.count(item)) {
+      asked.insert(item);
+    } else if (bases.count(item)) {
+      for (const std::string& o : outputs)
+        if (base_of(o) == item && !truth_copy(o)) asked.insert(o);
+    } else {
+      throw InputError("--only " + sanitize(item) + ": the golden set has no output or base " + quote_name(item) +
+                        " (outputs: " + join(outputs) + ")");
+    }
+  }
+  return asked;
+}
+
+// The part's header: the set, the criterion and the shard's tokens.
+CheckPart part_header(const GoldenSet& golden, const CheckOptions& options, const Shard& shard) {
+  CheckPart part;
+  part.shard = shard;
+  part.total_tokens = golden.tokens();
+  std::tie(part.first_token, part.last_token) = shard_range(part.total_tokens, shard, "tokens of the golden set");
+  part.worst_count = options.worst_count;
+  CheckReport& rep = part.header;
+  rep.golden_dir = golden.dir().string();
+  rep.spec_name = golden.spec().name;
+  rep.golden_fingerprint = golden_fingerprint(golden);
+  rep.criterion = options.criterion;
+  return part;
+}
+
+}  // namespace
+
+CheckPart declined_check_part(const GoldenSet& golden, const CheckOptions& options, const Shard& shard,
+                              const std::string& reason) {
+  validate(options.criterion);
+  const std::set<std::string> asked = asked_outputs(golden, options, {});
+  CheckPart part = part_header(golden, options, shard);
+  for (const std::string& o : golden.output_names()) {
+    part.header.unchecked_golden.push_back(o);
+    if (asked.count(o)) part.header.not_tested.push_back(o);
+  }
+  part.header.declined = reason.empty() ? "it gave no reason" : reason;
+  return part;
 }
 
 CheckPart check_candidate_part(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options,
@@ -124,39 +206,10 @@ CheckPart check_candidate_part(const GoldenSet& golden, const std::vector<Tensor
     validate(t);
   }
 
-  // What was asked for (CheckOptions::only). The f64 copy of each output is the truth every check
-  // compares with, written whatever --dtypes said: asked for only when matched, named exactly, or
-  // when f64 is the set's only dtype.
-  const bool f64_only = golden.dtypes().size() == 1;
-  auto truth_copy = [&](const std::string& o) { return !f64_only && o == base_of(o) + ".f64" && !match.count(o); };
-  std::set<std::string> asked;
-  if (options.only.empty()) {
-    for (const std::string& o : outputs)
-      if (!truth_copy(o)) asked.insert(o);
-  } else {
-    for (const std::string& item : options.only) {
-      if (output_set.count(item)) {
-        asked.insert(item);
-      } else if (bases.count(item)) {
-        for (const std::string& o : outputs)
-          if (base_of(o) == item && !truth_copy(o)) asked.insert(o);
-      } else {
-        throw InputError("--only " + sanitize(item) + ": the golden set has no output or base " +
-                          quote_name(item) + " (outputs: " + join(outputs) + ")");
-      }
-    }
-  }
+  const std::set<std::string> asked = asked_outputs(golden, options, match);
 
-  CheckPart part;
-  part.shard = shard;
-  part.total_tokens = golden.tokens();
-  std::tie(part.first_token, part.last_token) = shard_range(part.total_tokens, shard, "tokens of the golden set");
-  part.worst_count = options.worst_count;
+  CheckPart part = part_header(golden, options, shard);
   CheckReport& rep = part.header;
-  rep.golden_dir = golden.dir().string();
-  rep.spec_name = golden.spec().name;
-  rep.golden_fingerprint = golden_fingerprint(golden);
-  rep.criterion = options.criterion;
   rep.ignored_candidate = ignored;
   for (const std::string& o : outputs) {
     const auto it = match.find(o);

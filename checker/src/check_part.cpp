@@ -37,7 +37,7 @@ using check_detail::note_first;
 namespace {
 
 constexpr const char* kPartFormat = "ropecheck-check-part";
-constexpr int kPartVersion = 1;
+constexpr int kPartVersion = 2;  // 2: per-class saturation, worst elements' saturation, declined
 
 bool ranks_before(const ElementReport& a, const ElementReport& b) {
   return a.score != b.score ? a.score > b.score : a.index < b.index;
@@ -84,6 +84,8 @@ void TensorStats::merge_counts(const TensorStats& o) {
     classes[k].violations += o.classes[k].violations;
     if (o.classes[k].first) note_first(classes[k].first, *o.classes[k].first);
     max_into(classes[k].worst, o.classes[k].worst);
+    classes[k].saturated += o.classes[k].saturated;
+    if (o.classes[k].first_saturated) note_first(classes[k].first_saturated, *o.classes[k].first_saturated);
   }
   violations += o.violations;
   if (o.first) note_first(first, *o.first);
@@ -132,9 +134,19 @@ TensorReport finalize(const TensorStats& s, const Criterion& cr) {
   }
   const double sq_err = s.sum_sq_err.value(), sq_truth = s.sum_sq_truth.value();
   rep.nmse = s.mismatches > 0 ? kInf : (sq_truth > 0 ? sq_err / sq_truth : (sq_err == 0 ? 0 : kInf));
-  for (std::size_t k = 0; k < s.classes.size(); ++k)
-    rep.classes.push_back({accuracy::kAccuracyClasses[k], s.classes[k].violations == 0, s.classes[k].violations,
-                           s.classes[k].first, s.classes[k].worst});
+  for (std::size_t k = 0; k < s.classes.size(); ++k) {
+    const ClassStats& c = s.classes[k];
+    ClassResult r;
+    r.accuracy_class = accuracy::kAccuracyClasses[k];
+    r.state = c.violations > 0 ? ClassState::violated : (c.saturated > 0 ? ClassState::not_tested : ClassState::satisfied);
+    r.satisfied = r.state == ClassState::satisfied;
+    r.violations = c.violations;
+    r.first_violating_position = c.first;
+    r.saturated = c.saturated;
+    r.first_saturated_position = c.first_saturated;
+    r.worst_margin = c.worst;
+    rep.classes.push_back(r);
+  }
   rep.saturated = s.saturated;
   rep.first_saturated_position = s.first_saturated;
   if (s.violations > 0) {
@@ -188,7 +200,10 @@ CheckReport finalize(const CheckPart& part) {
     rep.reason = fmt::format("{} of {} tensors fail {}", failing, rep.tensors.size(), rep.criterion.to_string());
   } else if (rep.verdict == ropecheck::Verdict::not_tested) {
     std::vector<std::string> why;
-    if (!rep.not_tested.empty())
+    if (!rep.declined.empty())
+      why.push_back("the kernel declined every output asked for (" + check_detail::join(rep.not_tested, 8) +
+                    "): " + rep.declined);
+    else if (!rep.not_tested.empty())
       why.push_back("no candidate tensor for " + std::to_string(rep.not_tested.size()) + " asked-for golden output" +
                     (rep.not_tested.size() == 1 ? "" : "s") + " (" + check_detail::join(rep.not_tested, 8) +
                     "; name what the kernel produces with --only)");
@@ -217,7 +232,8 @@ nlohmann::json header_json(const CheckPart& p) {
           {"worst_count", p.worst_count},
           {"ignored_candidate", p.header.ignored_candidate},
           {"unchecked_golden", p.header.unchecked_golden},
-          {"not_tested", p.header.not_tested}};
+          {"not_tested", p.header.not_tested},
+          {"declined", p.header.declined}};
 }
 
 Criterion criterion_from(const PartReader& r, const nlohmann::json& j) {
@@ -278,6 +294,7 @@ MergedCheck merge_check_parts(const std::vector<nlohmann::json>& parts, const st
     x.part.header.ignored_candidate = r.strings(h, "ignored_candidate");
     x.part.header.unchecked_golden = r.strings(h, "unchecked_golden");
     x.part.header.not_tested = r.strings(h, "not_tested");
+    x.part.header.declined = r.str(h, "declined");
     const nlohmann::json& ts = r.at(j, "tensors");
     if (!ts.is_array()) r.bad("'tensors' is not a list");
     for (const nlohmann::json& t : ts) x.part.tensors.push_back(tensor_from(r, t));

@@ -44,7 +44,7 @@ nlohmann::json element_json(const ElementReport& e) {
           {"pair", e.pair},           {"theta", xnum(e.theta)},   {"candidate", xnum(e.candidate)},
           {"truth", xnum(e.truth)},   {"golden", xnum(e.golden)}, {"abs_error", xnum(e.abs_error)},
           {"ulps", xnum(e.ulps)},     {"magnitude", xnum(e.magnitude)}, {"pair_relative", xnum(e.pair_relative)},
-          {"score", xnum(e.score)}};
+          {"score", xnum(e.score)},       {"saturated", e.saturated}};
 }
 ElementReport element_from(const PartReader& r, const nlohmann::json& j) {
   ElementReport e;
@@ -67,6 +67,9 @@ ElementReport element_from(const PartReader& r, const nlohmann::json& j) {
   e.magnitude = r.dbl(j, "magnitude");
   e.pair_relative = r.dbl(j, "pair_relative");
   e.score = r.dbl(j, "score");
+  const nlohmann::json& sat = r.at(j, "saturated");
+  if (!sat.is_boolean()) r.bad("'saturated' is not true or false");
+  e.saturated = sat.get<bool>();
   return e;
 }
 
@@ -78,6 +81,8 @@ nlohmann::json tensor_json(const TensorStats& s) {
     classes.push_back({{"class", std::string(accuracy::to_string(accuracy::kAccuracyClasses[k]))},
                        {"violations", s.classes[k].violations},
                        {"first_violating_position", detail::opt_pos(s.classes[k].first)},
+                       {"saturated", s.classes[k].saturated},
+                       {"first_saturated_position", detail::opt_pos(s.classes[k].first_saturated)},
                        {"worst_margin", xnum(s.classes[k].worst)}});
   nlohmann::json bins = nlohmann::json::array();
   for (std::size_t b = 0; b < s.bins.size(); ++b) {
@@ -193,7 +198,8 @@ TensorStats tensor_from(const PartReader& r, const nlohmann::json& j) {
   for (std::size_t k = 0; k < s.classes.size(); ++k) {
     if (r.str(classes[k], "class") != accuracy::to_string(accuracy::kAccuracyClasses[k])) r.bad("'classes' out of order");
     s.classes[k] = {r.i64(classes[k], "violations"), r.opt(classes[k], "first_violating_position"),
-                    r.dbl(classes[k], "worst_margin")};
+                    r.dbl(classes[k], "worst_margin"), r.i64(classes[k], "saturated"),
+                    r.opt(classes[k], "first_saturated_position")};
   }
   s.violations = r.i64(j, "violations");
   s.first = r.opt(j, "first_violating_position");

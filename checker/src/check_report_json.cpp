@@ -31,8 +31,11 @@ nlohmann::json CheckReport::to_json() const {
     for (const ClassResult& c : t.classes)
       classes.push_back({{"class", std::string(accuracy::to_string(c.accuracy_class))},
                          {"satisfied", c.satisfied},
+                         {"state", std::string(to_string(c.state))},
                          {"violations", c.violations},
                          {"first_violating_position", detail::opt_pos(c.first_violating_position)},
+                         {"saturated", c.saturated},
+                         {"first_saturated_position", detail::opt_pos(c.first_saturated_position)},
                          {"worst_margin", num(c.worst_margin)}});
     nlohmann::json worst_j = nlohmann::json::array();
     for (const ElementReport& e : t.worst)
@@ -51,7 +54,8 @@ nlohmann::json CheckReport::to_json() const {
                          {"ulps", num(e.ulps)},
                          {"magnitude", num(e.magnitude)},
                          {"pair_relative", num(e.pair_relative)},
-                         {"score", num(e.score)}});
+                         {"score", num(e.score)},
+                         {"saturated", e.saturated}});
     nlohmann::json bins_j = nlohmann::json::array();
     for (const PositionBin& b : t.bins)
       bins_j.push_back({{"lo", b.lo},
@@ -97,8 +101,10 @@ nlohmann::json CheckReport::to_json() const {
   }
   nlohmann::json sat = nlohmann::json::array();
   for (AccuracyClass c : satisfied_classes()) sat.push_back(std::string(accuracy::to_string(c)));
+  nlohmann::json untested = nlohmann::json::array();
+  for (AccuracyClass c : not_tested_classes()) untested.push_back(std::string(accuracy::to_string(c)));
   return {{"format", "ropecheck-check-report"},
-          {"format_version", 1},
+          {"format_version", kCheckReportVersion},
           {"golden", golden_dir},
           {"spec", spec_name},
           {"golden_fingerprint", golden_fingerprint},
@@ -107,6 +113,8 @@ nlohmann::json CheckReport::to_json() const {
           {"verdict", std::string(to_string(verdict))},
           {"reason", reason},
           {"satisfied_classes", sat},
+          {"not_tested_classes", untested},
+          {"declined", declined.empty() ? nlohmann::json(nullptr) : nlohmann::json(declined)},
           {"tensors", ts},
           {"ignored_candidate", ignored_candidate},
           {"unchecked_golden", unchecked_golden},

@@ -45,10 +45,15 @@ std::string CheckReport::summary() const {
     s += "  class        holds  violations  first position  worst margin\n";
     for (const ClassResult& c : t.classes) {
       const bool exact = c.accuracy_class == AccuracyClass::exact;
-      s += fmt::format("  {:<11}  {:<5}  {:>10}  {:>14}  {}{}\n", accuracy::to_string(c.accuracy_class),
-                       c.satisfied ? "yes" : "no", c.violations,
+      const bool untested = c.state == ClassState::not_tested;
+      s += fmt::format("  {:<11}  {:<5}  {:>10}  {:>14}  {}{}{}\n", accuracy::to_string(c.accuracy_class),
+                       c.satisfied ? "yes" : (untested ? "n/t" : "no"), c.violations,
                        c.first_violating_position ? std::to_string(*c.first_violating_position) : "-",
-                       g4(c.worst_margin), exact ? " ulp from golden" : "");
+                       g4(c.worst_margin), exact ? " ulp from golden" : "",
+                       untested ? fmt::format("  not tested: saturated from position {} ({} element{})",
+                                              c.first_saturated_position.value_or(-1), c.saturated,
+                                              c.saturated == 1 ? "" : "s")
+                                : std::string());
     }
     if (!t.worst.empty()) {
       s += fmt::format("  worst elements (score: {})\n",
@@ -60,10 +65,11 @@ std::string CheckReport::summary() const {
         const std::string pos = e.position.t == e.position.h && e.position.h == e.position.w
                                     ? std::to_string(e.position.t)
                                     : fmt::format("{}/{}/{}", e.position.t, e.position.h, e.position.w);
-        s += fmt::format("    {:<9}  {:>5}  {:<19}  {:>4}  {:>4}  {:>4}  {:<10}  {:<13.6g}  {:<13.6g}  {:<8}  {}\n",
+        s += fmt::format("    {:<9}  {:>5}  {:<19}  {:>4}  {:>4}  {:>4}  {:<10}  {:<13.6g}  {:<13.6g}  {:<8}  {}{}\n",
                          g4(e.score), e.token, pos, e.head < 0 ? "-" : std::to_string(e.head),
                          e.channel < 0 ? "-" : std::to_string(e.channel), e.pair < 0 ? "-" : std::to_string(e.pair),
-                         g4(e.theta), e.candidate, e.truth, g4(e.ulps), g4(e.pair_relative));
+                         g4(e.theta), e.candidate, e.truth, g4(e.ulps), g4(e.pair_relative),
+                         e.saturated ? "  SATURATED: not tested (any output of this magnitude passes)" : "");
       }
     }
     s += "  by position  elements  max pair-rel (u)  max ulp  violations  saturated  rms pair-rel (u)  rms vs bound\n";
@@ -79,8 +85,11 @@ std::string CheckReport::summary() const {
     s += fmt::format("{}{} golden outputs not checked (no candidate tensor, an f64 truth copy, or outside --only); "
                      "asked for but not tested: {}\n",
                      ignored_candidate.empty() ? "\n" : "", unchecked_golden.size(), join(not_tested));
-  std::vector<std::string> sat;
+  std::vector<std::string> sat, untested;
   for (AccuracyClass c : satisfied_classes()) sat.emplace_back(accuracy::to_string(c));
+  for (AccuracyClass c : not_tested_classes()) untested.emplace_back(accuracy::to_string(c));
+  // A class no tensor violates but some tensor does not test is named apart, never as satisfied.
+  const std::string untested_note = untested.empty() ? "" : "; classes not tested (saturated): " + join(untested);
   std::int64_t violations = 0, failing = 0;
   std::optional<std::int64_t> first;
   for (const TensorReport& t : tensors) {
@@ -89,15 +98,15 @@ std::string CheckReport::summary() const {
     if (t.first_violating_position) note_first(first, *t.first_violating_position);
   }
   if (pass)
-    s += fmt::format("\nPASS: {} holds on every element of {} tensor{}; classes satisfied: {}\n", criterion.to_string(),
-                     tensors.size(), tensors.size() == 1 ? "" : "s", join(sat));
+    s += fmt::format("\nPASS: {} holds on every element of {} tensor{}; classes satisfied: {}{}\n", criterion.to_string(),
+                     tensors.size(), tensors.size() == 1 ? "" : "s", join(sat), untested_note);
   else if (verdict == ropecheck::Verdict::not_tested)
-    s += fmt::format("\nNOT TESTED: nothing failed, but not everything asked for was tested: {}; classes satisfied: {}\n",
-                     reason, join(sat));
+    s += fmt::format("\nNOT TESTED: nothing failed, but not everything asked for was tested: {}; classes satisfied: {}{}\n",
+                     reason, join(sat), untested_note);
   else
-    s += fmt::format("\nFAIL: {} violated by {} element{} in {} of {} tensor{} (first at position {}); classes satisfied: {}\n",
+    s += fmt::format("\nFAIL: {} violated by {} element{} in {} of {} tensor{} (first at position {}); classes satisfied: {}{}\n",
                      criterion.to_string(), violations, violations == 1 ? "" : "s", failing, tensors.size(),
-                     tensors.size() == 1 ? "" : "s", first.value_or(-1), join(sat));
+                     tensors.size() == 1 ? "" : "s", first.value_or(-1), join(sat), untested_note);
   return s;
 }
 

@@ -93,6 +93,8 @@ Candidate run_kernel_candidate(kut::KernelUnderTest& kernel, const std::string& 
     failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
   }
   c.failures = std::move(run.failures);
+  c.declined = std::move(run.declined);
+  if (!c.declined.empty()) c.header.push_back("DECLINED: " + c.declined);
   c.source = std::move(source);
   c.source["notes"] = run.notes;
   if (c.source.contains("failures") || c.kernel_failed()) c.source["failures"] = failures;
@@ -119,10 +121,15 @@ CheckOutcome run_check(const golden::GoldenSet& golden, Candidate candidate, con
   check_request(golden, request);
   apply_candidate_layout(candidate.tensors, request.layout);
   CheckOutcome o;
-  o.report = check_candidate(golden, candidate.tensors, request.options);
   o.source = std::move(candidate.source);
   o.header = std::move(candidate.header);
   o.kernel_failed = candidate.kernel_failed();
+  if (!candidate.declined.empty()) {
+    o.report = finalize(declined_check_part(golden, request.options, Shard{}, candidate.declined));
+    o.verdict = o.kernel_failed ? Verdict::fail : o.report.verdict;
+    return o;
+  }
+  o.report = check_candidate(golden, candidate.tensors, request.options);
   using D = CheckRequest::Diagnose;
   const bool diagnose = request.diagnose == D::always || (request.diagnose == D::if_failing && o.report.verdict == Verdict::fail);
   if (!o.kernel_failed && diagnose) {  // a failed kernel's NaNs are not a mistake to explain
@@ -154,7 +161,9 @@ std::string CheckOutcome::summary() const {
   s += report.summary();
   if (diagnosis) s += diagnosis->summary();
   if (baseline) s += baseline->summary();
-  if (kernel_failed && report.verdict != Verdict::fail) s += "FAIL: the kernel failed (see KERNEL FAILURE above)\n";
+  if (kernel_failed && report.verdict != Verdict::fail)  // merged parts have no header: their failures are in the parts
+    s += header.empty() ? "FAIL: the kernel failed (see the parts' KERNEL FAILURE)\n"
+                        : "FAIL: the kernel failed (see KERNEL FAILURE above)\n";
   return s;
 }
 
@@ -162,7 +171,9 @@ CheckPartOutcome run_check_part(const golden::GoldenSet& golden, Candidate candi
                                 const Shard& shard, const nlohmann::json& run_options) {
   check_request(golden, request);
   apply_candidate_layout(candidate.tensors, request.layout);
-  const CheckPart part = check_candidate_part(golden, candidate.tensors, request.options, shard);
+  const CheckPart part = candidate.declined.empty()
+                             ? check_candidate_part(golden, candidate.tensors, request.options, shard)
+                             : declined_check_part(golden, request.options, shard, candidate.declined);
   // What every part of one run shares besides the set and the criterion: the candidate's identity (a
   // file's content, not its path; a kernel's source without what its run noted) and the options.
   nlohmann::json id = candidate.source;

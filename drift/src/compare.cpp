@@ -51,10 +51,10 @@ void CompareMetrics::merge(const CompareMetrics& o) {
   saturated += o.saturated;
 }
 
-CompareResult run_compare(const EncodingSpec& spec, const plugin::KernelName& a_name, const plugin::KernelName& b_name,
-                          const DriftOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Setup s = detail::make_setup(spec, options, 2);
+namespace {
+
+CompareResult compare_measured(const EncodingSpec& spec, const plugin::KernelName& a_name, const plugin::KernelName& b_name,
+                               const DriftOptions& options, Setup& s, std::chrono::steady_clock::time_point t0) {
   std::unique_ptr<SweptKernel> A = make_swept_kernel(a_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
   std::unique_ptr<SweptKernel> B = make_swept_kernel(b_name, spec, options.storage, s.seq_len, s.threads, options.plugin);
 
@@ -246,6 +246,31 @@ CompareResult run_compare(const EncodingSpec& spec, const plugin::KernelName& a_
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+}  // namespace
+
+CompareResult run_compare(const EncodingSpec& spec, const plugin::KernelName& a_name, const plugin::KernelName& b_name,
+                          const DriftOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Setup s = detail::make_setup(spec, options, 2);
+  try {
+    return compare_measured(spec, a_name, b_name, options, s, t0);
+  } catch (const KernelDeclined& e) {
+    CompareResult res;
+    res.spec = spec;
+    res.options = s.opt;
+    res.plan = s.plan;
+    res.seq_len = s.seq_len;
+    res.attention_factor = s.att_f64;
+    res.a = a_name.given;
+    res.b = b_name.given;
+    res.declined = e.what();
+    res.verdict = ropecheck::Verdict::not_tested;
+    res.reason = "a kernel declined this spec / dtype, nothing compared: " + res.declined;
+    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return res;
+  }
 }
 
 }  // namespace ropecheck::drift

@@ -53,10 +53,10 @@ json common(const EncodingSpec& spec, const DriftOptions& o, const SamplingPlan&
 
 json breakdown(const Breakdown& b) {
   const json sat = b.saturated_from ? json(*b.saturated_from) : json(nullptr);
-  if (!b.position) return {{"position", nullptr}, {"saturated_from", sat}};
+  if (!b.position) return {{"position", nullptr}, {"saturated_from", sat}, {"state", b.state()}};
   return {{"position", *b.position}, {"quantity", b.quantity}, {"head", b.head},
           {"pair", b.pair},          {"channel", b.channel},   {"error", number(b.error)},
-          {"allowed", number(b.allowed)}, {"saturated_from", sat}};
+          {"allowed", number(b.allowed)}, {"saturated_from", sat}, {"state", b.state()}};
 }
 
 json first_difference(const FirstDifference& f) {

@@ -123,7 +123,8 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
   s += "\n## Breakdown positions\n\nThe first sampled position where the candidate exceeds the class's per-element "
        "bound (accuracy/ERROR_MODEL.md) on a rotated value or a table value; \"never\" = within it at every sampled "
        "position. \"(saturated from P)\": from position P the class's bound is saturated for some pair (an "
-       "all-zero output would pass), so no breakdown there is a verdict on that pair: not tested.\n\n| candidate |";
+       "all-zero output would pass), so no breakdown there is a verdict on that pair: not tested. \"not tested from P\": "
+       "no breakdown before P, and past P \"never\" cannot be claimed.\n\n| candidate |";
   for (accuracy::AccuracyClass c : accuracy::kAccuracyClasses) s += fmt::format(" {} |", accuracy::to_string(c));
   s += "\n|---|";
   for (std::size_t i = 0; i < accuracy::kAccuracyClasses.size(); ++i) s += "---|";
@@ -131,8 +132,10 @@ std::string summary_markdown(const DriftResult& r, const std::string& command_li
   for (const KernelResult& c : r.kernels) {
     s += "| " + c.name + " |";
     for (const Breakdown& b : c.breakdown)
-      s += fmt::format(" {}{} |", md_pos(b.position),
-                       b.saturated_from ? fmt::format(" (saturated from {})", *b.saturated_from) : std::string());
+      s += !b.position && b.saturated_from
+               ? fmt::format(" not tested from {} |", *b.saturated_from)
+               : fmt::format(" {}{} |", md_pos(b.position),
+                             b.saturated_from ? fmt::format(" (saturated from {})", *b.saturated_from) : std::string());
     s += "\n";
   }
 

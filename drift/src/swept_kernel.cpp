@@ -27,7 +27,7 @@ SweptKernel::SweptKernel(std::unique_ptr<kut::KernelUnderTest> kernel, std::stri
     : kernel_(std::move(kernel)), name_(std::move(name)), description_(std::move(description)), known_bad_(known_bad),
       storage_(storage), spec_(spec), seq_len_(seq_len) {
   if (!kernel_->info().capabilities.rope_apply)
-    throw InputError(kernel_->info().name + " does not export ropecheck_rope_apply, which drift needs");
+    throw KernelDeclined(kernel_->info().name + " does not export ropecheck_rope_apply, which drift needs");
   if (const kut::RecipeRows* rows = kernel_->recipe_rows()) plan_ = kernels::make_rope_plan(spec.rope, rows->recipe, seq_len);
 }
 
@@ -66,7 +66,7 @@ void SweptKernel::check(const kut::CallResult& c, const char* entry, const std::
                       std::initializer_list<std::span<const double>> outs) {
   ++failures_.calls;
   if (c.status == kut::CallResult::Status::unsupported)
-    throw InputError("kernel '" + name_ + "': " + entry + " answered UNSUPPORTED for this spec / dtype" +
+    throw KernelDeclined("kernel '" + name_ + "': " + entry + " answered UNSUPPORTED for this spec / dtype" +
                               (c.message.empty() ? std::string() : " (" + c.message + ")") + " (" + what + ")");
   if (c.status == kut::CallResult::Status::failed) {
     ++failures_.failed;

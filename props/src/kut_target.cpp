@@ -63,9 +63,10 @@ class KutTarget final : public Target {
   }
 
   Failures take_failures() override {
-    Failures f{failed_, calls_, first_};
+    Failures f{failed_, calls_, first_, declined_};
     failed_ = calls_ = 0;
     first_.clear();
+    declined_.clear();
     kernel_->forgive();  // the next property gets calls again after a crash streak
     return f;
   }
@@ -73,7 +74,10 @@ class KutTarget final : public Target {
  private:
   bool finish(const kut::CallResult& c, std::span<double> out) {
     ++calls_;
-    if (c.status == kut::CallResult::Status::unsupported) return false;
+    if (c.status == kut::CallResult::Status::unsupported) {
+      if (declined_.empty()) declined_ = c.message.empty() ? "UNSUPPORTED without a reason" : c.message;
+      return false;
+    }
     if (c.status == kut::CallResult::Status::failed) {
       ++failed_;
       if (first_.empty()) first_ = c.message;
@@ -89,7 +93,7 @@ class KutTarget final : public Target {
   ClassClaim claim_;
   std::vector<std::byte> buf_;
   std::int64_t failed_ = 0, calls_ = 0;
-  std::string first_;
+  std::string first_, declined_;
 };
 
 }  // namespace

@@ -212,7 +212,10 @@ void run_properties(Target& target, const EncodingSpec* spec, const SuiteOptions
       for (const auto& n : it->second) o.notes.push_back(n);
     }
     for (const auto& n : ctx.notes) o.notes.push_back(n);
-    if (const Target::Failures f = target.take_failures(); f.failed > 0) {  // a kernel plugin crashed, hung, ...
+    const Target::Failures f = target.take_failures();
+    if (o.verdict == Verdict::not_tested && o.skipped >= o.cases && ctx.declined > 0 && !f.declined.empty())
+      o.reason += ": " + f.declined;  // the kernel's own reason, as check and drift --compare give it
+    if (f.failed > 0) {  // a kernel plugin crashed, hung, ...
       o.passed = false;
       o.counterexample = "kernel failure: " + f.first;
       o.kernel_failed = true;
@@ -320,6 +323,15 @@ Verdict SuiteReport::verdict() const {
   return v;
 }
 
+std::optional<std::int64_t> SuiteReport::saturated_from() const {
+  std::optional<std::int64_t> first;
+  for (const auto& o : outcomes)
+    if (counts(o) && o.verdict == Verdict::not_tested && o.saturated > 0 && o.first_saturated_position &&
+        (!first || std::llabs(*o.first_saturated_position) < std::llabs(*first)))
+      first = o.first_saturated_position;
+  return first;
+}
+
 nlohmann::json SuiteReport::to_json(const std::function<std::string(const ReproduceRecord&)>& reproduce_line) const {
   nlohmann::json j;
   j["target"] = target;
@@ -335,6 +347,8 @@ nlohmann::json SuiteReport::to_json(const std::function<std::string(const Reprod
   j["verdict"] = std::string(to_string(verdict()));
   j["dtypes"] = dtypes;
   j["dtype_notes"] = dtype_notes;
+  const std::optional<std::int64_t> sat = saturated_from();
+  j["saturated_from"] = sat ? nlohmann::json(*sat) : nlohmann::json(nullptr);
   auto& arr = j["properties"] = nlohmann::json::array();
   for (const auto& o : outcomes) {
     nlohmann::json p;

@@ -29,6 +29,11 @@ class TensorResult:
         self.passed: bool = self.verdict == "pass"
         self.reason: str = j["verdict"]["reason"]
         self.best_class: str | None = j["best_class"]
+        # Per class, strictest first: "satisfied", "violated" or "not-tested" (no violation, but
+        # saturated bounds: an all-zero output would pass there; never satisfied).
+        self.classes: dict[str, str] = {c["class"]: c["state"] for c in j["classes"]}
+        # Per class, the smallest position where its bound is saturated (None: never).
+        self.saturated_from: dict[str, int | None] = {c["class"]: c["first_saturated_position"] for c in j["classes"]}
         m = j["metrics"]
         self.max_ulps: float = m["max_ulps"]
         self.max_abs_error: float = m["max_abs_error"]
@@ -55,6 +60,13 @@ class Report:
         self.reason: str = self.json["reason"]
         self.tensors: dict[str, TensorResult] = {t["golden"]: TensorResult(t) for t in self.json["tensors"]}
         self.not_tested: list[str] = list(self.json["not_tested"])
+        # Classes every tensor satisfies, and those no tensor violates but some tensor does not test
+        # (saturated bounds), strictest first: a not-tested class is never in satisfied_classes.
+        self.satisfied_classes: list[str] = list(self.json["satisfied_classes"])
+        self.not_tested_classes: list[str] = list(self.json["not_tested_classes"])
+        # The kernel declined every output asked for (UNSUPPORTED, or an entry point it lacks): its
+        # reason; the verdict is then "not-tested". None otherwise.
+        self.declined: str | None = self.json["declined"]
         # The diagnosis of a failing check (checker/DIAGNOSIS.md): which known mistake explains the
         # failing elements, ranked; None when the check was not diagnosed.
         self.diagnosis: dict | None = self.json.get("diagnosis")
@@ -66,7 +78,8 @@ class Report:
 
     def worst(self, n: int = 10) -> list[dict]:
         """The n worst elements over every tensor, highest score (error / bound) first; each names
-        its tensor, token, position, head, channel, pair, candidate, truth, ulps and score."""
+        its tensor, token, position, head, channel, pair, candidate, truth, ulps and score, and whether
+        it is saturated (its bound accepts any output of its magnitude: not tested, whatever the score)."""
         rows = [dict(e, tensor=t["golden"]) for t in self.json["tensors"] for e in t["worst"]]
         rows.sort(key=lambda e: -e["score"])
         return rows[:n]
@@ -106,42 +119,53 @@ def _candidate_tensors(golden: Golden, candidate: Mapping[str, Any], layout: str
     return out
 
 
-def _run_kernel(golden: Golden, fn: Kernel, dtypes: Iterable[str], layout: str) -> dict[str, np.ndarray]:
+def _run_kernel(golden: Golden, fn: Kernel, dtypes: Iterable[str], layout: str) -> tuple[dict[str, np.ndarray], list[str]]:
     """fn(q, k, positions) -> (q_rot, k_rot) once per dtype, on the golden inputs cast to it (exact:
-    every input value is representable in bf16 and f16)."""
+    every input value is representable in bf16 and f16); a dtype for which fn raises NotImplementedError
+    is declined (not tested), as a plugin that answers UNSUPPORTED. Returns the outputs and the reasons
+    of the declined dtypes."""
     if not golden.heads:
         raise InputError("check(golden, fn): a kernel callable needs a RoPE golden set (this one is sinusoidal)")
-    out = {}
+    out, declined = {}, []
     positions = golden["positions"]
     for dt in dtypes:
         if dt not in DTYPES or dt not in golden.dtypes:
             raise InputError(f"dtypes: '{dt}' is not an output dtype of this golden set ({', '.join(golden.dtypes)})")
         q = from_thd(golden["q"].astype(DTYPES[dt]), layout)
         k = from_thd(golden["k"].astype(DTYPES[dt]), layout)
-        result = fn(q, k, positions)
+        try:
+            result = fn(q, k, positions)
+        except NotImplementedError as e:
+            declined.append(f"{dt}: {str(e).splitlines()[0] if str(e) else 'NotImplementedError'}")
+            continue
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise InputError(f"the kernel must return (q_rot, k_rot), got {type(result).__name__}")
         out[f"q_rot.{dt}"], out[f"k_rot.{dt}"] = result
-    return out
+    return out, declined
 
 
 def _as_candidate(golden: Golden, candidate: Any, dtypes: Iterable[str] | None, layout: str,
-                  only: Iterable[str] | str | None) -> tuple[list, str, dict[str, Any], list[str]]:
-    """(tensors, kernel name, candidate_source, only) for _core.check from what check() was given."""
+                  only: Iterable[str] | str | None) -> tuple[list, str, dict[str, Any], list[str], str]:
+    """(tensors, kernel name, candidate_source, only, declined) for _core.check from what check() was
+    given; declined: a callable's reasons when it declined every dtype."""
     if isinstance(only, str):
         only = only.split(",")
     if isinstance(candidate, str):  # a kernel by name: the C++ side runs it, as `ropecheck check --kernel`
-        return [], candidate, {}, list(only or [])
+        return [], candidate, {}, list(only or []), ""
     source: dict[str, Any] = {"kind": "python"}
+    declined = ""
     if callable(candidate) and not isinstance(candidate, Mapping):
         dtypes = list(dtypes) if dtypes is not None else [d for d in golden.dtypes if d != "f64"] or ["f64"]
         source = {"kind": "python-callable", "name": getattr(candidate, "__qualname__", type(candidate).__name__)}
-        candidate = _run_kernel(golden, candidate, dtypes, layout)
-        only = list(candidate) if only is None else only
+        candidate, reasons = _run_kernel(golden, candidate, dtypes, layout)
+        # Every dtype asked for: a declined one is not tested, never left out.
+        only = [f"{b}.{dt}" for dt in dtypes for b in ("q_rot", "k_rot")] if only is None else only
+        if not candidate:
+            declined = f"{source['name']} raised NotImplementedError for every dtype ({'; '.join(reasons)})"
     elif not isinstance(candidate, Mapping):
         raise InputError("candidate: expected a mapping of name -> array, a kernel callable or a kernel name, "
                          f"got {type(candidate).__name__}")
-    return _candidate_tensors(golden, candidate, layout), "", source, list(only or [])
+    return _candidate_tensors(golden, candidate, layout), "", source, list(only or []), declined
 
 
 def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str, *, cls: str | None = None,
@@ -157,16 +181,17 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str, *, cls: s
     (NumPy, PyTorch CPU / CUDA, JAX, anything with __dlpack__ or __array__); every golden output is
     asked for unless `only` narrows it (a missing one makes the verdict "not-tested"). Or a kernel
     fn(q, k, positions) -> (q_rot, k_rot), called with the golden inputs in each of `dtypes` (default:
-    the set's dtypes but f64); then q_rot and k_rot of those dtypes are what is asked for. Or a kernel
+    the set's dtypes but f64); then q_rot and k_rot of those dtypes are what is asked for (a dtype for
+    which fn raises NotImplementedError is declined: not tested, "not-tested" when every one is). Or a kernel
     name, as `ropecheck check --kernel` takes it ("builtin:hf", "cuda:hf", "plugin:./librope.so").
     layout: "thd" [tokens, heads, head_dim], "bhsd" [batch, heads, seq, head_dim] or "bshd" [batch,
     seq, heads, head_dim] for q / k shaped tensors (a kernel gets batch 1).
     diagnose: None (as `ropecheck check`: a failing check is diagnosed), True (always, every
     tensor: --diagnose) or False (never: --no-diagnose); the result is Report.diagnosis.
     baseline: an earlier report's path (`--baseline`): an error grown past `max_growth` fails."""
-    tensors, kernel, source, only = _as_candidate(golden, candidate, dtypes, layout, only)
+    tensors, kernel, source, only, declined = _as_candidate(golden, candidate, dtypes, layout, only)
     result = _core.check(golden._core, tensors, kernel, cls or "", max_ulp, atol, rtol, only, dict(name_map or {}),
-                         worst, threads, json.dumps(source), diagnose, baseline or "", max_growth)
+                         worst, threads, json.dumps(source), diagnose, baseline or "", max_growth, declined)
     report = Report(result)
     for sink in report_sinks:
         sink(report)

@@ -49,6 +49,10 @@ class Drift:
         self.bins = _columns(out.bins_csv)
         self.breakdown = _columns(out.breakdown_csv)
         self.candidates: list[str] = list(dict.fromkeys(self.positions["candidate"].tolist()))
+        # Per candidate and class: "breakdown", "never" or "not-tested" (no breakdown before the class's
+        # bound saturates, so "never" cannot be claimed: drift.json's breakdown[class].state).
+        self.breakdown_state: dict[str, dict[str, str]] = {
+            c["name"]: {k: v["state"] for k, v in c["breakdown"].items()} for c in self.json["candidates"]}
 
     def metric(self, candidate: str, column: str = "angle_err_max") -> tuple[np.ndarray, np.ndarray]:
         """(sampled positions, the column's values) of one candidate."""

@@ -35,12 +35,14 @@ struct CheckResult {
 
 // `ropecheck check` from Python, through the checker's one entry point (checker/run_check.hpp): the
 // candidate is the arrays given, or the kernel `kernel` names (plugin/kernel_name.hpp) run on the golden
-// inputs; `baseline` an earlier report's path.
+// inputs; `baseline` an earlier report's path; `declined` a Python kernel's reason for declining every
+// output (the check is then not tested, as for a plugin that answers UNSUPPORTED).
 CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, const std::string& kernel,
                   const std::string& cls, std::optional<double> max_ulp, std::optional<double> atol,
                   std::optional<double> rtol, const std::vector<std::string>& only,
                   const std::map<std::string, std::string>& name_map, int worst, int threads, const std::string& source_json,
-                  std::optional<bool> diagnose, const std::string& baseline, double max_growth) {
+                  std::optional<bool> diagnose, const std::string& baseline, double max_growth,
+                  const std::string& declined) {
   checker::CheckRequest r;
   r.options.criterion =
       checker::parse_criterion(cls.empty() ? std::nullopt : std::optional<std::string>(cls), max_ulp, atol, rtol, true);
@@ -68,6 +70,7 @@ CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, c
   }
   checker::Candidate c;
   c.source = parse_json_text(source_json, "candidate source");
+  c.declined = declined;
   c.tensors.reserve(candidates.size());
   for (const auto& [name, dtype, shape, bytes] : candidates) {
     io::Tensor t;
@@ -96,7 +99,8 @@ void bind_check(nb::module_& m) {
   m.def("check", &check, "golden"_a, "candidates"_a, "kernel"_a = "", "cls"_a = "", "max_ulp"_a = nb::none(),
         "atol"_a = nb::none(), "rtol"_a = nb::none(), "only"_a = std::vector<std::string>{},
         "name_map"_a = std::map<std::string, std::string>{}, "worst"_a = 10, "threads"_a = 0,
-        "source"_a = "{\"kind\": \"python\"}", "diagnose"_a = nb::none(), "baseline"_a = "", "max_growth"_a = 2.0);
+        "source"_a = "{\"kind\": \"python\"}", "diagnose"_a = nb::none(), "baseline"_a = "", "max_growth"_a = 2.0,
+        "declined"_a = "");
 }
 
 }  // namespace ropecheck::python

@@ -168,6 +168,29 @@ TEST(CheckShard, PartsMergedEqualOneRunBitForBit) {
   }
 }
 
+// A kernel that declined every output: a part with no tensor, every asked-for output not tested and the
+// kernel's reason; its parts merge into the not-tested report one run gives.
+TEST(CheckShard, DeclinedKernelIsNotTestedWithItsReason) {
+  const GoldenSet g = load_golden_set(set_dir());
+  CheckOptions o = options(1);
+  o.only = {"q_rot"};
+  const CheckReport one = finalize(declined_check_part(g, o, Shard{}, "no multimodal RoPE here"));
+  EXPECT_EQ(one.verdict, Verdict::not_tested);
+  EXPECT_FALSE(one.pass);
+  EXPECT_TRUE(one.tensors.empty());
+  EXPECT_EQ(one.not_tested, (std::vector<std::string>{"q_rot.f32", "q_rot.bf16"}));
+  EXPECT_EQ(one.declined, "no multimodal RoPE here");
+  EXPECT_NE(one.reason.find("the kernel declined every output asked for (q_rot.f32, q_rot.bf16): no multimodal RoPE here"),
+            std::string::npos) << one.reason;
+  EXPECT_TRUE(one.satisfied_classes().empty());
+  EXPECT_EQ(one.to_json()["declined"], "no multimodal RoPE here");
+  std::vector<nlohmann::json> parts;
+  for (int i = 1; i <= 2; ++i) parts.push_back(round_trip(declined_check_part(g, o, Shard{i, 2}, "no multimodal RoPE here"), {}));
+  EXPECT_EQ(finalize(merge_check_parts(parts, {"1.json", "2.json"}).whole).to_json().dump(), one.to_json().dump());
+  o.only = {"nope"};
+  EXPECT_THROW(declined_check_part(g, o, Shard{}, "x"), InputError);  // the options are still checked
+}
+
 std::string merge_error(const std::vector<nlohmann::json>& parts) {
   std::vector<std::string> names;
   for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -511,6 +511,67 @@ TEST(checker, SaturatedBoundsAreNotTested) {
   EXPECT_EQ(check_candidate(g, {g.tensor("q_rot.f32")}, asking({"q_rot.f32"}, strict)).verdict, ropecheck::Verdict::pass);
 }
 
+// The class table on the same set: a class with saturated elements and no violation is "not tested"
+// (text, JSON, best_class, satisfied_classes), named apart on the verdict line, and the saturated
+// worst elements are marked, whatever the criterion and the run's verdict.
+TEST(checker, SaturatedClassesAreNeverSatisfied) {
+  const GoldenSet g = load_golden_set(make_set("llama_2p24", "llama-3.1-8b", "16777215", FileFormat::safetensors, 1,
+                                               {DType::f32}));
+  CheckOptions strict = asking({"q_rot.f32"});
+  strict.criterion = Criterion::of_class(AccuracyClass::f32_reduced);
+  const CheckReport r = check_candidate(g, {g.tensor("q_rot.f32")}, strict);  // the golden values: pass f32-reduced
+  ASSERT_EQ(r.verdict, ropecheck::Verdict::pass);
+  const TensorReport& t = r.tensors.at(0);
+  for (const ClassResult& c : t.classes) {
+    const bool loose = c.accuracy_class == AccuracyClass::fp32_angle || c.accuracy_class == AccuracyClass::f16_table ||
+                       c.accuracy_class == AccuracyClass::bf16_table;
+    EXPECT_EQ(c.state, loose ? ClassState::not_tested : ClassState::satisfied) << accuracy::to_string(c.accuracy_class);
+    EXPECT_EQ(c.satisfied, !loose);
+    EXPECT_EQ(c.violations, 0);
+    if (loose) {
+      EXPECT_EQ(c.saturated, 2 * 18);
+      EXPECT_EQ(c.first_saturated_position, 16777215);
+    }
+  }
+  EXPECT_EQ(t.best_class(), AccuracyClass::exact);
+  EXPECT_EQ(r.satisfied_classes(), (std::vector<AccuracyClass>{AccuracyClass::exact, AccuracyClass::fp64_angle,
+                                                                AccuracyClass::f32_reduced}));
+  EXPECT_EQ(r.not_tested_classes(), (std::vector<AccuracyClass>{AccuracyClass::fp32_angle, AccuracyClass::f16_table,
+                                                                 AccuracyClass::bf16_table}));
+  const std::string text = r.summary();
+  EXPECT_NE(text.find("classes satisfied: exact, fp64-angle, f32-reduced; classes not tested (saturated): fp32-angle, "
+                      "f16-table, bf16-table\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("  fp32-angle   n/t             0               -  "), std::string::npos) << text;
+  const nlohmann::json j = r.to_json();
+  for (const nlohmann::json& c : j["tensors"][0]["classes"])
+    if (c["class"] == "fp32-angle") {
+      EXPECT_EQ(c["state"], "not-tested");
+      EXPECT_EQ(c["satisfied"], false);
+      EXPECT_EQ(c["first_saturated_position"], 16777215);
+    }
+  EXPECT_EQ(j["not_tested_classes"], (nlohmann::json{"fp32-angle", "f16-table", "bf16-table"}));
+  // Under fp32-angle, with the saturated pairs zeroed, the worst elements are saturated ones, marked as such.
+  const RopeFrequencies<double> f = rope_frequencies<double>(g.spec().rope, g.seq_len());
+  const accuracy::ClassBound b = accuracy::class_bound(AccuracyClass::fp32_angle, DType::f32, accuracy::Quantity::rotated);
+  Tensor q = g.tensor("q_rot.f32");
+  const float zero = 0.0f;
+  for (int j = 0; j < 64; ++j)
+    if (b.saturated(accuracy::pair_angle(16777215.0, f.inv_freq[static_cast<std::size_t>(j)]))) {
+      const auto [ia, ib] = pair_channels(g.spec().rope, j);
+      std::memcpy(q.data.data() + 4 * ia, &zero, 4);
+      std::memcpy(q.data.data() + 4 * ib, &zero, 4);
+    }
+  const CheckReport loose = check_candidate(g, {q}, asking({"q_rot.f32"}));
+  ASSERT_EQ(loose.verdict, ropecheck::Verdict::not_tested);
+  ASSERT_FALSE(loose.tensors.at(0).worst.empty());
+  EXPECT_TRUE(loose.tensors.at(0).worst.front().saturated);
+  EXPECT_TRUE(loose.to_json()["tensors"][0]["worst"][0]["saturated"].get<bool>());
+  EXPECT_NE(loose.summary().find("SATURATED: not tested"), std::string::npos);
+  EXPECT_TRUE(loose.satisfied_classes().size() <= 3u);  // never fp32-angle or looser
+  for (AccuracyClass c : loose.satisfied_classes()) EXPECT_NE(c, AccuracyClass::fp32_angle);
+}
+
 TEST(checker, Fp32RecipeIsFp32AngleButNotExact) {
   const GoldenSet g = load_golden_set(llama_set());
   // Base names, resolved with the f32 dtype.
@@ -731,8 +792,10 @@ TEST(checker, JsonReportShape) {
       recipe_candidate(g, {recipes::InvFreqMode::hf_f32, recipes::TrigMode::libm, DType::bf16, DType::bf16}, ".bf16");
   const nlohmann::json j = check_candidate(g, cand, {}).to_json();
   EXPECT_EQ(j["format"], "ropecheck-check-report");
-  EXPECT_EQ(j["format_version"], 1);
+  EXPECT_EQ(j["format_version"], 2);
   EXPECT_EQ(j["criterion"]["class"], "fp32-angle");
+  EXPECT_EQ(j["not_tested_classes"], nlohmann::json::array());
+  EXPECT_TRUE(j["declined"].is_null());
   EXPECT_EQ(j["tensors"].size(), 4u);
   for (const auto& t : j["tensors"]) {
     for (const char* k : {"golden", "candidate", "dtype", "shape", "elements", "identical", "metrics", "classes",
@@ -747,6 +810,14 @@ TEST(checker, JsonReportShape) {
     EXPECT_TRUE(t["best_class"].is_string());
     EXPECT_EQ(t["position_bins"][0]["lo"], 0);
     EXPECT_EQ(t["worst"][0]["position"].size(), 3u);
+    EXPECT_EQ(t["worst"][0]["saturated"], false);
+    for (const auto& c : t["classes"]) {  // three-valued, with the saturation behind "not-tested"
+      for (const char* k : {"satisfied", "state", "violations", "first_violating_position", "saturated",
+                            "first_saturated_position", "worst_margin"})
+        EXPECT_TRUE(c.contains(k)) << k;
+      EXPECT_EQ(c["state"], c["satisfied"].get<bool>() ? "satisfied" : "violated") << c;
+      EXPECT_EQ(c["saturated"], 0);
+    }
   }
   EXPECT_EQ(j["satisfied_classes"].back(), "bf16-table");
   EXPECT_EQ(j["pass"], false);

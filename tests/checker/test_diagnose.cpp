@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "float_recipes.hpp"
+#include "slipped_kernel.hpp"
 #include "temp_root.hpp"
 #include "ropecheck/checker/checker.hpp"
 #include "ropecheck/checker/diagnose.hpp"
@@ -69,70 +69,7 @@ const GoldenSet& golden_of(const std::string& preset) {
   return sets.emplace(preset, load_golden_set(o.out)).first->second;
 }
 
-// A float32 RoPE kernel with the mistake `m` made the way frameworks make it (see the file comment);
-// `table` rounds cos / sin to f16 or bf16 before they are stored and used (the class hypotheses).
-std::vector<Tensor> slipped_kernel(const GoldenSet& g, const Mistake& m, DType table = DType::f32) {
-  RopeSpec r = g.spec().rope;
-  if (m.ignore_scaling) r.scaling = RopeScaling{};
-  if (m.flip_truncate) r.scaling.truncate = !r.scaling.truncate;
-  if (m.flip_layout) r.layout = r.layout == RopeLayout::half_split ? RopeLayout::interleaved : RopeLayout::half_split;
-  if (m.flip_mrope_mode) r.mrope = r.mrope == MropeMode::chunked ? MropeMode::interleaved : MropeMode::chunked;
-  const RopeFrequencies<double> f = rope_frequencies<double>(r, g.seq_len());
-  std::vector<float> inv;
-  for (double w : f.inv_freq) inv.push_back(recipes::round_float_to(static_cast<float>(w), m.freq_rounding.value_or(DType::f32)));
-  float att = static_cast<float>(f.attention_factor);
-  if (m.att == Mistake::Att::missing) att = 1;
-  if (m.att == Mistake::Att::squared) att *= att;
-  const float table_factor = m.att == Mistake::Att::folded_in_table ? static_cast<float>(f.attention_factor) : 1.0f;
-  const int P = rope_pairs(r), D = r.head_dim, H = g.heads(), block = rope_block_channels(r);
-  const std::int64_t T = g.tokens();
-  std::vector<float> cos_t(static_cast<std::size_t>(T * P)), sin_t(cos_t.size());
-  for (std::int64_t t = 0; t < T; ++t)
-    for (int j = 0; j < P; ++j) {
-      int s = r.mrope == MropeMode::none ? 0 : mrope_stream(r, j);
-      if (m.swap_hw_streams && s > 0) s = 3 - s;
-      const Position& pos = g.positions()[static_cast<std::size_t>(t)];
-      float p = static_cast<float>((s == 0 ? pos.t : (s == 1 ? pos.h : pos.w)) + m.position_shift);
-      if (m.position_rounding) p = recipes::round_float_to(p, *m.position_rounding);
-      const float angle = p * inv[static_cast<std::size_t>(j)];
-      float c = std::cos(angle), sn = std::sin(angle);
-      if (m.negate_sin) sn = -sn;
-      if (m.swap_cos_sin) std::swap(c, sn);
-      const std::size_t k = static_cast<std::size_t>(t * P + j);
-      cos_t[k] = recipes::round_float_to(c * table_factor, table);
-      sin_t[k] = recipes::round_float_to(sn * table_factor, table);
-    }
-  auto tensor_of = [](const std::string& name, std::vector<std::int64_t> shape, const std::vector<float>& v) {
-    Tensor t;
-    t.name = name;
-    t.dtype = TensorDType::f32;
-    t.shape = std::move(shape);
-    t.data.resize(v.size() * 4);
-    std::memcpy(t.data.data(), v.data(), t.data.size());
-    return t;
-  };
-  std::vector<Tensor> out = {tensor_of("cos.f32", {T, P}, cos_t), tensor_of("sin.f32", {T, P}, sin_t)};
-  for (const char* which : {"q", "k"}) {
-    const Tensor& in = g.tensor(which);
-    std::vector<float> x(static_cast<std::size_t>(in.numel())), y;
-    std::memcpy(x.data(), in.data.data(), in.data.size());
-    y = x;
-    for (std::int64_t t = 0; t < T; ++t)
-      for (int h = 0; h < H; ++h) {
-        const std::size_t row = static_cast<std::size_t>((t * H + h) * D);
-        for (int j = 0; j < P; ++j) {
-          const auto [a, b] = pair_channels(r, j);
-          if (a >= block || b >= block) continue;
-          const std::size_t k = static_cast<std::size_t>(t * P + j);
-          const float c = cos_t[k], sn = sin_t[k], xa = x[row + a], xb = x[row + b];
-          y[row + a] = att / table_factor * (xa * c - xb * sn);
-          y[row + b] = att / table_factor * (xb * c + xa * sn);
-        }
-      }
-    out.push_back(tensor_of(std::string(which) + "_rot.f32", {T, H, D}, y));
-  }
-  return out;
-}
+using testing_support::slipped_kernel;
 
 DiagnoseOptions small_sample() {
   DiagnoseOptions o;
@@ -150,6 +87,9 @@ bool applies(const RopeSpec& r, const Mistake& m) {
   if (m.ignore_scaling && r.scaling.type == ScalingType::none) return false;
   if (m.flip_truncate && r.scaling.type != ScalingType::yarn) return false;
   if ((m.flip_mrope_mode || m.swap_hw_streams) && r.mrope == MropeMode::none) return false;
+  // The hypotheses that need sets of their own (test_diagnose_params.cpp): another base, LongRoPE
+  // lists, periods for frequencies (small positions), wrapped positions (past 32767 / 2^31).
+  if (m.base || m.swap_longrope_factors || m.reciprocal_freq || m.position_wrap_bits) return false;
   return !m.judged_class;
 }
 

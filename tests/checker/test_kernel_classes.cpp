@@ -187,7 +187,10 @@ Cell judge(const golden::GoldenSet& g, const std::vector<io::Tensor>& tensors) {
     cell.nonfinite += t.nonfinite_mismatches;
     for (const checker::ClassResult& c : t.classes) {
       ClassStat& s = cell.cls[c.accuracy_class];
-      s.satisfied = s.satisfied && c.satisfied;
+      // Held: no element exceeds the bound. Past ~1e6 a loose class is saturated for some pairs, which the
+      // check reports as not tested (never satisfied); what this matrix calibrates is that the recipe's
+      // errors stay inside the bound, so a not-tested class counts as held here.
+      s.satisfied = s.satisfied && c.state != checker::ClassState::violated;
       s.worst = std::max(s.worst, c.worst_margin);
       if (c.first_violating_position && (!s.first || *c.first_violating_position < *s.first)) s.first = c.first_violating_position;
     }

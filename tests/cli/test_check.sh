@@ -517,8 +517,18 @@ check "the overrun is named" "$(grep -q "^KERNEL FAILURE: .*ropecheck_rope_apply
 expect_rc "--kernel failing with code 7 and a two-line message (first line kept) fails (exit 1)" 1 \
   check --golden "$G" --kernel "$TPD/test_plugin_fail.so"
 check "the code and the first line of the message are named" "$(grep -q "^KERNEL FAILURE: .*returned 7, .*(device lost)" "$OUT" || echo "no KERNEL FAILURE line")"
-expect_input_error "--kernel supporting nothing" "produced no output" \
-  check --golden "$G" --kernel "$TPD/test_plugin_unsupported_all.so"
+# A kernel that declines every output is not tested (exit 3, with its reason), as props and drift
+# --compare judge it; never unusable input.
+expect_rc "--kernel supporting nothing: not tested (exit 3)" 3 \
+  check --golden "$G" --kernel "$TPD/test_plugin_unsupported_all.so" --report "$REPORT"
+check "the declined run says why, with the kernel's reason" "$(grep -q '^NOT TESTED: .*the kernel declined every output asked for .*nothing implemented' "$OUT" || echo "no reason in: $(grep '^NOT TESTED' "$OUT")")"
+report_check "declined report: no tensor, every asked-for output not tested, the reason" '
+if d.get("verdict") != "not-tested" or d.get("pass") is not False: problems.append("verdict %r" % d.get("verdict"))
+if d.get("tensors") != []: problems.append("tensors %r" % d.get("tensors"))
+if "nothing implemented" not in (d.get("declined") or ""): problems.append("declined %r" % d.get("declined"))
+if not d.get("not_tested") or d.get("satisfied_classes") != []: problems.append("not_tested %r satisfied %r" % (d.get("not_tested"), d.get("satisfied_classes")))
+if "nothing implemented" not in d.get("reason", ""): problems.append("reason %r" % d.get("reason"))
+'
 
 # A sinusoidal golden set and the sinusoidal entry point.
 GS="$TMP/gs"
@@ -530,10 +540,12 @@ report_check "sinusoidal kernel report: pe.f64 and pe.f32 checked" '
 if set(by) != {"pe.f64", "pe.f32"}: problems.append("tensors %r" % sorted(by))
 if d.get("pass") is not True: problems.append("pass %r" % d.get("pass"))
 '
-expect_input_error "a RoPE kernel on a sinusoidal golden set" "ropecheck_sinusoidal" \
+expect_rc "a RoPE kernel on a sinusoidal golden set: not tested (exit 3)" 3 \
   check --golden "$GS" --kernel "$HF"
-expect_input_error "a sinusoidal kernel on a RoPE golden set" "neither ropecheck_rope_apply" \
+check "  ... naming the entry point it lacks" "$(grep -q '^NOT TESTED: .*ropecheck_sinusoidal' "$OUT" || echo "$(grep '^NOT TESTED' "$OUT")")"
+expect_rc "a sinusoidal kernel on a RoPE golden set: not tested (exit 3)" 3 \
   check --golden "$G" --kernel "$TPD/test_plugin_sinusoidal.so"
+check "  ... naming the entry points it lacks" "$(grep -q '^NOT TESTED: .*neither ropecheck_rope_apply' "$OUT" || echo "$(grep '^NOT TESTED' "$OUT")")"
 
 # at position 2^24 - 1 the fp32-angle bound of Llama-3.1-8B's highest-frequency pairs
 # reaches the pairs' magnitude (an all-zero output would pass): those elements are not tested, the
@@ -555,7 +567,25 @@ for n, t in by.items():
     if v["saturated"] != want: problems.append("%s saturated %r (want %d)" % (n, v["saturated"], want))
     if t["position_bins"][-1]["saturated"] != want or any(b["saturated"] for b in t["position_bins"][:-1]):
         problems.append("%s bins %r" % (n, t["position_bins"]))
+    # A class with saturated elements and no violation is not tested, never satisfied.
+    c = {x["class"]: x for x in t["classes"]}
+    if c["fp32-angle"]["state"] != "not-tested" or c["fp32-angle"]["satisfied"] is not False:
+        problems.append("%s fp32-angle %r" % (n, c["fp32-angle"]))
+    if c["fp32-angle"]["first_saturated_position"] != 16777215: problems.append("%s fp32-angle first saturated" % n)
+    if t["best_class"] in ("fp32-angle", "f16-table", "bf16-table"): problems.append("%s best class %r" % (n, t["best_class"]))
+    if not t["worst"] or not t["worst"][0]["saturated"]: problems.append("%s worst element not marked saturated" % n)
+if set(d.get("satisfied_classes", [])) & {"fp32-angle", "f16-table", "bf16-table"}: problems.append("satisfied %r" % d.get("satisfied_classes"))
+if d.get("not_tested_classes") != ["fp32-angle", "f16-table", "bf16-table"]: problems.append("not tested %r" % d.get("not_tested_classes"))
+if d.get("format_version") != 2: problems.append("format_version %r" % d.get("format_version"))
 '
+last=$(grep '^NOT TESTED: ' "$OUT")
+case "$last" in
+  *"classes satisfied: (none); classes not tested (saturated): fp32-angle, f16-table, bf16-table") p="" ;;
+  *) p="verdict line: $last" ;;
+esac
+grep -q '^  fp32-angle   n/t .*not tested: saturated from position 16777215' "$OUT" || p+="; no n/t row for fp32-angle"
+grep -q 'SATURATED: not tested' "$OUT" || p+="; saturated worst elements not marked"
+check "saturated text: fp32-angle n/t in the class table, named apart on the verdict line, worst marked" "$p"
 expect_rc "builtin:accurate at position 2^24 - 1 passes f32-reduced (exit 0)" 0 \
   check --golden "$GL" --kernel builtin:accurate --class f32-reduced
 expect_rc "the HF fp32 kernel at position 2^24 - 1 fails f32-reduced (exit 1)" 1 \

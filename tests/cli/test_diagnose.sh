@@ -2,20 +2,24 @@
 # `ropecheck check`'s differential diagnosis as a user meets it (checker/DIAGNOSIS.md): a failing kernel is
 # named in the text and JSON reports, a passing one gets no diagnosis (a "nothing to diagnose" line with
 # --diagnose), --no-diagnose skips it, shape slips are exit 2 with the remedy, --layout bhsd fixes one; a
-# failing `props` counterexample is replayed as a check of the same kernel and diagnosed the same way.
+# failing `props` counterexample is replayed as a check of the same kernel and diagnosed the same way; the
+# teeth plugins' mistakes (another base, an offset, another factor, LongRoPE lists swapped, periods for
+# frequencies, wrapped positions) are named, with the fitted value where the hypothesis is a parameter.
 #
-#   bash tests/cli/test_diagnose.sh ROPECHECK BROKEN_PLUGIN.so PYTHON
+#   bash tests/cli/test_diagnose.sh ROPECHECK BROKEN_PLUGIN.so PYTHON TEETH_PLUGIN_DIR
 #
-# BROKEN_PLUGIN: examples/plugin_broken_bf16_invfreq (inverse frequencies rounded to bf16); PYTHON with numpy.
+# BROKEN_PLUGIN: examples/plugin_broken_bf16_invfreq (inverse frequencies rounded to bf16); PYTHON with numpy;
+# TEETH_PLUGIN_DIR: tests/plugins/teeth_plugin.cpp's builds.
 set -u
-if [ $# -ne 3 ]; then
-  echo "usage: $0 ROPECHECK BROKEN_PLUGIN.so PYTHON" >&2
+if [ $# -ne 4 ]; then
+  echo "usage: $0 ROPECHECK BROKEN_PLUGIN.so PYTHON TEETH_PLUGIN_DIR" >&2
   exit 2
 fi
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
 BIN=$(abspath "$1")
 BROKEN=$(abspath "$2")
 PY=$3
+TEETH=$(abspath "$4")
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ropecheck_diagnose.XXXXXX") || exit 2
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || exit 2
@@ -114,6 +118,29 @@ e=""
 grep -q 'diagnosis' "$OUT" && e+="diagnosis printed; "
 [ "$(json p2.json '"diagnosis" in d["properties"][0]' p2.json)" = "False" ] || e+="JSON has diagnosis; "
 check "props --no-diagnose: no diagnosis, same exit" "$e"
+
+# The plugins with one mistake each, diagnosed through the C ABI: rank 1, the conclusion's own words.
+teeth() {  # MODE PRESET POSITIONS ID CONCLUSION_START
+  "$BIN" golden --preset "$2" --positions "$3" --heads 1 --dtypes f32 --out "t-$1" >/dev/null 2>&1 ||
+    { check "golden --preset $2 for $1" "golden failed"; return; }
+  run check --golden "t-$1" --kernel "$TEETH/teeth_plugin_$1.so" --only q_rot,k_rot --report "t-$1.json"
+  e=""
+  [ "$RC" = 1 ] || e+="exit $RC (want 1); "
+  [ "$(json "t-$1.json" 'd["diagnosis"]["match"]' "t-$1.json")" = "$4" ] || e+="JSON match $(json "t-$1.json" 'd["diagnosis"]["match"]' "t-$1.json") (want $4); "
+  grep -q "^diagnosis: $5" "$OUT" || e+="conclusion: $(grep '^diagnosis' "$OUT"); "
+  check "teeth plugin $1 on $2: $4" "$e"
+}
+T="0:3,255:259,1000,4095,30000,131071"
+teeth base_default llama-3-8b "$T" base-default "base 10000 fits every failing element; the spec says 500000 "
+teeth offset7 llama-3.1-8b "$T" fit-position-offset "position offset +7 fits every failing element; the spec says 0 "
+teeth factor4 gemma-3-4b-global "$T" fit-factor "scaling factor 4 fits every failing element; the spec says 8 "
+teeth longrope_swapped phi-3.5-mini "0:3,255:259,1000,4095" longrope-factors-swapped "matches the truth computed with LongRoPE factor lists swapped"
+teeth reciprocal llama-2-7b "0:16" inv-freq-reciprocal "matches the truth computed with periods (1 / w) used where inverse frequencies are expected"
+teeth int16_positions llama-3.1-8b "0:3,1000,32767,32768,40000,65535,70001" positions-int16 "matches the truth computed with positions wrapped to int16"
+teeth int32_positions llama-3.1-8b "0:3,1000,3000000000,4000000000" positions-int32 "matches the truth computed with positions wrapped to int32"
+teeth att_dropped qwen2.5-7b-yarn "$T" attention-factor-missing "matches the truth computed with the attention factor not applied"
+[ "$(json t-att_dropped.json '[f["parameter"]["value"] for f in d["diagnosis"]["fits"] if f["id"] == "fit-attention-factor"]' t-att_dropped.json)" = "['1']" ]
+check "the attention-factor fit recovers 1 for the dropped factor" "$([ $? = 0 ] || echo "fits: $(json t-att_dropped.json 'd["diagnosis"]["fits"]' t-att_dropped.json)")"
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]

@@ -57,7 +57,15 @@ expect_exit() {
 expect_exit 3 --target hf-fp32 --preset llama-3.1-8b
 grep -q "^relative_shift .*NOT TESTED" "$tmp/out" || { cat "$tmp/out"; fail "hf-fp32 to 2^24: relative_shift not NOT TESTED"; }
 grep -q "bounds saturated .*use a stricter class (f32-reduced, fp64-angle) here" "$tmp/out" || { cat "$tmp/out"; fail "no saturation reason"; }
-grep -q "^NOT TESTED: no property failed" "$tmp/out" || { cat "$tmp/out"; fail "no NOT TESTED verdict line"; }
+grep -q "^NOT TESTED: no property failed.*; class fp32-angle not tested from position [0-9]* (saturated bounds)$" "$tmp/out" ||
+  { cat "$tmp/out"; fail "no NOT TESTED verdict line naming where the class stops being tested"; }
+"$rc_bin" props --target hf-fp32 --preset llama-3.1-8b --cases 10 --report "$tmp/sat.json" >/dev/null 2>&1
+python3 - "$tmp/sat.json" <<'PY' || fail "props report: saturated_from missing or not the smallest saturated position"
+import json, sys
+d = json.load(open(sys.argv[1]))
+firsts = [p["first_saturated_position"] for p in d["properties"] if p["verdict"] == "not-tested" and p["saturated"] > 0]
+assert firsts and d["saturated_from"] == min(firsts, key=abs) and d["passed"] is False, (d["saturated_from"], firsts)
+PY
 expect_exit 0 --target hf-fp32 --preset llama-3.1-8b --max-pos 1000000
 grep -q "^all properties hold" "$tmp/out" || fail "hf-fp32 below 1e6: no 'all properties hold'"
 expect_exit 1 --target mutant:sin-sign-flipped --preset llama-2-7b --only relative_shift

@@ -158,12 +158,18 @@ TEST(DriftCompare, SweepBreakdownSaysWhereTheBoundSaturates) {
       ASSERT_TRUE(b.saturated_from);  // ... but past ~1.16e6 that is not tested for the highest frequencies
       EXPECT_GT(*b.saturated_from, 1000000);
       EXPECT_LT(*b.saturated_from, 1300000);
+      EXPECT_EQ(b.state(), "not-tested");  // so "never" is not claimed: not tested from there
     }
     if (b.cls == ropecheck::accuracy::AccuracyClass::f32_reduced) {
       EXPECT_FALSE(b.saturated_from);
+      EXPECT_EQ(b.state(), "never");
     }
   }
-  EXPECT_NE(rd::summary_markdown(r, "cmd").find("(saturated from "), std::string::npos);
+  const std::string md = rd::summary_markdown(r, "cmd");
+  EXPECT_NE(md.find("| not tested from "), std::string::npos) << md;
+  const nlohmann::json j = rd::to_json(r, "cmd");
+  EXPECT_EQ(j["candidates"][0]["breakdown"]["fp32-angle"]["state"], "not-tested");
+  EXPECT_EQ(j["candidates"][0]["breakdown"]["f32-reduced"]["state"], "never");
 }
 
 TEST(DriftPlugin, HfPluginAgainstTheHfRecipe) {

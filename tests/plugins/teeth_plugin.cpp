@@ -9,7 +9,16 @@
 //   att_dropped             the attention factor never applied
 //   att_twice               the attention factor applied twice (att^2)
 //   bf16_truncate           bf16 results truncated (low 16 bits of the f32 pattern dropped)
+// and the mistakes the diagnosis names (tests/cli/test_diagnose.sh):
+//   base_default            inverse frequencies of base 10000 whatever the spec's (unscaled or linear specs)
+//   offset7                 positions + 7
+//   factor4                 a linear scaling factor of 4 whatever the spec's (linear specs)
+//   longrope_swapped        the other LongRoPE factor list (read from the spec JSON)
+//   reciprocal              1 / w as the inverse frequency (periods for frequencies)
+//   int16_positions         positions cast to int16
+//   int32_positions         positions cast to int32
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -59,6 +68,64 @@ void store(void* out, std::int32_t dtype, std::size_t i, float v) {
     static_cast<std::uint16_t*>(out)[i] = to_bf16(v);
 }
 
+#if defined(TEETH_MODE_longrope_swapped)
+// The list `key` of the spec JSON ("long_factor": [1.0, 1.2, ...]), read crudely: the test's specs only.
+std::vector<double> json_list(const char* json, const char* key) {
+  std::vector<double> v;
+  const char* k = json ? std::strstr(json, key) : nullptr;
+  const char* b = k ? std::strchr(k, '[') : nullptr;
+  if (!b) return v;
+  for (const char* c = b + 1; *c && *c != ']';) {
+    char* end = nullptr;
+    const double d = std::strtod(c, &end);
+    if (end == c) {
+      ++c;
+      continue;
+    }
+    v.push_back(d);
+    c = end;
+  }
+  return v;
+}
+#endif
+
+// The inverse frequencies this mode computes with, from the caller's (the spec's) ones.
+std::vector<float> mode_frequencies(const ropecheck_rope_problem* p) {
+  const auto P = static_cast<std::size_t>(p->rope.pairs);
+  std::vector<float> inv(P);
+  for (std::size_t j = 0; j < P; ++j) {
+    double w = p->rope.inv_freq[j];
+#if defined(TEETH_MODE_base_default)
+    // base^(-2j/R) / f -> 10000^(-2j/R) / f
+    w *= std::pow(p->rope.base / 10000.0, 2.0 * static_cast<double>(j) / p->rope.rotary_dim);
+#elif defined(TEETH_MODE_factor4)
+    w *= p->rope.factor / 4.0;
+#elif defined(TEETH_MODE_reciprocal)
+    w = w != 0 ? 1.0 / w : 0.0;
+#elif defined(TEETH_MODE_longrope_swapped)
+    if (p->rope.longrope_ext) {
+      const bool long_in_use = p->rope.seq_len > p->rope.original_max_position_embeddings;
+      const std::vector<double> other = json_list(p->spec_json, long_in_use ? "\"short_factor\"" : "\"long_factor\"");
+      if (j < other.size()) w *= p->rope.longrope_ext[j] / other[j];
+    }
+#endif
+    inv[j] = static_cast<float>(w);
+  }
+  return inv;
+}
+
+// The position this mode rotates token t by.
+float mode_position(std::int64_t p) {
+#if defined(TEETH_MODE_offset7)
+  p += 7;
+#elif defined(TEETH_MODE_int16_positions)
+  p = static_cast<std::int16_t>(static_cast<std::uint16_t>(static_cast<std::uint64_t>(p) & 0xFFFFu));
+#elif defined(TEETH_MODE_int32_positions)
+  p = static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(p) & 0xFFFFFFFFu));
+#endif
+  return static_cast<float>(p);
+}
+
 }  // namespace
 
 extern "C" {
@@ -78,8 +145,8 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_rope_apply(const ropecheck_rope_problem* p
   const auto P = static_cast<std::size_t>(p->rope.pairs), D = static_cast<std::size_t>(p->rope.head_dim);
   const auto H = static_cast<std::size_t>(p->heads), T = static_cast<std::size_t>(p->tokens);
   const bool interleaved = p->rope.layout == ROPECHECK_LAYOUT_INTERLEAVED;
-  std::vector<float> inv(P), c(P), s(P);
-  for (std::size_t j = 0; j < P; ++j) inv[j] = static_cast<float>(p->rope.inv_freq[j]);
+  std::vector<float> c(P), s(P);
+  const std::vector<float> inv = mode_frequencies(p);
   float att = static_cast<float>(p->rope.attention_factor);
 #if defined(TEETH_MODE_att_dropped)
   att = 1.0f;
@@ -89,7 +156,7 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_rope_apply(const ropecheck_rope_problem* p
   const bool is_k = p->input_name && std::strcmp(p->input_name, "k") == 0;
   (void)is_k;
   for (std::size_t t = 0; t < T; ++t) {
-    const auto pos = static_cast<float>(p->positions[t]);
+    const float pos = mode_position(p->positions[t]);
     for (std::size_t j = 0; j < P; ++j) {
       const float theta = pos * inv[j];
       c[j] = std::cos(theta) * att;

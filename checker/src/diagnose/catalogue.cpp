@@ -5,7 +5,8 @@
 namespace ropecheck::checker {
 
 bool Mistake::is_identity() const {
-  return !position_rounding && position_shift == 0 && !freq_rounding && !flip_layout && !ignore_scaling &&
+  return !position_rounding && position_shift == 0 && !position_wrap_bits && !freq_rounding && !reciprocal_freq && !base &&
+         !factor && !attention && !rotary_dim && !swap_longrope_factors && !flip_layout && !ignore_scaling &&
          !flip_truncate && !flip_mrope_mode && !swap_hw_streams && !swap_cos_sin && !negate_sin && att == Att::keep &&
          !judged_class;
 }
@@ -19,8 +20,15 @@ std::optional<Mistake> Mistake::compose(const Mistake& a, const Mistake& b) {
     into = from;
   };
   take(m.position_rounding, b.position_rounding, std::optional<DType>{});
-  take(m.position_shift, b.position_shift, 0);
+  take(m.position_shift, b.position_shift, std::int64_t{0});
+  take(m.position_wrap_bits, b.position_wrap_bits, std::optional<int>{});
   take(m.freq_rounding, b.freq_rounding, std::optional<DType>{});
+  take(m.reciprocal_freq, b.reciprocal_freq, false);
+  take(m.base, b.base, std::optional<double>{});
+  take(m.factor, b.factor, std::optional<double>{});
+  take(m.attention, b.attention, std::optional<double>{});
+  take(m.rotary_dim, b.rotary_dim, std::optional<int>{});
+  take(m.swap_longrope_factors, b.swap_longrope_factors, false);
   take(m.flip_layout, b.flip_layout, false);
   take(m.ignore_scaling, b.ignore_scaling, false);
   take(m.flip_truncate, b.flip_truncate, false);
@@ -30,6 +38,8 @@ std::optional<Mistake> Mistake::compose(const Mistake& a, const Mistake& b) {
   take(m.negate_sin, b.negate_sin, false);
   take(m.att, b.att, Att::keep);
   take(m.judged_class, b.judged_class, std::optional<accuracy::AccuracyClass>{});
+  // The attention factor replaced and dropped / squared / folded change the same thing.
+  if (m.attention && m.att != Att::keep) clash = true;
   if (clash) return std::nullopt;
   return m;
 }
@@ -38,8 +48,9 @@ const std::vector<Hypothesis>& diagnosis_catalogue() {
   using A = Mistake::Att;
   static const std::vector<Hypothesis> c = [] {
     std::vector<Hypothesis> v;
-    auto add = [&v](std::string id, std::string title, std::string source, Mistake m) {
-      v.push_back({std::move(id), std::move(title), std::move(source), m});
+    auto add = [&v](std::string id, std::string title, std::string source, Mistake m,
+                    std::optional<Parameter> parameter = std::nullopt) {
+      v.push_back({std::move(id), std::move(title), std::move(source), m, std::move(parameter)});
     };
     Mistake m;
     m = {};
@@ -56,6 +67,35 @@ const std::vector<Hypothesis>& diagnosis_catalogue() {
     m = {};
     m.freq_rounding = DType::f16;
     add("f16-inv-freq", "inverse frequencies rounded to f16", "transformers #25681; vLLM PR #1004; recipe f16-inv-freq", m);
+    m = {};
+    m.reciprocal_freq = true;
+    add("inv-freq-reciprocal", "periods (1 / w) used where inverse frequencies are expected (the reciprocal)",
+        "MLX mx.fast.rope takes freqs as periods and rotates by position / freqs (conformance/FINDINGS.md); "
+        "a caller handing it inverse frequencies, or the reverse",
+        m);
+    m = {};
+    m.base = 10000;
+    add("base-default", "the default base 10000 instead of the spec's rope_theta",
+        "sgl-project/SpecForge #265 (rope_theta not read: base 10000 for a 1e6 model); a cos / sin cache keyed "
+        "without the base, shared by layers of another base (Lightning-AI/litgpt PR #1997, Gemma 3 local / global)",
+        m, Parameter{"base", "10000", ""});
+    m = {};
+    m.swap_longrope_factors = true;
+    add("longrope-factors-swapped",
+        "LongRoPE factor lists swapped: the long factors at a short length, or the short ones past "
+        "original_max_position_embeddings",
+        "mlx-lm 0.32.2 SuScaledRoPE: long factors at every length (conformance/FINDINGS.md section 3; fixed once in "
+        "mlx-lm PR #660); an inv_freq taken at init (seq_len None: the short factors) and never switched "
+        "(variants.md section 1.5)",
+        m);
+    m = {};
+    m.position_wrap_bits = 32;
+    add("positions-int32", "positions wrapped to int32 by a cast",
+        "ROCm/aiter PR #2566 (int32 positions); PaddlePaddle PR #63708 (int32 overflow in fused_rope)", m);
+    m = {};
+    m.position_wrap_bits = 16;
+    add("positions-int16", "positions wrapped to int16 by a cast",
+        "vllm-project/tpu-inference PR #2756 (int16 positions past 32767 tokens)", m);
     m = {};
     m.flip_layout = true;
     add("wrong-pairing", "the other channel pairing (half-split <-> interleaved)",

@@ -2,6 +2,7 @@
 #include "catalogue.cpp"
 #include "mistaken_truth.cpp"
 #include "element_sample.cpp"
+#include "parametric_fit.cpp"
 #include "diagnose.cpp"
 #include "diagnosis_report.cpp"
 #include "shape_slips.cpp"

@@ -1,6 +1,7 @@
-// One hypothesis evaluated exactly: the MPFR reference with the mistake applied (positions and
-// frequencies rounded, pairing / scaling / sections changed, cos and sin exchanged, the attention
-// factor dropped, squared or folded), per element of a golden output, with its class bound.
+// One hypothesis evaluated exactly: the MPFR reference with the mistake applied (positions rounded,
+// shifted or wrapped, frequencies rounded or inverted, base / factor / rotary width / pairing / scaling
+// / sections / LongRoPE lists changed, cos and sin exchanged, the attention factor dropped, squared,
+// folded or replaced), per element of a golden output, with its class bound.
 #include <cmath>
 #include <cstring>
 
@@ -18,6 +19,13 @@ using io::TensorDType;
 
 RopeSpec mistaken_spec(const RopeSpec& truth, const Mistake& m) {
   RopeSpec r = truth;
+  if (m.base) r.base = *m.base;
+  if (m.factor) r.scaling.factor = *m.factor;
+  if (m.rotary_dim) r.rotary_dim = *m.rotary_dim;
+  if (m.swap_longrope_factors) {  // the other list, with the attention factor that goes with it
+    std::swap(r.scaling.short_factor, r.scaling.long_factor);
+    std::swap(r.scaling.short_mscale, r.scaling.long_mscale);
+  }
   if (m.ignore_scaling) r.scaling = RopeScaling{};
   if (m.flip_truncate) r.scaling.truncate = !r.scaling.truncate;
   if (m.flip_layout) r.layout = r.layout == RopeLayout::half_split ? RopeLayout::interleaved : RopeLayout::half_split;
@@ -27,7 +35,28 @@ RopeSpec mistaken_spec(const RopeSpec& truth, const Mistake& m) {
 }
 
 bool evaluable(const RopeSpec& truth, const Mistake& m) {
-  return !(m.ignore_scaling && truth.scaling.type == ScalingType::proportional);
+  const ScalingType t = truth.scaling.type;
+  if (m.ignore_scaling && t == ScalingType::proportional) return false;
+  if (m.swap_longrope_factors && t != ScalingType::longrope) return false;
+  if (m.factor && !(t == ScalingType::linear || t == ScalingType::yarn || t == ScalingType::llama3)) return false;
+  if (m.base && (!(*m.base > 1) || *m.base == truth.base)) return false;
+  // A rotary width of its own: prefix-partial RoPE without per-pair lists (LongRoPE) or sections (mrope).
+  if (m.rotary_dim && (t == ScalingType::longrope || t == ScalingType::proportional || truth.mrope != MropeMode::none ||
+                       *m.rotary_dim <= 0 || *m.rotary_dim % 2 != 0 || *m.rotary_dim > truth.head_dim))
+    return false;
+  return true;
+}
+
+bool wraps(const GoldenSet& g, int bits) {
+  for (const Position& p : g.positions())
+    for (std::int64_t v : {p.t, p.h, p.w})
+      if (wrapped_position(v, bits) != v) return true;
+  return false;
+}
+
+std::int64_t wrapped_position(std::int64_t p, int bits) {
+  if (bits == 16) return static_cast<std::int16_t>(static_cast<std::uint16_t>(static_cast<std::uint64_t>(p) & 0xFFFFu));
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(p) & 0xFFFFFFFFu));
 }
 
 struct MistakenTruth::State {
@@ -52,7 +81,9 @@ struct MistakenTruth::State {
     int stream = spec.mrope == MropeMode::none ? 0 : mrope_stream(spec, j);
     if (m.swap_hw_streams && stream > 0) stream = 3 - stream;
     const Position& pos = g->positions()[static_cast<std::size_t>(token)];
-    const std::int64_t p = (stream == 0 ? pos.t : (stream == 1 ? pos.h : pos.w)) + m.position_shift;
+    std::int64_t p = stream == 0 ? pos.t : (stream == 1 ? pos.h : pos.w);
+    if (m.position_wrap_bits) p = wrapped_position(p, *m.position_wrap_bits);
+    p += m.position_shift;
     double pd = static_cast<double>(p);
     if (m.position_rounding) pd = round_to_double(Real(pd), *m.position_rounding);  // +-inf past the dtype's range
     CosSin cs;
@@ -84,8 +115,10 @@ MistakenTruth::MistakenTruth(const GoldenSet& g, const Mistake& m) : s_(std::mak
   s.spec = mistaken_spec(g.spec().rope, m);
   const RopeFrequencies<Real> f = rope_frequencies<Real>(s.spec, g.seq_len());
   s.inv = f.inv_freq;
-  for (Real& w : s.inv)
+  for (Real& w : s.inv) {
+    if (m.reciprocal_freq && w != 0) w = Real(1) / w;
     if (m.freq_rounding) w = Real(round_to_double(w, *m.freq_rounding));
+  }
   for (const Real& w : s.inv) {
     const double wd = to_f64(w);
     s.log_freq.push_back(wd == 0 ? 0.0 : std::fabs(std::log(std::fabs(wd))));
@@ -94,6 +127,7 @@ MistakenTruth::MistakenTruth(const GoldenSet& g, const Mistake& m) : s_(std::mak
   if (m.att == Mistake::Att::missing) s.att = Real(1);
   if (m.att == Mistake::Att::squared) s.att = f.attention_factor * f.attention_factor;
   if (m.att == Mistake::Att::folded_in_table) s.table_factor = f.attention_factor;
+  if (m.attention) s.att = Real(*m.attention);
   s.P = rope_pairs(s.spec);
   s.D = s.spec.head_dim;
   s.H = g.heads();
@@ -110,16 +144,19 @@ MistakenTruth::MistakenTruth(const GoldenSet& g, const Mistake& m) : s_(std::mak
 MistakenTruth::~MistakenTruth() = default;
 MistakenTruth::MistakenTruth(MistakenTruth&&) noexcept = default;
 
-unsigned MistakenTruth::precision_bits(const GoldenSet& g) {
-  std::int64_t max_pos = 0;
+unsigned MistakenTruth::precision_bits(const GoldenSet& g, const Mistake& m) {
+  double max_pos = 0;
   for (const Position& p : g.positions())
-    for (std::int64_t v : {p.t, p.h, p.w}) max_pos = std::max(max_pos, v < 0 ? -v : v);
-  max_pos = max_pos + max_pos / 64 + 2;  // rounded to bf16 or shifted by one
-  double angle = 0;
-  for (const Hypothesis& h : diagnosis_catalogue())
-    if (evaluable(g.spec().rope, h.mistake))
-      angle = std::max(angle, rope_max_abs_angle(mistaken_spec(g.spec().rope, h.mistake), g.seq_len(), max_pos));
-  return working_precision_bits(53, angle * 1.01);
+    for (std::int64_t v : {p.t, p.h, p.w}) {
+      const std::int64_t q = m.position_wrap_bits ? wrapped_position(v, *m.position_wrap_bits) : v;
+      max_pos = std::max(max_pos, std::fabs(static_cast<double>(q)));
+    }
+  max_pos = max_pos * (1 + 1.0 / 64) + std::fabs(static_cast<double>(m.position_shift)) + 2;  // rounded to bf16 / f16
+  // The largest frequency the mistake computes with (binary64 is enough to size the precision).
+  const RopeFrequencies<double> f = rope_frequencies<double>(mistaken_spec(g.spec().rope, m), g.seq_len());
+  double w = 0;
+  for (double x : f.inv_freq) w = std::max(w, std::fabs(m.reciprocal_freq && x != 0 ? 1 / x : x));
+  return working_precision_bits(53, max_pos * w * 1.01);
 }
 
 MistakenTruth::Value MistakenTruth::at(const std::string& base, std::int64_t i, accuracy::AccuracyClass c, DType dt) {
@@ -130,11 +167,13 @@ MistakenTruth::Value MistakenTruth::at(const std::string& base, std::int64_t i, 
     const std::int64_t token = i / s.P;
     const int j = static_cast<int>(i % s.P);
     const State::CosSin& cs = s.cos_sin(token, j);
-    if (!cs.finite) return {std::nan(""), 0};
+    if (!cs.finite) return {std::nan(""), 0, false};
     v.value = to_f64((base == "cos" ? cs.c : cs.s) * s.table_factor);
     const double M = to_f64(s.table_factor);
-    v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::table)
-                    .allowed({cs.theta, s.log_freq[static_cast<std::size_t>(j)]}, M);
+    const accuracy::ClassBound b = accuracy::class_bound(c, dt, accuracy::Quantity::table);
+    const double rel = b.relative({cs.theta, s.log_freq[static_cast<std::size_t>(j)]});
+    v.allowed = rel * M + b.floor;
+    v.saturated = rel >= 1;
     return v;
   }
   const std::int64_t D = s.D;
@@ -151,13 +190,15 @@ MistakenTruth::Value MistakenTruth::at(const std::string& base, std::int64_t i, 
   const std::int64_t row = i - ch;
   const double xa = s.input(base, row + ca), xb = s.input(base, row + cb);
   const State::CosSin& cs = s.cos_sin(token, j);
-  if (!cs.finite) return {std::nan(""), 0};
+  if (!cs.finite) return {std::nan(""), 0, false};
   const Real r = s.first_of[static_cast<std::size_t>(ch)] ? s.att * (Real(xa) * cs.c - Real(xb) * cs.s)
                                                           : s.att * (Real(xb) * cs.c + Real(xa) * cs.s);
   v.value = to_f64(r);
   const double M = to_f64(s.att) * (std::fabs(xa) + std::fabs(xb));
-  v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::rotated)
-                  .allowed({cs.theta, s.log_freq[static_cast<std::size_t>(j)]}, M);
+  const accuracy::ClassBound b = accuracy::class_bound(c, dt, accuracy::Quantity::rotated);
+  const double rel = b.relative({cs.theta, s.log_freq[static_cast<std::size_t>(j)]});
+  v.allowed = rel * M + b.floor;
+  v.saturated = rel >= 1;
   return v;
 }
 

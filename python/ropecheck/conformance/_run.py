@@ -22,9 +22,10 @@ GOLDEN_DTYPES = ("f32", "f16", "bf16")
 MROPE_GRID = "grid:64:4:6"
 
 # Cell states. pass / fail / not-tested are the checker's verdicts against the expected class;
-# "error": the implementation raised on valid input (counts as a failure); "not-applicable": the
-# implementation cannot express the preset's variant or has no kernel for the dtype (no claim made,
-# so nothing to judge; never shown as passed).
+# "error": the implementation raised on valid input (counts as a failure). A cell the implementation
+# declines (it cannot express the preset's variant or has no kernel for the dtype) is "not-tested" with
+# `declined` set and its reason, as `ropecheck check`, `props` and `drift --compare` judge a spec a
+# kernel declines. "not-applicable" is how matrices written before said declined; read as declined.
 STATES = ("pass", "fail", "error", "not-tested", "not-applicable")
 
 
@@ -44,6 +45,10 @@ class Cell:
     seq_len: int | None = None              # what dynamic / LongRoPE were resolved with
     note: str = ""                          # the adapter's stated difference from Hugging Face, if any
     seconds: float = 0.0
+    declined: bool = False                  # not tested because the implementation declined it (reason says why)
+
+    def is_declined(self) -> bool:
+        return self.declined or self.state == "not-applicable"
 
 
 @dataclass
@@ -71,11 +76,11 @@ class Matrix:
 
     def verdict(self) -> str:
         """fail when any cell failed or errored; not-tested when nothing failed but a cell was not
-        tested or an adapter named with --impl did not run; else pass."""
+        tested (a declined one included) or an adapter named with --impl did not run; else pass."""
         states = {c.state for c in self.cells}
         if states & {"fail", "error"}:
             return "fail"
-        if "not-tested" in states or any(a.requested and a.state != "run" for a in self.adapters):
+        if states & {"not-tested", "not-applicable"} or any(a.requested and a.state != "run" for a in self.adapters):
             return "not-tested"
         if not any(c.state == "pass" for c in self.cells):
             return "not-tested"  # nothing was judged at all
@@ -142,7 +147,7 @@ def run(adapters: Iterable[Adapter], presets: Iterable[str], *, positions: str =
         todo = [(a, a.supports(spec_dict)) for a in active]
         if not any(why is None for _, why in todo):
             for a, why in todo:
-                cells.append(Cell(a.name, preset, "-", "not-applicable", reason=why or ""))
+                cells.append(Cell(a.name, preset, "-", "not-tested", reason=why or "", declined=True))
             continue
         spec_positions = positions
         if (spec_dict.get("rope") or {}).get("mrope") and "grid:" not in positions and "/" not in positions:
@@ -158,8 +163,8 @@ def run(adapters: Iterable[Adapter], presets: Iterable[str], *, positions: str =
                                     seq_len=seq_len)
         for a, why in todo:
             if why is not None:
-                cells.append(Cell(a.name, preset, "-", "not-applicable", reason=why))
-                progress(f"{a.name} {preset}: not applicable ({why})")
+                cells.append(Cell(a.name, preset, "-", "not-tested", reason=why, declined=True))
+                progress(f"{a.name} {preset}: not tested, declined ({why})")
                 continue
             for dt in a.dtypes:
                 if dtypes is not None and dt not in dtypes:
@@ -175,7 +180,7 @@ def _cell(a: Adapter, preset: str, golden: _golden.Golden, dt: str, progress: Ca
     try:
         q_rot, k_rot = a.run(golden, dt)
     except Declined as e:
-        cell = Cell(a.name, preset, dt, "not-applicable", expected, reason=str(e))
+        cell = Cell(a.name, preset, dt, "not-tested", expected, reason=str(e), declined=True)
     except NotTested as e:
         cell = Cell(a.name, preset, dt, "not-tested", expected, reason=str(e))
     except Exception as e:  # noqa: BLE001  the implementation failed on valid input: a finding, kept

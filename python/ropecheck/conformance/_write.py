@@ -39,7 +39,7 @@ def markdown(m: Matrix) -> str:
     lines += ["", "| implementation | model | dtype | verdict | strictest class held | expected | worst error / bound "
               "(expected class) | first violating position, stricter classes | diagnosis |", "|---|---|---|---|---|---|---|---|---|"]
     for c in m.cells:
-        if c.state == "not-applicable" and c.dtype == "-":
+        if c.is_declined() and c.dtype == "-":
             continue  # listed below, once per implementation and model
         stricter = []
         for name in CLASS_ORDER:
@@ -48,15 +48,17 @@ def markdown(m: Matrix) -> str:
                 break
             stricter.append(f"{name} {info['first_violating_position']}")
         verdict = f"**{c.state}**" if c.state in ("fail", "error") else c.state
+        if c.is_declined():
+            verdict = "not-tested (declined)"
         if c.reason and c.state != "pass":
             verdict += f": {_md(c.reason)}"
         if c.note:
             verdict += f"; note: {_md(c.note)}"
         lines.append(f"| {c.impl} | {c.preset} | {c.dtype} | {verdict} | {c.strictest or '(none)' if c.classes else '-'} | "
                      f"{c.expected or '-'} | {_fmt(c.worst_score)} | {', '.join(stricter) or '-'} | {_md(c.diagnosis or '-')} |")
-    na = [c for c in m.cells if c.state == "not-applicable" and c.dtype == "-"]
+    na = [c for c in m.cells if c.is_declined() and c.dtype == "-"]
     if na:
-        lines += ["", "Not applicable (the implementation cannot express the variant): "
+        lines += ["", "Declined, not tested (the implementation cannot express the variant): "
                   + "; ".join(f"{c.impl} × {c.preset} ({_md(c.reason)})" for c in na) + "."]
     lines += ["", f"Verdict: **{m.verdict()}**.", ""]
     return "\n".join(lines)
@@ -87,7 +89,7 @@ def plot(m: Matrix, path: str) -> str | None:
             grid[i][j] = CLASS_ORDER.index(c.strictest) if c.strictest else none
             text[i][j] = (c.strictest or "none") + ("" if c.state == "pass" else f" ({c.state})")
         else:
-            text[i][j] = c.state
+            text[i][j] = "declined" if c.is_declined() else c.state
     shades = ["#1a7f37", "#2da44e", "#6fdd8b", "#acf2bd", "#fff8c5", "#ffdf5d"]  # strictest class first
     colors = [shades[min(k, len(shades) - 1)] for k in range(len(CLASS_ORDER))] + ["#ff8182", "#eaeef2"]
     fig, ax = plt.subplots(figsize=(2.2 * len(cols) + 4, 0.32 * len(rows) + 1.2))

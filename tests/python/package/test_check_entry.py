@@ -56,6 +56,45 @@ def test_not_tested(cli, saturated_dir, tmp_path):
     assert c == py
 
 
+def test_saturated_classes_are_never_satisfied(cli, tmp_path_factory, tmp_path):
+    """Positions to 1e8: the text, the JSON and the Python objects call fp32-angle and the looser classes
+    not tested (saturated), never satisfied, and the saturated worst elements are marked."""
+    far = saved(tmp_path_factory, "0,7,4000000,33554431,100000000")
+    report = tmp_path / "far.json"
+    p = run_cli(cli, "check", "--golden", far, "--kernel", "builtin:hf", "--report", str(report))
+    assert p.returncode == 3, p.stderr
+    loose = ["fp32-angle", "f16-table", "bf16-table"]
+    assert p.stdout.rstrip().endswith("classes not tested (saturated): " + ", ".join(loose))
+    assert "classes satisfied: (none)" in p.stdout and "SATURATED: not tested" in p.stdout
+    py = ropecheck.check(ropecheck.load(far), "builtin:hf")
+    assert comparable(report.read_text()) == comparable(py.to_json())
+    assert py.verdict == "not-tested" and not py.passed
+    assert py.not_tested_classes == loose and not set(loose) & set(py.satisfied_classes)
+    for t in py.tensors.values():
+        assert [t.classes[c] for c in loose] == ["not-tested"] * 3, (t.name, t.classes)
+        assert t.best_class not in loose and t.saturated_from["fp32-angle"] is not None
+        for c in t.json["classes"]:
+            assert c["satisfied"] == (c["state"] == "satisfied")
+    assert any(w["saturated"] for w in py.worst(50))
+
+
+def test_a_declined_kernel_is_not_tested_with_its_reason(cli, golden_dir, tmp_path):
+    """The same verdict as `ropecheck check --kernel` on a plugin that declines everything, and for a
+    Python kernel raising NotImplementedError: not tested (exit 3), never unusable input."""
+    plugin = os.path.join(os.path.dirname(cli), "..", "tests", "test_plugins", "test_plugin_unsupported_all.so")
+    if os.path.exists(plugin):
+        c, py, rc = both(cli, golden_dir, tmp_path, plugin, [])
+        assert rc == 3 and c == py and "nothing implemented" in c["declined"] and c["tensors"] == []
+    g = ropecheck.load(golden_dir)
+
+    def declines(q, k, positions):
+        raise NotImplementedError("no llama3 scaling here")
+
+    r = ropecheck.check(g, declines)
+    assert r.verdict == "not-tested" and "no llama3 scaling here" in r.declined and "no llama3 scaling here" in r.reason
+    assert r.not_tested == ["q_rot.f32", "k_rot.f32"] and r.satisfied_classes == []
+
+
 def test_kernel_failure(cli, golden_dir, tmp_path):
     plugin = os.path.join(os.path.dirname(cli), "..", "tests", "bad_plugins", "bad_plugin_segv.so")
     if not os.path.exists(plugin):

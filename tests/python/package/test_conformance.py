@@ -234,12 +234,15 @@ class _Stub(Adapter):
 
 @pytest.mark.parametrize("behaviour,state,verdict", [
     ("exact", "pass", "pass"), ("zeros", "fail", "fail"), ("raises", "error", "fail"),
-    ("not-tested", "not-tested", "not-tested"), ("unsupported", "not-applicable", "not-tested")])
+    ("not-tested", "not-tested", "not-tested"), ("unsupported", "not-tested", "not-tested")])
 def test_cell_states_and_the_run_verdict(behaviour, state, verdict, tmp_path):
     m = conformance.run([_Stub(behaviour)], ["llama-3.2-1b"], positions="0:8", heads=1)
     (c,) = m.cells
     assert c.state == state, c
-    assert m.verdict() == verdict  # nothing judged at all (only not-applicable) is not-tested, never pass
+    assert m.verdict() == verdict  # a declined cell is not tested (exit 3), never passed
+    assert c.declined == (behaviour == "unsupported")
+    if behaviour == "unsupported":
+        assert c.reason == "layout not expressible"  # the implementation's own reason
     if behaviour == "exact":
         assert c.strictest == "exact" and c.classes["exact"]["violations"] == 0
     if behaviour == "zeros":
@@ -252,6 +255,16 @@ def test_cell_states_and_the_run_verdict(behaviour, state, verdict, tmp_path):
     assert row in md and f"Verdict: **{verdict}**" in md
     conformance.write(m, str(tmp_path))
     assert json.loads((tmp_path / "matrix.json").read_text())["cells"][0]["state"] == state
+
+
+def test_a_declined_cell_makes_the_run_not_tested_beside_a_passing_one():
+    """As `ropecheck check` judges a kernel that declines a preset: not tested (exit 3), not passed."""
+    m = conformance.run([_Stub("unsupported"), _Stub("exact")], ["llama-3.2-1b"], positions="0:8", heads=1)
+    assert [c.state for c in m.cells] == ["not-tested", "pass"] and m.verdict() == "not-tested"
+    md = conformance.markdown(m)
+    assert "Declined, not tested (the implementation cannot express the variant): stub × llama-3.2-1b" in md
+    legacy = conformance.Cell("stub", "llama-3.2-1b", "-", "not-applicable", reason="from an older matrix.json")
+    assert legacy.is_declined()
 
 
 def test_a_missing_adapter_not_named_is_listed_but_does_not_make_the_run_not_tested():

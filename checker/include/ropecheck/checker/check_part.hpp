@@ -33,6 +33,8 @@ struct ClassStats {
   std::int64_t violations = 0;
   std::optional<std::int64_t> first;
   double worst = 0;
+  std::int64_t saturated = 0;  // violation-free elements whose bound of this class is saturated
+  std::optional<std::int64_t> first_saturated;
 };
 
 struct BinStats {  // one position bin: |position| in [2^(k-1), 2^k), bin 0 = [0, 1)
@@ -83,6 +85,11 @@ struct CheckPart {
 // finalized). SpecError when the set has fewer tokens than shards.
 CheckPart check_candidate_part(const golden::GoldenSet& golden, const std::vector<io::Tensor>& candidate, const CheckOptions& options,
                                const Shard& shard);
+
+// The check of a kernel that declined every output (`reason`, the kernel's own): nothing is compared,
+// every output asked for is not tested, and the report says why. InputError for unusable options.
+CheckPart declined_check_part(const golden::GoldenSet& golden, const CheckOptions& options, const Shard& shard,
+                              const std::string& reason);
 
 // The report of a part (of a whole run when the part is all tokens): verdicts and reasons.
 CheckReport finalize(const CheckPart& part);

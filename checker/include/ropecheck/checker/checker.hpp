@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,10 @@
 #include "ropecheck/core/verdict.hpp"
 
 namespace ropecheck::checker {
+
+// The check report's format_version (CHECK_REPORT.md): 2 made class results three-valued (state,
+// saturated), marked saturated worst elements and added not_tested_classes and declined.
+inline constexpr int kCheckReportVersion = 2;
 
 // The verdict criterion: it must hold for every element of every matched tensor.
 struct Criterion {
@@ -84,13 +89,27 @@ struct ElementReport {
   double magnitude = 0;     // M
   double pair_relative = 0; // |candidate - truth| / (M u_dt)
   double score = 0;         // the criterion's margin (see CHECK_REPORT.md); > 1 fails (exact: > 0)
+  // The criterion class's bound is saturated here (ClassBound::saturated): whatever the score, the
+  // element is not tested. Always false for exact, max-ulp and tolerance criteria.
+  bool saturated = false;
 };
+
+// A class on one tensor: satisfied (no violation, every bound discriminates), violated (some element
+// exceeds the bound), or not tested (no violation, but some elements' bounds are saturated: an
+// all-zero output would pass there, so holding proves nothing).
+enum class ClassState { satisfied, violated, not_tested };
+std::string_view to_string(ClassState s);  // "satisfied", "violated", "not-tested" (the JSON strings)
 
 struct ClassResult {
   accuracy::AccuracyClass accuracy_class;
-  bool satisfied = true;
+  ClassState state = ClassState::satisfied;
+  bool satisfied = true;  // state == satisfied: a not-tested class is never satisfied
   std::int64_t violations = 0;
   std::optional<std::int64_t> first_violating_position;  // smallest position with a violation
+  // Violation-free elements whose bound of this class is saturated, and the smallest position of one
+  // (exact never saturates).
+  std::int64_t saturated = 0;
+  std::optional<std::int64_t> first_saturated_position;
   // Largest error / allowed over all elements (<= 1 when satisfied). For "exact": the largest
   // distance to the golden value of the same dtype, in ulps (0 when satisfied).
   double worst_margin = 0;
@@ -137,7 +156,7 @@ struct TensorReport {
   std::vector<ElementReport> worst;  // highest score first
   std::vector<PositionBin> bins;     // only bins with elements, ascending
 
-  // The strictest class satisfied (nullopt when none).
+  // The strictest class satisfied (nullopt when none; a not-tested class is not satisfied).
   std::optional<accuracy::AccuracyClass> best_class() const;
 };
 
@@ -150,6 +169,9 @@ struct CheckReport {
   std::vector<std::string> ignored_candidate;  // candidate tensors matching no golden output
   std::vector<std::string> unchecked_golden;   // golden outputs without a candidate (or outside --only)
   std::vector<std::string> not_tested;         // of those, the ones asked for: verdict not-tested
+  // The kernel declined every output asked for (it answered UNSUPPORTED, or lacks the entry point the
+  // set needs): its reason, one line; the run is not tested. Empty otherwise.
+  std::string declined;
   // fail: some tensor failed; not-tested: none failed, but an asked-for output had no candidate or
   // some tensor is not tested (saturated bounds); pass: everything asked for was tested and held.
   ropecheck::Verdict verdict = ropecheck::Verdict::fail;
@@ -158,6 +180,8 @@ struct CheckReport {
 
   // Classes every matched tensor satisfies, strictest first.
   std::vector<accuracy::AccuracyClass> satisfied_classes() const;
+  // Classes no matched tensor violates but some tensor does not test (saturated), strictest first.
+  std::vector<accuracy::AccuracyClass> not_tested_classes() const;
   nlohmann::json to_json() const;
   std::string summary() const;  // the terminal report: one block per tensor and a verdict line
 };

@@ -3,7 +3,9 @@
 // applied (positions rounded to bf16, the other channel pairing, cos and sin swapped, ...), evaluated
 // with the MPFR reference on the failing elements and a fixed-seed sample of the passing ones; a
 // hypothesis matches only when every evaluated element lies within the class bound of that mistaken
-// truth. Shape and convention slips (a [batch, heads, seq, head_dim] tensor, a cat(freqs, freqs) table)
+// truth. Beyond the fixed catalogue, parametric hypotheses (a position offset, a base, a scaling factor,
+// an attention factor, a rotary width) are fitted to the candidate's own outputs in binary64 and then
+// judged exactly like the others. Shape and convention slips (a [batch, heads, seq, head_dim] tensor, a cat(freqs, freqs) table)
 // are named before the numeric check, with the remedy (shape_slip, apply_candidate_layout).
 #pragma once
 
@@ -25,8 +27,15 @@ namespace ropecheck::checker {
 // with two mistakes is the composition of two hypotheses).
 struct Mistake {
   std::optional<DType> position_rounding;  // positions rounded to this dtype before the angle
-  int position_shift = 0;                  // p + shift
+  std::int64_t position_shift = 0;         // p + shift
+  std::optional<int> position_wrap_bits;   // 16 or 32: positions cast to a signed integer that wide (wrapped)
   std::optional<DType> freq_rounding;      // inverse frequencies rounded to this dtype
+  bool reciprocal_freq = false;            // 1 / w used as the inverse frequency (periods for frequencies)
+  std::optional<double> base;              // rope_theta replaced
+  std::optional<double> factor;            // the scaling factor replaced (linear, yarn, llama3)
+  std::optional<double> attention;         // the attention factor replaced by this value
+  std::optional<int> rotary_dim;           // the rotary width replaced (prefix-partial RoPE)
+  bool swap_longrope_factors = false;      // LongRoPE: the other factor list (and its mscale)
   bool flip_layout = false;                // half-split <-> interleaved pairing
   bool ignore_scaling = false;             // plain base frequencies, attention factor 1
   bool flip_truncate = false;              // YaRN: correction range rounded <-> not rounded
@@ -43,14 +52,24 @@ struct Mistake {
   static std::optional<Mistake> compose(const Mistake& a, const Mistake& b);
 };
 
+// The one parameter a hypothesis changes, for the conclusion "base 10000 fits every failing element;
+// the spec says 500000".
+struct Parameter {
+  std::string name;        // "base", "position offset", "scaling factor", "attention factor", "rotary width"
+  std::string value;       // the hypothesis's value, as printed
+  std::string spec_value;  // the spec's value, as printed
+};
+
 struct Hypothesis {
   std::string id;      // "bf16-positions"
   std::string title;   // "positions rounded to bf16"
   std::string source;  // where the mistake is documented
   Mistake mistake;
+  std::optional<Parameter> parameter;  // set for the hypotheses stated as one parameter's value
 };
 
-// The catalogue, in the order DIAGNOSIS.md lists it.
+// The catalogue, in the order DIAGNOSIS.md lists it (a parameter's spec_value is filled in when it is
+// evaluated against a set).
 const std::vector<Hypothesis>& diagnosis_catalogue();
 
 struct DiagnoseOptions {
@@ -59,6 +78,7 @@ struct DiagnoseOptions {
   std::uint64_t seed = 20261125;
   int threads = 0;         // the scan for failing elements (0: hardware concurrency); results do not depend on it
   bool try_pairs = true;   // when no single hypothesis matches, compose pairs of the partial ones
+  bool fit = true;         // fit the parametric hypotheses (offset, base, factor, attention factor, rotary width)
 };
 
 struct HypothesisResult {
@@ -66,9 +86,22 @@ struct HypothesisResult {
   accuracy::AccuracyClass judged_class = accuracy::AccuracyClass::fp32_angle;  // the bound it was judged with
   std::int64_t failing_evaluated = 0, failing_explained = 0;
   std::int64_t passing_evaluated = 0, passing_explained = 0;
-  double max_ratio = 0;  // max over evaluated elements of |candidate - mistaken truth| / class bound
-  bool matches = false;  // every evaluated element within the bound
-  double failing_fraction() const;
+  // Of the evaluated elements, those where the bound around the mistaken truth is saturated (it has
+  // reached the element's magnitude): not discriminated, so never counted as explained.
+  std::int64_t failing_saturated = 0, passing_saturated = 0;
+  double max_ratio = 0;  // max over evaluated, discriminated elements of |candidate - mistaken truth| / class bound
+  // Every evaluated element within the bound or not discriminated, at least half of the failing ones
+  // discriminated, and at least one explained.
+  bool matches = false;
+  std::optional<Parameter> parameter;
+  double failing_fraction() const;  // failing_explained / failing_evaluated
+};
+
+// One parametric family fitted to the candidate: the value the data gives, and what became of it.
+struct ParameterFit {
+  std::string id;       // the hypothesis id a fit becomes: "fit-base"
+  Parameter parameter;  // value: the fitted one ("" when none fits the screen)
+  std::string outcome;  // "evaluated", "same as ID" (a catalogue hypothesis computes it), or why not
 };
 
 struct Diagnosis {
@@ -80,6 +113,7 @@ struct Diagnosis {
   std::int64_t failing_evaluated = 0, passing_evaluated = 0;
   std::vector<HypothesisResult> ranked;  // applicable hypotheses, best explanation first
   std::vector<HypothesisResult> pairs;   // compositions of two, when no single one matched
+  std::vector<ParameterFit> fits;        // the parametric families tried
   std::string conclusion;                // one line
   double seconds = 0;                    // wall time of the diagnosis
 

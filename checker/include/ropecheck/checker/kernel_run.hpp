@@ -10,11 +10,12 @@
 // and returns the results as Tensors named like the golden outputs, ready for check_candidate().
 // Frequencies are resolved with the set's sequence length (manifest). A dtype the kernel answers
 // unsupported for (or does not declare, Capabilities::output_dtypes) is skipped with a note (the
-// kernel's message if it gave one). InputError (unusable input) when: the set needs an entry point
-// the kernel lacks (sinusoidal without sinusoidal; RoPE with neither RoPE entry point); it answers
-// unsupported for k after producing q; or it produces no output at all (the message lists the
-// notes). A call that fails (a plugin that crashed, hung, ...) is a failed check instead: its
-// outputs are NaN (so the checker fails them) and it is listed in KernelRun::failures.
+// kernel's message if it gave one). The kernel *declines* the set (KernelRun::declined, one line with
+// its reasons; no tensors; the check is then not tested) when it lacks the entry point the set needs
+// (sinusoidal without sinusoidal; RoPE with neither RoPE entry point) or answers unsupported for every
+// output dtype. InputError (unusable input) when it answers unsupported for k after producing q. A
+// call that fails (a plugin that crashed, hung, ...) is a failed check instead: its outputs are NaN
+// (so the checker fails them) and it is listed in KernelRun::failures.
 #pragma once
 
 #include <string>
@@ -35,6 +36,7 @@ struct KernelRun {
   std::vector<io::Tensor> tensors;     // named like the golden outputs ("q_rot.f32", "cos.bf16", "pe.f64")
   std::vector<std::string> notes;  // one line each: dtypes skipped (unsupported) and why, tables not provided
   std::vector<KernelFailure> failures;  // calls that failed (their tensors are NaN)
+  std::string declined;  // non-empty: the kernel declined every output (its reasons); tensors is empty
 };
 
 KernelRun run_kernel(kut::KernelUnderTest& kernel, const golden::GoldenSet& golden);

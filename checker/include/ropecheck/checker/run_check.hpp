@@ -39,6 +39,9 @@ struct Candidate {
   std::vector<std::string> header;     // lines the text report starts with (the kernel, its notes and failures)
   std::vector<KernelFailure> failures;  // kernel calls that failed
   std::filesystem::path file;          // a file candidate's path (its SHA-256 identifies a sharded run)
+  // The kernel declined every output (KernelRun::declined): its reason. The check is then not tested
+  // (exit 3), as props and drift --compare judge a spec the kernel declines; never unusable input.
+  std::string declined;
   bool kernel_failed() const { return !failures.empty(); }
 };
 
@@ -76,7 +79,8 @@ struct CheckOutcome {
 void check_request(const golden::GoldenSet& golden, const CheckRequest& request);
 
 // Checks `candidate` against `golden` (its layout applied first). InputError for unusable input (a
-// baseline of another set or criterion, mismatched names or shapes): nothing is judged.
+// baseline of another set or criterion, mismatched names or shapes): nothing is judged. A declined
+// candidate is not tested: nothing compared, not diagnosed, not compared with the baseline.
 CheckOutcome run_check(const golden::GoldenSet& golden, Candidate candidate, const CheckRequest& request);
 
 // The outcome of merged check parts (`ropecheck merge`): their report, source, whether a part's kernel

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ropecheck/plugin/client.hpp"
@@ -62,6 +63,11 @@ struct Breakdown {
   // pair (ClassBound::saturated: an all-zero output would pass; from there "never" proves nothing
   // for that pair); nullopt: never saturated. Depends on the spec and class only.
   std::optional<std::int64_t> saturated_from;
+
+  // "breakdown" (the class is exceeded at `position`: a violation, wherever it is), "not-tested" (no
+  // breakdown, but the bound saturates from `saturated_from`: "never" cannot be claimed past it) or
+  // "never" (within the bound at every sampled position, none saturated).
+  std::string_view state() const { return position ? "breakdown" : (saturated_from ? "not-tested" : "never"); }
 };
 
 struct KernelResult {
@@ -156,8 +162,12 @@ struct CompareResult {
   std::optional<std::int64_t> first_violation, first_saturated;
   std::vector<std::string> kernel_failures;  // per plugin with failed calls: "N of M calls lost: FIRST"
   double seconds = 0;
+  // A kernel declined the spec or dtype (KernelDeclined): its reason. Nothing was measured; the verdict
+  // is not-tested, as `check` and `props` judge a spec the kernel declines.
+  std::string declined;
 };
 
+// Both kernels over the sweep (a kernel that declines: CompareResult::declined, not an exception).
 CompareResult run_compare(const EncodingSpec& spec, const plugin::KernelName& a, const plugin::KernelName& b,
                           const DriftOptions& options);
 

@@ -31,9 +31,17 @@
 
 namespace ropecheck::drift {
 
+// The kernel declines the spec or dtype (it answered UNSUPPORTED, or lacks ropecheck_rope_apply): not a
+// bad input but something not tested, which `drift --compare` reports as such (exit 3). An InputError,
+// so that a sweep of recipes, which has no verdict, still stops with the kernel's reason.
+class KernelDeclined : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 class SweptKernel {
  public:
-  // `kernel` must have rope_apply (SpecError otherwise).
+  // `kernel` must have rope_apply (KernelDeclined otherwise).
   SweptKernel(std::unique_ptr<kut::KernelUnderTest> kernel, std::string name, std::string description, bool known_bad,
             const EncodingSpec& spec, DType storage, std::int64_t seq_len);
   ~SweptKernel();
@@ -49,8 +57,8 @@ class SweptKernel {
 
   // Rotates x ([tokens][heads][head_dim] floats, bf16-exact) at the given positions (one per
   // token, the same for every multimodal stream); out receives the outputs (storage-dtype values
-  // as doubles), [tokens][heads][head_dim]. UNSUPPORTED is unusable input (InputError):
-  // drift cannot measure what the kernel will not compute.
+  // as doubles), [tokens][heads][head_dim]. UNSUPPORTED throws KernelDeclined: drift cannot measure
+  // what the kernel will not compute.
   void rotate(std::span<const std::int64_t> positions, int heads, std::span<const float> x, std::span<double> out);
   // The cos / sin table [tokens][pairs] in the storage dtype, no attention factor. False when the
   // kernel has none (a plugin without ropecheck_rope_cos_sin).

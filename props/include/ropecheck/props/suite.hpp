@@ -115,6 +115,9 @@ struct SuiteReport {
   // Whether an outcome counts in verdict(): asked for, and not merely "not applicable to this output dtype"
   // while the same property applied to another dtype of the run (store_rounding on f32 beside bf16).
   bool counts(const PropertyOutcome& o) const;
+  // The smallest position where the class's bound saturated in a counted property that did not fail
+  // (nullopt: none): past it the class's claim is not tested, whatever the margins say.
+  std::optional<std::int64_t> saturated_from() const;
   // reproduce_line: when given, each failed property carries "reproduce": its line for that record.
   nlohmann::json to_json(const std::function<std::string(const ReproduceRecord&)>& reproduce_line = {}) const;
   std::string summary() const;      // one line per property: cases, worst margin, verdict

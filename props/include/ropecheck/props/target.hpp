@@ -69,6 +69,7 @@ class Target {
   struct Failures {
     std::int64_t failed = 0, calls = 0;
     std::string first;
+    std::string declined;  // the first reason the kernel gave for an UNSUPPORTED answer ("" if none)
   };
   virtual Failures take_failures() { return {}; }
 };
