@@ -42,9 +42,14 @@ struct PairHash {
 class Collector {
  public:
   Collector(PairSet& set, std::int64_t max_pairs) : set_(set), max_(max_pairs) {}
+  // One item never repeats a pair: duplicates are looked for only once a second item starts.
+  void begin_item() {
+    if (++items_ == 2)
+      for (const ScorePair& p : set_.pairs) seen_.insert(p);
+  }
   void push(const std::string& item, std::int64_t m, std::int64_t n) {
     const ScorePair p{m, n};
-    if (!seen_.insert(p).second) return;
+    if (items_ >= 2 && !seen_.insert(p).second) return;
     if (static_cast<std::int64_t>(set_.pairs.size()) >= max_) bad(item, "more than " + std::to_string(max_) + " pairs");
     set_.pairs.push_back(p);
   }
@@ -53,6 +58,7 @@ class Collector {
   PairSet& set_;
   std::int64_t max_;
   std::unordered_set<ScorePair, PairHash> seen_;
+  int items_ = 0;
 };
 
 void block_item(const std::string& item, const std::vector<std::string>& c, Collector& out, std::int64_t max_pairs) {
@@ -109,6 +115,7 @@ PairSet parse_pairs(const std::string& argument, std::int64_t max_pairs) {
   for (const std::string& item : split(argument, ',')) {
     if (item.empty()) bad(item, "empty item");
     const std::vector<std::string> c = split(item, ':');
+    out.begin_item();
     if (c[0] == "causal" || c[0] == "full") {
       block_item(item, c, out, max_pairs);
     } else if (c[0] == "dist") {
