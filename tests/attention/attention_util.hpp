@@ -71,3 +71,39 @@ inline OracleValues oracle(const RopeSpec& rope, const AttentionSpec& a, std::sp
 inline bool same_value(double a, double b) { return a == b; }  // +0 == -0, as the checker compares
 
 }  // namespace ropecheck::attention::test
+
+#include "ropecheck/accuracy/attention_bounds.hpp"
+#include "ropecheck/reference/fast_rounding.hpp"
+
+namespace ropecheck::attention::test {
+
+// The spec's geometry for the error model: inverse frequencies and attention factor nearest the exact ones.
+inline accuracy::RopeGeometry geometry_of(const RopeSpec& rope) {
+  ScopedPrecision prec(256);
+  const RopeFrequencies<Real> f = rope_frequencies<Real>(rope, std::nullopt);
+  std::vector<double> w;
+  for (const Real& x : f.inv_freq) w.push_back(to_f64(x));
+  return accuracy::RopeGeometry(rope, w, to_f64(f.attention_factor));
+}
+
+// The exact rotated heads of one token (nearest doubles), heads * head_dim values.
+inline std::vector<double> exact_rotated(const RopeRoundingEngine& eng, const Position& p, std::span<const double> x,
+                                         int heads) {
+  std::vector<double> out(x.size());
+  const DType t = DType::f64;
+  RoundedOut o;
+  o.rot = out.data();
+  RoundingStats stats;
+  eng.evaluate(p, x, heads, std::span<const DType>(&t, 1), std::span<const RoundedOut>(&o, 1), stats);
+  return out;
+}
+
+// Values exact in bf16, f16 and f32 alike: a normal sample rounded to 8 significant bits, |x| < 2^-14 to 0.
+inline std::vector<double> storable_inputs(std::size_t n, std::uint64_t seed, double sigma = 1.0) {
+  std::vector<double> v = normal_inputs(n, seed, sigma);
+  for (double& x : v)
+    if (std::fabs(x) < 0x1p-14) x = 0.0;
+  return v;
+}
+
+}  // namespace ropecheck::attention::test
