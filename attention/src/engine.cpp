@@ -1,13 +1,8 @@
-// The attention engine: the resolved problem (constructor), the block and pair evaluations over worker
-// threads, each value settled by the fast path or the MPFR fallback. See engine.hpp for the overview.
-#include <algorithm>
-#include <atomic>
+// The attention engine's resolved problem: frequencies, attention factor and scale from MPFR at
+// kStoredBits (the fallback's inputs) and as triple- / double-doubles (the fast path's). The evaluations
+// are in evaluate.cpp; see engine.hpp for the overview.
 #include <cmath>
-#include <exception>
-#include <mutex>
-#include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "engine_impl.hpp"
 #include "ropecheck/formulas/rope.hpp"

@@ -1,6 +1,6 @@
 // What the attention engine's units share (private to attention/): the resolved problem, the rotated
 // tokens in double-double, the dot-product kernels and their bounds, the fast logit and output row,
-// and the MPFR fallback. ENGINE.md-level overview: engine.hpp.
+// and the MPFR fallback. Overview: engine.hpp and attention/ATTENTION.md.
 #pragma once
 
 #include <array>

@@ -83,6 +83,8 @@ void output_row(const Impl& m, std::span<const Logit> logits, const double* sink
     DD e{0.0, 0.0};
     double ae = 0x1p-937;
     if (x.hi >= -650.0) {
+      // A logit known only to worse than 2^-20 (never, in practice: they are known to about 2^-90 of
+      // their magnitude) leaves the row to the fallback rather than widening every bound.
       if (!exp_dd(x, e) || ex > 0x1p-20) {
         ok = false;
         break;
