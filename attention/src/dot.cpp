@@ -15,7 +15,7 @@
 // AccurateDWPlusDW (<= 3u^2 / (1 - 4u) of the exact running total, itself <= 1.0001 A); the first
 // addition, onto zero, is exact. For b = 32: <= 1262 u^2 A_b per block and 3.01 u^2 A per later block:
 //   |error| <= u^2 A (1262 + 3.02 (blocks - 1)) (1 + 2^-40) + n 2^-1072 (underflowing products)
-// (dot_bound). n = 128 gives 2^-95.7 A; the weighted sums of a 2048-key row 2^-94.3 A.
+// (dot_bound). n = 128 gives 2^-95.7 A; the weighted sums of a 2048-key row 2^-95.5 A.
 #include <algorithm>
 #include <cmath>
 
