@@ -81,8 +81,8 @@ TEST(ScoreBound, RotationsAtTheEdgeOfTheirClassReachTheBoundAndNoFurther) {
           }
       }
   }
-  std::printf("score: worst-case perturbations reach %.4f .. %.4f of the propagated bound (first-order cases), "
-              "random ones %.3f\n",
+  std::printf("score (seed 7): worst-case perturbations reach %.4f .. %.4f of the propagated bound (first-order "
+              "cases), random ones %.3f\n",
               least_aligned, worst_aligned, worst_random);
   EXPECT_GT(least_aligned, 0.94);  // the bound is the worst case (to first order, within 1 + g), not more
 }
@@ -142,7 +142,8 @@ TEST(OutputBound, LogitsAtTheirBoundsReachItAndNoFurther) {
             if (level <= 1e-5) least_small = std::min(least_small, r);
           }
         }
-  std::printf("output: adversarial logits reach up to %.4f of the propagated bound (at least %.4f for small errors)\n",
+  std::printf("output (seed 11): adversarial logits reach up to %.4f of the propagated bound (at least %.4f for "
+              "small errors)\n",
               worst, least_small);
   EXPECT_GT(least_small, 0.9);
 }
