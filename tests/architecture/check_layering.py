@@ -32,6 +32,7 @@ USES = {
     "fast_rounding": ["core", "formulas", "reference"],  # reference's own units, compiled apart
     "reference": ["core", "formulas", "fast_rounding"],
     "kernels": ["core", "formulas"],
+    "attention": ["core", "formulas", "accuracy", "reference"],
     "cuda_kernels": ["core", "formulas", "kernels"],
     "kut": ["core", "formulas", "kernels"],
     "kut_cuda": ["kut", "cuda_kernels"],
@@ -59,10 +60,11 @@ TEST_HEADERS = ["rapidcheck", "gtest/", "gmock/"]
 # Header-owning modules: include prefix -> module.
 HEADER_MODULE = {"ropecheck/core/": "core", "ropecheck/accuracy/": "accuracy", "ropecheck/formulas/": "formulas",
                  "ropecheck/io/": "io", "ropecheck/reference/": "reference", "ropecheck/kernels/": "kernels",
+                 "ropecheck/attention/": "attention",
                  "ropecheck/kernel_abi.h": "kernel_abi", "ropecheck/kut/": "kut", "ropecheck/plugin/": "plugin",
                  "ropecheck/golden/": "golden", "ropecheck/checker/": "checker", "ropecheck/props/": "props",
                  "ropecheck/drift/": "drift"}
-MODULE_DIRS = ("core", "accuracy", "formulas", "io", "reference", "kernels", "abi", "kut", "plugin", "golden", "checker",
+MODULE_DIRS = ("core", "accuracy", "formulas", "io", "reference", "kernels", "attention", "abi", "kut", "plugin", "golden", "checker",
                "props", "drift")
 INCLUDE_DIRS = [os.path.join(SRC, d, sub) for d in MODULE_DIRS for sub in ("include", "include_private")]
 

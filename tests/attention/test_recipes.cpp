@@ -1,0 +1,304 @@
+// The score and output classes hold for ropecheck's own recipes: every RoPE preset, many seeds, each
+// recipe's rotation (kernels/rope_kernels.hpp) followed by the attention arithmetic its class stands for
+// (ERROR_MODEL.md 16.2, written out in candidate_attention), against the correctly rounded values of the
+// attention engine: no score and no output outside its class's bound (a violation would be a bug). And
+// the teeth: a rotation whose query is off by one position fails at the score level; a shift of every
+// position by the same amount is invisible there (RoPE's relative property), exactly.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+
+#include "attention_util.hpp"
+#include "float_recipes.hpp"
+#include "ropecheck/kernels/rope_kernels.hpp"
+#include "ropecheck/reference/presets.hpp"
+#include "test_scale.hpp"
+
+namespace ropecheck::attention::test {
+namespace {
+
+using accuracy::AccuracyClass;
+using kernels::Recipe;
+
+// A recipe, its storage dtype, the class it lands in (kernels/RECIPES.md) and the attention arithmetic
+// of that class: accumulation in binary64 or f32, intermediates held in `mid`.
+struct RecipeCase {
+  Recipe recipe;
+  DType dt;
+  AccuracyClass cls;
+  bool f64_acc;
+  DType mid;
+};
+const std::vector<RecipeCase>& recipe_cases() {
+  static const std::vector<RecipeCase> cases = {
+      {Recipe::accurate, DType::f32, AccuracyClass::f32_reduced, false, DType::f32},
+      {Recipe::accurate, DType::bf16, AccuracyClass::fp64_angle, true, DType::f64},
+      {Recipe::hf, DType::f32, AccuracyClass::fp32_angle, false, DType::f32},
+      {Recipe::hf, DType::bf16, AccuracyClass::bf16_table, false, DType::bf16},
+      {Recipe::meta, DType::f32, AccuracyClass::fp32_angle, false, DType::f32},
+      {Recipe::meta, DType::bf16, AccuracyClass::fp32_angle, false, DType::f32},
+      {Recipe::ggml, DType::f32, AccuracyClass::fp32_angle, false, DType::f32},
+      {Recipe::bf16_table, DType::f32, AccuracyClass::bf16_table, false, DType::bf16},
+      {Recipe::f16_table, DType::f32, AccuracyClass::f16_table, false, DType::f16},
+      {Recipe::f16_table, DType::f16, AccuracyClass::f16_table, false, DType::f16},
+  };
+  return cases;
+}
+
+// One attention problem: a block of tokens, its inputs, its exact values.
+struct Problem {
+  std::string preset;
+  RopeSpec rope;
+  AttentionSpec attn;
+  std::vector<Position> pos;
+  std::vector<double> q, k, v;                 // inputs
+  std::vector<double> Q, K;                    // exact rotated (nearest doubles)
+  std::vector<double> scores, outputs;         // exact, f64
+  std::size_t T = 0, G = 0, D = 0, Dv = 0;
+};
+
+Problem make_problem(const std::string& preset, std::uint64_t seed, std::int64_t start, std::size_t T) {
+  Problem p;
+  p.preset = preset;
+  p.rope = load_preset(preset).rope;
+  p.attn.group = 2;
+  if (seed % 3 == 1) p.attn.softcap = 30.0;
+  if (seed % 3 == 2) p.attn.window = 4;
+  if (preset.rfind("gpt-oss", 0) == 0) p.attn.sinks = normal_inputs(2, seed + 7);
+  p.T = T, p.G = 2, p.D = static_cast<std::size_t>(p.rope.head_dim), p.Dv = p.D;
+  p.pos = block_positions(start, static_cast<std::int64_t>(T));
+  p.q = storable_inputs(T * p.G * p.D, seed * 3), p.k = storable_inputs(T * p.D, seed * 3 + 1);
+  p.v = storable_inputs(T * p.Dv, seed * 3 + 2);
+  const RopeRoundingEngine eng(p.rope, std::nullopt, start + static_cast<std::int64_t>(T));
+  for (std::size_t i = 0; i < T; ++i) {
+    const std::vector<double> qi = exact_rotated(eng, p.pos[i], std::span<const double>(p.q).subspan(i * p.G * p.D, p.G * p.D), 2);
+    const std::vector<double> ki = exact_rotated(eng, p.pos[i], std::span<const double>(p.k).subspan(i * p.D, p.D), 1);
+    p.Q.insert(p.Q.end(), qi.begin(), qi.end());
+    p.K.insert(p.K.end(), ki.begin(), ki.end());
+  }
+  const AttentionEngine engine(p.rope, std::nullopt, p.attn, start + static_cast<std::int64_t>(T));
+  const BlockLayout layout(p.attn, static_cast<std::int64_t>(T));
+  p.scores.resize(p.G * static_cast<std::size_t>(layout.total()));
+  p.outputs.resize(T * p.G * p.Dv);
+  const DType f64 = DType::f64;
+  const AttentionOut out{p.scores.data(), p.outputs.data()};
+  RoundingStats stats;
+  engine.block(p.pos, p.q, p.k, p.v, std::span<const DType>(&f64, 1), std::span<const AttentionOut>(&out, 1), stats);
+  return p;
+}
+
+// The kernel's rotated q and k (decoded), with the query's positions moved by q_shift and every position
+// by all_shift.
+void kernel_rotation(const Problem& p, const RecipeCase& rc, std::int64_t q_shift, std::int64_t all_shift,
+                     std::vector<double>& Qh, std::vector<double>& Kh) {
+  const kernels::RopePlan plan = kernels::make_rope_plan(p.rope, rc.recipe);
+  std::vector<std::int64_t> pq, pk;
+  for (const Position& x : p.pos) {
+    pq.push_back(x.t + q_shift + all_shift);
+    pk.push_back(x.t + all_shift);
+  }
+  const std::size_t bytes = static_cast<std::size_t>(format_info(rc.dt).storage_bits / 8);
+  auto run = [&](const std::vector<double>& x, std::vector<std::int64_t>& ps, std::size_t heads, std::vector<double>& y) {
+    std::vector<unsigned char> in(x.size() * bytes), out(x.size() * bytes);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::uint64_t b = double_to_bits(x[i], rc.dt);
+      std::memcpy(in.data() + i * bytes, &b, bytes);  // little-endian: the low bytes
+    }
+    const auto T = static_cast<std::int64_t>(p.T), H = static_cast<std::int64_t>(heads), D = static_cast<std::int64_t>(p.D);
+    kernels::rope_apply(plan, kernels::PositionsView::of(std::span<const std::int64_t>(ps)),
+                        kernels::TensorView::contiguous(in.data(), rc.dt, T, H, D),
+                        kernels::TensorView::contiguous(out.data(), rc.dt, T, H, D), {}, {}, {.threads = 1});
+    y.resize(x.size());
+    decode(out.data(), rc.dt, y);
+  };
+  run(p.q, pq, p.G, Qh);
+  run(p.k, pk, 1, Kh);
+}
+
+// The attention arithmetic of the class (ERROR_MODEL.md 16.2) in Acc, intermediates held in `mid`: the
+// dot product left to right, rounded to mid; the scale (rounded to mid) applied; the soft-cap as
+// cap * tanh(s / cap), each step rounded to mid; the scores stored in dt; the softmax with the row's
+// largest logit (and the sink's) subtracted, the probabilities rounded to mid, the weighted sum in Acc,
+// the outputs stored in dt. (Hugging Face's eager attention with bf16 activations, for mid = bf16.)
+template <class Acc>
+void candidate_attention(const Problem& p, const RecipeCase& rc, const std::vector<double>& Qh,
+                         const std::vector<double>& Kh, std::vector<double>& scores, std::vector<double>& outputs) {
+  auto mid = [&](Acc x) { return static_cast<Acc>(recipes::round_double_to(static_cast<double>(x), rc.mid)); };
+  const Acc scale = mid(static_cast<Acc>(1 / std::sqrt(static_cast<double>(scale_sqrt_dim(p.attn, p.rope)))));
+  const BlockLayout layout(p.attn, static_cast<std::int64_t>(p.T));
+  scores.assign(p.G * static_cast<std::size_t>(layout.total()), 0.0);
+  outputs.assign(p.T * p.G * p.Dv, 0.0);
+  for (std::size_t h = 0; h < p.G; ++h)
+    for (std::size_t i = 0; i < p.T; ++i) {
+      const KeyRange kr = layout.keys(static_cast<std::int64_t>(i));
+      std::vector<Acc> t;
+      for (std::int64_t j = kr.first; j <= kr.last; ++j) {
+        Acc d = 0;
+        for (std::size_t c = 0; c < p.D; ++c)
+          d += static_cast<Acc>(Qh[(i * p.G + h) * p.D + c]) * static_cast<Acc>(Kh[static_cast<std::size_t>(j) * p.D + c]);
+        Acc s = mid(mid(d) * scale);
+        if (p.attn.softcap) {
+          const Acc cap = static_cast<Acc>(*p.attn.softcap);
+          s = mid(cap * mid(std::tanh(mid(s / cap))));
+        }
+        t.push_back(s);
+        scores[h * static_cast<std::size_t>(layout.total()) + static_cast<std::size_t>(layout.offset(static_cast<std::int64_t>(i)) + j - kr.first)] =
+            recipes::round_double_to(static_cast<double>(s), rc.dt);
+      }
+      const bool sink = !p.attn.sinks.empty();
+      const Acc z = sink ? static_cast<Acc>(p.attn.sinks[h]) : Acc(0);
+      Acc mx = sink ? z : t[0];
+      for (Acc x : t) mx = std::max(mx, x);
+      Acc sum = sink ? static_cast<Acc>(std::exp(z - mx)) : Acc(0);
+      std::vector<Acc> e;
+      for (Acc x : t) {
+        e.push_back(std::exp(x - mx));
+        sum += e.back();
+      }
+      for (std::size_t c = 0; c < p.Dv; ++c) {
+        Acc o = 0;
+        for (std::size_t j = 0; j < e.size(); ++j)
+          o += mid(e[j] / sum) * static_cast<Acc>(p.v[(static_cast<std::size_t>(kr.first) + j) * p.Dv + c]);
+        outputs[(i * p.G + h) * p.Dv + c] = recipes::round_double_to(static_cast<double>(o), rc.dt);
+      }
+    }
+}
+
+struct Tally {
+  long tested = 0, saturated = 0, violations = 0;
+  double worst = 0;
+  void add(double err, double bound, bool sat) {
+    if (sat) {
+      ++saturated;
+      return;
+    }
+    ++tested;
+    if (err > bound) ++violations;
+    worst = std::max(worst, err / bound);
+  }
+};
+
+// Checks a candidate's scores and outputs against the class's bounds.
+void check_candidate(const Problem& p, const accuracy::RopeGeometry& geo, const RecipeCase& rc,
+                     const std::vector<double>& scores, const std::vector<double>& outputs, Tally& ts, Tally& to) {
+  const BlockLayout layout(p.attn, static_cast<std::int64_t>(p.T));
+  const double scale = 1 / std::sqrt(static_cast<double>(scale_sqrt_dim(p.attn, p.rope)));
+  std::vector<std::vector<double>> Eq(p.T * p.G), Ek(p.T);
+  for (std::size_t i = 0; i < p.T; ++i) {
+    for (std::size_t h = 0; h < p.G; ++h)
+      Eq[i * p.G + h] = accuracy::rotated_errors(geo, rc.cls, rc.dt, p.pos[i], std::span<const double>(p.q).subspan((i * p.G + h) * p.D, p.D));
+    Ek[i] = accuracy::rotated_errors(geo, rc.cls, rc.dt, p.pos[i], std::span<const double>(p.k).subspan(i * p.D, p.D));
+  }
+  for (std::size_t h = 0; h < p.G; ++h)
+    for (std::size_t i = 0; i < p.T; ++i) {
+      const KeyRange kr = layout.keys(static_cast<std::int64_t>(i));
+      const std::size_t base = h * static_cast<std::size_t>(layout.total()) + static_cast<std::size_t>(layout.offset(static_cast<std::int64_t>(i)));
+      std::vector<double> t, eps;
+      for (std::int64_t j = kr.first; j <= kr.last; ++j) {
+        const std::size_t idx = base + static_cast<std::size_t>(j - kr.first), jj = static_cast<std::size_t>(j);
+        const accuracy::ScoreBound b = accuracy::score_bound(
+            rc.cls, rc.dt, std::span<const double>(p.Q).subspan((i * p.G + h) * p.D, p.D), Eq[i * p.G + h],
+            std::span<const double>(p.K).subspan(jj * p.D, p.D), Ek[jj], scale, p.attn.softcap, p.scores[idx]);
+        ts.add(std::fabs(scores[idx] - p.scores[idx]), b.stored, b.saturated);
+        t.push_back(p.scores[idx]);
+        eps.push_back(b.internal);
+      }
+      const bool sink = !p.attn.sinks.empty();
+      double mx = sink ? p.attn.sinks[h] : t[0], lo = mx;
+      for (double x : t) mx = std::max(mx, x), lo = std::min(lo, x);
+      double z = sink ? std::exp(p.attn.sinks[h] - mx) : 0.0;
+      std::vector<double> pr;
+      for (double x : t) {
+        pr.push_back(std::exp(x - mx));
+        z += pr.back();
+      }
+      for (double& x : pr) x /= z;
+      const double p_sink = sink ? std::exp(p.attn.sinks[h] - mx) / z : 0.0;
+      const accuracy::SoftmaxRow row{pr, p_sink, eps, mx - lo};
+      for (std::size_t c = 0; c < p.Dv; ++c) {
+        const std::size_t o = (i * p.G + h) * p.Dv + c;
+        const accuracy::OutputBound b = accuracy::output_bound(
+            rc.cls, rc.dt, row, {p.v.data() + static_cast<std::size_t>(kr.first) * p.Dv + c, p.Dv}, p.outputs[o]);
+        to.add(std::fabs(outputs[o] - p.outputs[o]), b.bound, b.saturated);
+      }
+    }
+}
+
+void run_case(const Problem& p, const accuracy::RopeGeometry& geo, const RecipeCase& rc, std::int64_t q_shift,
+              Tally& ts, Tally& to) {
+  std::vector<double> Qh, Kh, s, o;
+  kernel_rotation(p, rc, q_shift, 0, Qh, Kh);
+  if (rc.f64_acc)
+    candidate_attention<double>(p, rc, Qh, Kh, s, o);
+  else
+    candidate_attention<float>(p, rc, Qh, Kh, s, o);
+  check_candidate(p, geo, rc, s, o, ts, to);
+}
+
+std::vector<std::string> rope_presets() {
+  std::vector<std::string> out;
+  for (const std::string& n : preset_names())
+    if (load_preset(n).family == Family::rope) out.push_back(n);
+  return out;
+}
+
+// Every RoPE preset x seeds [first, last] x every recipe case; prints the tallies per case.
+void sweep(int first, int last) {
+  const std::int64_t starts[] = {0, 1000, 8185, 32760, 131060, (1 << 20) - 10};
+  std::map<std::string, std::pair<Tally, Tally>> by_case;
+  for (const std::string& preset : rope_presets()) {
+    const accuracy::RopeGeometry geo = geometry_of(load_preset(preset).rope);
+    for (int s = first; s <= last; ++s) {
+      const Problem p = make_problem(preset, static_cast<std::uint64_t>(s), starts[s % 6], 10);
+      for (const RecipeCase& rc : recipe_cases()) {
+        auto& [ts, to] = by_case[std::string(kernels::to_string(rc.recipe)) + " " + std::string(to_string(rc.dt)) + " " +
+                                 std::string(accuracy::to_string(rc.cls))];
+        const long before = ts.violations + to.violations;
+        run_case(p, geo, rc, 0, ts, to);
+        EXPECT_EQ(ts.violations + to.violations, before) << preset << " seed " << s << " " << kernels::to_string(rc.recipe);
+      }
+    }
+  }
+  std::printf("%zu presets x seeds %d..%d (recipe dtype class: scores tested / saturated / violations, worst "
+              "error / bound; the same for outputs)\n", rope_presets().size(), first, last);
+  for (const auto& [name, t] : by_case)
+    std::printf("  %-28s scores %6ld / %4ld / %ld  %.3g   outputs %7ld / %6ld / %ld  %.3g\n", name.c_str(),
+                t.first.tested, t.first.saturated, t.first.violations, t.first.worst, t.second.tested,
+                t.second.saturated, t.second.violations, t.second.worst);
+}
+
+TEST(AttentionClasses, OwnRecipesHoldOnEveryPreset) { sweep(1, ropecheck::test::scaled(2, 1)); }
+
+// The same over many seeds (exhaustive; the smoke run has the two above).
+TEST(AttentionClasses, OwnRecipesHoldOnEveryPresetOverManySeeds) { sweep(3, ropecheck::test::scaled(50, 8, 4)); }
+
+TEST(AttentionClasses, QueryOffByOnePositionFailsAtTheScoreLevel) {
+  for (const std::string& preset : rope_presets()) {
+    const Problem p = make_problem(preset, 5, 4090, 10);
+    const accuracy::RopeGeometry geo = geometry_of(p.rope);
+    for (const RecipeCase& rc : {recipe_cases()[0], recipe_cases()[2]}) {
+      Tally ts, to;
+      run_case(p, geo, rc, 1, ts, to);
+      std::printf("%-20s %-8s query at m + 1: %ld of %ld scores and %ld of %ld outputs outside %s\n", preset.c_str(),
+                  std::string(kernels::to_string(rc.recipe)).c_str(), ts.violations, ts.tested, to.violations, to.tested,
+                  std::string(accuracy::to_string(rc.cls)).c_str());
+      EXPECT_GE(ts.violations, ts.tested * 9 / 10) << preset;
+      EXPECT_GT(to.violations, 0) << preset;
+    }
+  }
+}
+
+// <R(m + s) q, R(n + s) k> = <R(m) q, R(n) k>: shifting every position leaves every exact score and
+// output unchanged, so their correct roundings are identical (the check cannot see such a shift, and
+// need not: attention does not).
+TEST(AttentionClasses, UniformShiftLeavesEveryValueIdentical) {
+  for (const char* preset : {"llama-3.1-8b", "gpt-oss-20b", "qwen2-vl-7b"}) {
+    const Problem a = make_problem(preset, 2, 100, 8), b = make_problem(preset, 2, 100 + 4093, 8);
+    EXPECT_EQ(a.scores, b.scores) << preset;
+    EXPECT_EQ(a.outputs, b.outputs) << preset;
+  }
+}
+
+}  // namespace
+}  // namespace ropecheck::attention::test
