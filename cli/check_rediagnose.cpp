@@ -30,7 +30,7 @@ std::optional<checker::Diagnosis> rediagnose_check(const checker::CheckReport& r
   } else {
     plugin::OpenOptions ko;
     ko.cpu.threads = threads;
-    plugin::OpenedKernel k = plugin::open_kernel(plugin::parse_kernel_name(kind == "kernel" ? "plugin:" + kernel : kernel), ko);
+    plugin::OpenedKernel k = plugin::open_kernel(kind == "kernel" ? plugin::plugin_kernel(kernel) : plugin::parse_kernel_name(kernel), ko);
     c = checker::run_kernel_candidate(*k.kernel, k.title, std::move(k.source), g);
   }
   checker::apply_candidate_layout(c.tensors, *layout);

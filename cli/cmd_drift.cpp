@@ -140,7 +140,7 @@ int run_drift_command(const DriftCliOptions& o) {
     if (names.size() != 2) throw SpecError("--compare needs exactly two kernels A,B, got '" + o.compare + "'");
   } else if (o.recipes == "all") {
     for (const kernels::RecipeInfo& r : kernels::recipes())
-      names.push_back(plugin::parse_kernel_name("builtin:" + std::string(r.name), "--recipes"));
+      names.push_back(plugin::builtin_kernel(r.recipe));
   } else {
     for (const std::string& n : split(o.recipes)) names.push_back(kernel_name(n, "--recipes"));
     if (names.empty()) throw SpecError("--recipes: empty list");

@@ -17,7 +17,7 @@ std::unique_ptr<props::Target> kernel_target(const plugin::KernelName& name, std
   info.name = name.canonical();
   info.description = k.title;
   if (name.kind == plugin::KernelName::Kind::plugin) {
-    info.name = "plugin:" + static_cast<const plugin::PluginKernel&>(*k.kernel).plugin().name();
+    info.name = k.label;
     info.description = "kernel plugin " + name.library;
   }
   info.dtype = dtype;

@@ -156,8 +156,7 @@ std::unique_ptr<SweptKernel> make_swept_kernel(const plugin::KernelName& name, c
   ko.plugin = isolation;
   plugin::OpenedKernel k = plugin::open_kernel(name, ko, "--recipes");
   if (name.kind == plugin::KernelName::Kind::plugin) {
-    const std::string label = "plugin:" + static_cast<const plugin::PluginKernel&>(*k.kernel).plugin().name();
-    return std::make_unique<SweptKernel>(std::move(k.kernel), label, "kernel plugin " + name.library, false, spec, storage,
+    return std::make_unique<SweptKernel>(std::move(k.kernel), k.label, "kernel plugin " + name.library, false, spec, storage,
                                          seq_len);
   }
   const kernels::RecipeInfo& info = kernels::recipe_info(name.recipe);

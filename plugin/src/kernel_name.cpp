@@ -87,8 +87,24 @@ KernelName parse_kernel_name(std::string_view name, std::string_view option) {
   return n;
 }
 
+KernelName builtin_kernel(k::Recipe recipe) {
+  KernelName n;
+  n.recipe = recipe;
+  n.given = n.canonical();
+  return n;
+}
+
+KernelName plugin_kernel(std::string library) {
+  KernelName n;
+  n.kind = KernelName::Kind::plugin;
+  n.library = std::move(library);
+  n.given = n.canonical();
+  return n;
+}
+
 OpenedKernel open_kernel(const KernelName& name, const OpenOptions& options, std::string_view option) {
   OpenedKernel s;
+  s.label = name.canonical();
   const std::string recipe(k::to_string(name.recipe));
   if (name.kind == KernelName::Kind::builtin) {
     s.kernel = kut::make_cpu_kernel(name.recipe, options.cpu);
@@ -115,6 +131,7 @@ OpenedKernel open_kernel(const KernelName& name, const OpenOptions& options, std
   std::unique_ptr<PluginKernel> p = load_plugin_kernel(name.library, options.plugin);
   const KernelPlugin& plugin = p->plugin();
   s.title = fmt::format("kernel '{}' ({}), kernel ABI version {}", plugin.name(), name.library, plugin.abi_version());
+  s.label = "plugin:" + plugin.name();
   s.source = {{"kind", "kernel"},
               {"path", name.library},
               {"name", plugin.name()},

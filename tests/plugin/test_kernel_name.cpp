@@ -47,6 +47,31 @@ TEST(KernelName, PluginsWithAndWithoutPrefixAndOptions) {
   EXPECT_FALSE(b.is_recipe());
 }
 
+// The names made from a recipe or a path are the ones parsing their canonical spelling gives; a library
+// named like a recipe stays a library.
+TEST(KernelName, MadeNamesEqualParsedOnes) {
+  for (const k::RecipeInfo& r : k::recipes()) {
+    const KernelName n = builtin_kernel(r.recipe);
+    const KernelName p = parse_kernel_name(n.canonical());
+    EXPECT_EQ(n.kind, p.kind);
+    EXPECT_EQ(n.recipe, p.recipe);
+    EXPECT_EQ(n.given, "builtin:" + std::string(r.name));
+    EXPECT_TRUE(n.deprecation.empty());
+  }
+  const KernelName lib = plugin_kernel("hf");
+  EXPECT_EQ(lib.kind, KernelName::Kind::plugin);
+  EXPECT_EQ(lib.library, "hf");
+  EXPECT_EQ(lib.canonical(), "plugin:hf");
+  EXPECT_EQ(parse_kernel_name(lib.canonical()).library, "hf");
+}
+
+// A kernel's short label for tables: its canonical name (a plugin's is tested in test_plugin_kernel).
+TEST(KernelName, OpenedBuiltinIsLabelledByItsCanonicalName) {
+  const OpenedKernel o = open_kernel(builtin_kernel(k::Recipe::hf));
+  EXPECT_EQ(o.label, "builtin:hf");
+  EXPECT_EQ(o.source["name"], "builtin:hf");
+}
+
 TEST(KernelName, OldSpellingsWorkWithANote) {
   const KernelName cuda = parse_kernel_name("builtin-cuda:hf");
   EXPECT_EQ(cuda.kind, KernelName::Kind::cuda);

@@ -22,6 +22,7 @@
 #include "ropecheck/io/tensor.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
+#include "ropecheck/plugin/kernel_name.hpp"
 #include "ropecheck/plugin/plugin_kernel.hpp"
 
 namespace ropecheck {
@@ -76,6 +77,15 @@ TEST(PluginKernel, PluginSource) {
   rope_apply(*kt, p, DType::f64, &res);  // the HF C plugin has no f64 output: its UNSUPPORTED and reason passed on
   EXPECT_EQ(res.status, kut::CallResult::Status::unsupported);
   EXPECT_NE(res.message.find("f32, f16 and bf16 only"), std::string::npos) << res.message;
+}
+
+// A plugin opened by name is labelled "plugin:" and the name it reports, for props' and drift's tables.
+TEST(PluginKernel, OpenedPluginIsLabelledByItsReportedName) {
+  const plugin::OpenedKernel o = plugin::open_kernel(plugin::plugin_kernel(ropecheck::test::hf_plugin()));
+  const std::string reported = static_cast<const plugin::PluginKernel&>(*o.kernel).plugin().name();
+  EXPECT_FALSE(reported.empty());
+  EXPECT_EQ(o.label, "plugin:" + reported);
+  EXPECT_EQ(o.source["kind"], "kernel");
 }
 
 // ropecheck's CPU kernels exported through kernel_abi.h (libropecheck_builtin_kernels.so): through the

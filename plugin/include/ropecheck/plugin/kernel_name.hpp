@@ -48,6 +48,11 @@ struct KernelName {
 // library after plugin:. A bare recipe name is read as builtin:RECIPE unless a file of that name exists.
 KernelName parse_kernel_name(std::string_view name, std::string_view option = "--kernel");
 
+// The names of a recipe's CPU kernel (builtin:RECIPE) and of a plugin library (plugin:LIB.so), made
+// without spelling a prefix: what a caller that already has the recipe or the path uses.
+KernelName builtin_kernel(kernels::Recipe recipe);
+KernelName plugin_kernel(std::string library);
+
 struct OpenOptions {
   kernels::KernelOptions cpu;  // the CPU kernels' threads / path
   PluginClientOptions plugin;  // a plugin's isolation
@@ -56,6 +61,7 @@ struct OpenOptions {
 struct OpenedKernel {
   std::unique_ptr<kut::KernelUnderTest> kernel;
   std::string title;      // the check report's first line, before ": N output tensors"
+  std::string label;      // short, for tables: the canonical name, or "plugin:" and the name the plugin reports
   nlohmann::json source;  // the JSON report's candidate_source
 };
 
