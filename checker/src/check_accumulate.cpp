@@ -49,9 +49,11 @@ inline double fast_ulp(double y, int precision, int min_normal_exp) {
   return pow2(e - precision + 1);
 }
 
-struct Ranked {  // an element in the worst list
+struct Ranked {  // an element in the worst list, with what describe() needs after its block is gone
   double score;
   std::int64_t index;
+  double candidate, truth, golden, magnitude;
+  Position position;  // its token's
 };
 // a ranks before b: higher score, then lower index (a total order: the list does not depend on threads).
 inline bool ranks_before(const Ranked& a, const Ranked& b) { return a.score != b.score ? a.score > b.score : a.index < b.index; }
@@ -111,27 +113,36 @@ struct Acc {
   }
 };
 
-// One tensor's pass: the readers, geometry, bounds and criterion fixed once, then elements evaluated
-// into a worker's accumulator (eval), tokens walked by output kind (run_chunk), and the worst elements
+// A block's data as the pass reads it: element 0 of each view is the block's first element.
+struct Block {
+  std::int64_t t0 = 0, first = 0;  // the block's first token, and its first element's flat index
+  StoredValues cand, truth, same;
+  std::optional<StoredValues> in;  // rotated outputs: q or k
+  const Position* positions = nullptr;  // positions[t - t0]
+};
+
+// One tensor's pass: geometry, bounds and criterion fixed once, then elements of a block evaluated into
+// a worker's accumulator (eval), tokens walked by output kind (run_chunk), and the worst elements
 // described at the end (describe).
 class TensorPass {
  public:
-  TensorPass(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt);
-  void run_chunk(Acc& a, std::int64_t t0, std::int64_t t1) const;
+  TensorPass(const GoldenSet& g, const std::string& golden_name, TensorDType cand_dtype, const CheckOptions& opt);
+  void run_chunk(Acc& a, const Block& b, std::int64_t t0, std::int64_t t1) const;
   std::int64_t per_token() const { return geo_.per_token(); }
   std::size_t worst_count() const { return K_; }
+  DType dtype() const { return dt_; }
+  bool rotated() const { return geo_.kind == OutputGeometry::Kind::rotated; }
   ElementReport describe(const Ranked& w) const;
 
  private:
-  void eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) const;
+  void eval(Acc& acc, const Block& b, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) const;
   double class_margins(TensorStats& a, std::int64_t pos, Quantity q, const PairAngle& angle, double M, double c, double gv,
                        double e, bool identical, bool mismatch) const;
-  void rank(Acc& acc, double score, std::int64_t i) const;
+  void rank(Acc& acc, const Block& b, double score, std::int64_t i, double c, double y, double gv, double M) const;
 
   DType dt_;
   const FormatInfo& fi_;
   double u_dt_;
-  StoredValues cand_, truth_, same_;
   OutputGeometry geo_;
   std::array<std::array<ClassBound, 3>, kClasses> bounds_{};
   const Criterion& cr_;
@@ -140,14 +151,11 @@ class TensorPass {
   std::size_t K_;
 };
 
-TensorPass::TensorPass(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt)
-    : dt_(*float_dtype(cand.dtype)),
+TensorPass::TensorPass(const GoldenSet& g, const std::string& golden_name, TensorDType cand_dtype, const CheckOptions& opt)
+    : dt_(*float_dtype(cand_dtype)),
       fi_(format_info(dt_)),
       u_dt_(unit_roundoff(dt_)),
-      cand_(cand.data.data(), dt_),
-      truth_(g.tensor(base_of(golden_name) + ".f64").data.data(), DType::f64),
-      same_(g.tensor(golden_name).data.data(), dt_),
-      geo_(g, base_of(golden_name)),
+      geo_(g, base_of(golden_name), /*load_data=*/false),
       cr_(opt.criterion),
       crit_class_(static_cast<std::size_t>(
           std::find(accuracy::kAccuracyClasses.begin(), accuracy::kAccuracyClasses.end(), opt.criterion.accuracy_class) -
@@ -188,9 +196,9 @@ double TensorPass::class_margins(TensorStats& a, std::int64_t pos, Quantity q, c
 }
 
 // The worker's worst list: a bounded heap under a total order (the result does not depend on threads).
-void TensorPass::rank(Acc& acc, double score, std::int64_t i) const {
+void TensorPass::rank(Acc& acc, const Block& b, double score, std::int64_t i, double c, double y, double gv, double M) const {
   if (K_ == 0 || score <= 0) return;
-  const Ranked r{score, i};
+  const Ranked r{score, i, c, y, gv, M, b.positions[i / geo_.per_token() - b.t0]};
   auto& heap = acc.heap;
   if (heap.size() < K_) {
     heap.push_back(r);
@@ -203,11 +211,12 @@ void TensorPass::rank(Acc& acc, double score, std::int64_t i) const {
 }
 
 // One element: index, position of its driving stream, quantity, angle, magnitude M.
-void TensorPass::eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) const {
+void TensorPass::eval(Acc& acc, const Block& blk, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle,
+                      double M) const {
   TensorStats& a = acc.s;
   TokenSums& tk = acc.tok;
   ++a.elements;
-  const double c = cand_[i], y = truth_[i], gv = same_[i];
+  const double c = blk.cand[i - blk.first], y = blk.truth[i - blk.first], gv = blk.same[i - blk.first];
   const bool identical = c == gv || (std::isnan(c) && std::isnan(gv));
   a.identical += identical;
   a.nan += std::isnan(c);
@@ -273,32 +282,32 @@ void TensorPass::eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, co
     ++b.saturated;
     note_first(a.first_saturated, pos);
   }
-  rank(acc, score, i);
+  rank(acc, blk, score, i, c, y, gv, M);
 }
 
 // Tokens [t0, t1) into one accumulator, walked by output kind so that the inner loops stay plain.
-void TensorPass::run_chunk(Acc& a, std::int64_t t0, std::int64_t t1) const {
-  const auto& pos = *geo_.positions;
+void TensorPass::run_chunk(Acc& a, const Block& b, std::int64_t t0, std::int64_t t1) const {
+  const Position* pos = b.positions - b.t0;  // indexed by token
   const auto D = static_cast<int>(geo_.D);
   switch (geo_.kind) {
     case OutputGeometry::Kind::pair_table:
       for (std::int64_t t = t0; t < t1; ++t) {
         for (int j = 0; j < geo_.P; ++j) {
-          const std::int64_t p = geo_.rope->position(pos[static_cast<std::size_t>(t)], j);
-          eval(a, t * geo_.P + j, p, Quantity::table, geo_.rope->angle(p, j), 1.0);
+          const std::int64_t p = geo_.rope->position(pos[t], j);
+          eval(a, b, t * geo_.P + j, p, Quantity::table, geo_.rope->angle(p, j), 1.0);
         }
         a.end_token();
       }
       break;
     case OutputGeometry::Kind::pe:
       for (std::int64_t t = t0; t < t1; ++t) {
-        const std::int64_t p = pos[static_cast<std::size_t>(t)].t;
+        const std::int64_t p = pos[t].t;
         const double pa = static_cast<double>(p + geo_.offset);
         for (int c = 0; c < D; ++c) {
           const PairAngle angle = geo_.pe_index[static_cast<std::size_t>(c)] < 0
                                       ? PairAngle{0, 0}
                                       : accuracy::pair_angle(pa, geo_.pe_freq[static_cast<std::size_t>(c)]);
-          eval(a, t * D + c, p, Quantity::table, angle, 1.0);
+          eval(a, b, t * D + c, p, Quantity::table, angle, 1.0);
         }
         a.end_token();
       }
@@ -307,11 +316,11 @@ void TensorPass::run_chunk(Acc& a, std::int64_t t0, std::int64_t t1) const {
       for (std::int64_t t = t0; t < t1; ++t) {
         for (std::int64_t h = 0; h < geo_.H; ++h) {
           const std::int64_t base = (t * geo_.H + h) * D;
-          const OutputGeometry::Head x = geo_.head(base);
+          const OutputGeometry::Head x{&*b.in, base - b.first};
           for (int ch = 0; ch < D; ++ch) {
             const int j = geo_.rope->pair_of(ch);
-            const std::int64_t p = j < 0 ? pos[static_cast<std::size_t>(t)].t : geo_.rope->position(pos[static_cast<std::size_t>(t)], j);
-            eval(a, base + ch, p, geo_.rope->quantity(ch), j < 0 ? PairAngle{0, 0} : geo_.rope->angle(p, j),
+            const std::int64_t p = j < 0 ? pos[t].t : geo_.rope->position(pos[t], j);
+            eval(a, b, base + ch, p, geo_.rope->quantity(ch), j < 0 ? PairAngle{0, 0} : geo_.rope->angle(p, j),
                  geo_.rope->magnitude(x, ch));
           }
         }
@@ -322,20 +331,20 @@ void TensorPass::run_chunk(Acc& a, std::int64_t t0, std::int64_t t1) const {
 }
 
 ElementReport TensorPass::describe(const Ranked& w) const {
-  const OutputGeometry::Element e = geo_.element(w.index);
+  const OutputGeometry::Element e = geo_.locate(w.index, w.position);
   ElementReport r;
   r.index = w.index;
   r.token = e.token;
-  r.position = (*geo_.positions)[static_cast<std::size_t>(e.token)];
+  r.position = w.position;
   r.stream = e.stream;
   r.head = e.head;
   r.channel = e.channel;
   r.pair = e.pair;
   r.theta = e.angle.abs_theta;
-  r.magnitude = e.magnitude;
-  r.candidate = cand_[w.index];
-  r.truth = truth_[w.index];
-  r.golden = same_[w.index];
+  r.magnitude = geo_.kind == OutputGeometry::Kind::rotated ? w.magnitude : e.magnitude;
+  r.candidate = w.candidate;
+  r.truth = w.truth;
+  r.golden = w.golden;
   const bool finite = std::isfinite(r.candidate) && std::isfinite(r.truth);
   r.abs_error = finite ? std::fabs(r.candidate - r.truth) : kInf;
   r.ulps = finite ? r.abs_error / ulp(r.truth, dt_) : kInf;
@@ -346,34 +355,46 @@ ElementReport TensorPass::describe(const Ranked& w) const {
 
 }  // namespace
 
-TensorStats check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt,
-                         std::int64_t first_token, std::int64_t last_token) {
-  TensorStats rep;
-  rep.golden_name = golden_name;
-  rep.candidate_name = cand.name;
-  rep.base = base_of(golden_name);
-  rep.dtype = cand.dtype;
-  rep.shape = cand.shape;
-  const TensorPass pass(g, golden_name, cand, opt);
+struct TensorCheck::State {
+  TensorStats header;
+  TensorPass pass;
+  std::vector<Acc> accs;
+};
 
-  // Chunks of tokens taken by the workers in any order: every merge below is order-independent.
-  const std::int64_t per_token = std::max<std::int64_t>(1, pass.per_token());
-  const std::int64_t chunk_tokens = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / per_token);
-  const std::int64_t chunks = (last_token - first_token + chunk_tokens - 1) / chunk_tokens;
-  std::vector<Acc> accs(static_cast<std::size_t>(chunk_workers(chunks, opt.threads)));
-  for_each_chunk_on(chunks, opt.threads, [&](std::int64_t k, int w) {
-    const std::int64_t t0 = first_token + k * chunk_tokens;
-    pass.run_chunk(accs[static_cast<std::size_t>(w)], t0, std::min(last_token, t0 + chunk_tokens));
-  });
+TensorCheck::TensorCheck(const GoldenSet& g, const std::string& golden_name, const CandidateTensor& cand,
+                         const CheckOptions& opt, int workers)
+    : s_(new State{{}, TensorPass(g, golden_name, cand.dtype, opt), std::vector<Acc>(static_cast<std::size_t>(std::max(1, workers)))}) {
+  TensorStats& h = s_->header;
+  h.golden_name = golden_name;
+  h.candidate_name = cand.name;
+  h.base = base_of(golden_name);
+  h.dtype = cand.dtype;
+  h.shape = cand.shape;
+}
+TensorCheck::~TensorCheck() = default;
+TensorCheck::TensorCheck(TensorCheck&&) noexcept = default;
 
+std::int64_t TensorCheck::per_token() const { return s_->pass.per_token(); }
+bool TensorCheck::rotated() const { return s_->pass.rotated(); }
+
+void TensorCheck::run(const BlockViews& v, std::int64_t ta, std::int64_t tb, int worker) {
+  const DType dt = s_->pass.dtype();
+  Block b{v.t0, v.t0 * s_->pass.per_token(), StoredValues(v.cand, dt), StoredValues(v.truth, DType::f64),
+          StoredValues(v.same, dt), std::nullopt, v.positions};
+  if (v.in != nullptr) b.in.emplace(v.in, DType::f32);
+  s_->pass.run_chunk(s_->accs[static_cast<std::size_t>(worker)], b, ta, tb);
+}
+
+TensorStats TensorCheck::finish() {
+  TensorStats rep = std::move(s_->header);
   std::vector<Ranked> worst;
-  for (const Acc& a : accs) {
+  for (const Acc& a : s_->accs) {
     rep.merge_counts(a.s);
     worst.insert(worst.end(), a.heap.begin(), a.heap.end());
   }
   std::sort(worst.begin(), worst.end(), ranks_before);
-  if (worst.size() > pass.worst_count()) worst.resize(pass.worst_count());
-  for (const Ranked& w : worst) rep.worst.push_back(pass.describe(w));
+  if (worst.size() > s_->pass.worst_count()) worst.resize(s_->pass.worst_count());
+  for (const Ranked& w : worst) rep.worst.push_back(s_->pass.describe(w));
   return rep;
 }
 

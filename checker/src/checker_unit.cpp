@@ -10,5 +10,8 @@
 #include "check_report_json.cpp"
 #include "check_report_text.cpp"
 #include "kernel_run.cpp"
+#include "kernel_blocks.cpp"
+#include "candidate_sources.cpp"
+#include "check_stream.cpp"
 #include "run_check.cpp"
 #include "output_geometry.cpp"
