@@ -8,12 +8,12 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <thread>
 
-#include "check_internal.hpp"
-#include "output_geometry.hpp"
+#include "check_pass.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/io/detail/tensor_io.hpp"
 
@@ -29,128 +29,6 @@ using accuracy::ClassBound;
 using accuracy::PairAngle;
 using accuracy::Quantity;
 
-namespace {
-
-int bin_of(std::int64_t position) {
-  const std::uint64_t a = position < 0 ? static_cast<std::uint64_t>(-(position + 1)) + 1 : static_cast<std::uint64_t>(position);
-  return static_cast<int>(std::bit_width(a));  // 0 -> 0, [2^(k-1), 2^k) -> k
-}
-
-// 2^k for k in [-1074, 1023].
-inline double pow2(int k) {
-  if (k >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52);
-  return std::ldexp(1.0, k);
-}
-// ulp(y, dt) of rounding.hpp for finite y, without frexp / ldexp.
-inline double fast_ulp(double y, int precision, int min_normal_exp) {
-  const std::uint64_t b = std::bit_cast<std::uint64_t>(y) & 0x7FFFFFFFFFFFFFFFULL;
-  int e = static_cast<int>(b >> 52) - 1023;  // -1023 for 0 and subnormal doubles
-  if (e < min_normal_exp) e = min_normal_exp;
-  return pow2(e - precision + 1);
-}
-
-struct Ranked {  // an element in the worst list, with what describe() needs after its block is gone
-  double score;
-  std::int64_t index;
-  double candidate, truth, golden, magnitude;
-  Position position;  // its token's
-};
-// a ranks before b: higher score, then lower index (a total order: the list does not depend on threads).
-inline bool ranks_before(const Ranked& a, const Ranked& b) { return a.score != b.score ? a.score > b.score : a.index < b.index; }
-
-constexpr std::size_t kClasses = accuracy::kAccuracyClasses.size();
-constexpr std::size_t kBins = kPositionBins;
-
-// One token's sums, in double in element order, added exactly to the statistics when the token ends.
-struct TokenSums {
-  double sum_ulps = 0, sum_pair = 0, sum_sq_err = 0, sum_sq_truth = 0;
-  ErrorStatsAcc err;
-  int bins = 0;  // the bins the token's elements fall in (one per stream position; the rare fifth flushes)
-  std::array<int, 4> bin{};
-  std::array<ErrorStatsAcc, 4> bin_err{};
-};
-
-void add_exact(ErrorSums& into, const ErrorStatsAcc& a) {
-  into.n += a.n;
-  into.max_b = std::max(into.max_b, a.max_b);
-  into.max_u = std::max(into.max_u, a.max_u);
-  into.sum_b.add(a.sum_b);
-  into.sq_b.add(a.sq_b);
-  into.sum_u.add(a.sum_u);
-  into.sq_u.add(a.sq_u);
-}
-
-// What one worker accumulates.
-struct Acc {
-  TensorStats s;
-  std::vector<Ranked> heap;  // the worker's worst, a heap whose front ranks last
-  TokenSums tok;
-
-  ErrorStatsAcc& token_bin(int b) {
-    for (int k = 0; k < tok.bins; ++k)
-      if (tok.bin[static_cast<std::size_t>(k)] == b) return tok.bin_err[static_cast<std::size_t>(k)];
-    if (tok.bins == static_cast<int>(tok.bin.size())) flush_bins();
-    const std::size_t k = static_cast<std::size_t>(tok.bins++);
-    tok.bin[k] = b;
-    tok.bin_err[k] = {};
-    return tok.bin_err[k];
-  }
-  void flush_bins() {
-    for (int k = 0; k < tok.bins; ++k)
-      add_exact(s.bins[static_cast<std::size_t>(tok.bin[static_cast<std::size_t>(k)])].err,
-                tok.bin_err[static_cast<std::size_t>(k)]);
-    tok.bins = 0;
-  }
-  void end_token() {
-    s.sum_ulps.add(tok.sum_ulps);
-    s.sum_pair.add(tok.sum_pair);
-    s.sum_sq_err.add(tok.sum_sq_err);
-    s.sum_sq_truth.add(tok.sum_sq_truth);
-    add_exact(s.err, tok.err);
-    flush_bins();
-    tok.sum_ulps = tok.sum_pair = tok.sum_sq_err = tok.sum_sq_truth = 0;
-    tok.err = {};
-  }
-};
-
-// A block's data as the pass reads it: element 0 of each view is the block's first element.
-struct Block {
-  std::int64_t t0 = 0, first = 0;  // the block's first token, and its first element's flat index
-  StoredValues cand, truth, same;
-  std::optional<StoredValues> in;  // rotated outputs: q or k
-  const Position* positions = nullptr;  // positions[t - t0]
-};
-
-// One tensor's pass: geometry, bounds and criterion fixed once, then elements of a block evaluated into
-// a worker's accumulator (eval), tokens walked by output kind (run_chunk), and the worst elements
-// described at the end (describe).
-class TensorPass {
- public:
-  TensorPass(const GoldenSet& g, const std::string& golden_name, TensorDType cand_dtype, const CheckOptions& opt);
-  void run_chunk(Acc& a, const Block& b, std::int64_t t0, std::int64_t t1) const;
-  std::int64_t per_token() const { return geo_.per_token(); }
-  std::size_t worst_count() const { return K_; }
-  DType dtype() const { return dt_; }
-  bool rotated() const { return geo_.kind == OutputGeometry::Kind::rotated; }
-  ElementReport describe(const Ranked& w) const;
-
- private:
-  void eval(Acc& acc, const Block& b, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) const;
-  double class_margins(TensorStats& a, std::int64_t pos, Quantity q, const PairAngle& angle, double M, double c, double gv,
-                       double e, bool identical, bool mismatch) const;
-  void rank(Acc& acc, const Block& b, double score, std::int64_t i, double c, double y, double gv, double M) const;
-
-  DType dt_;
-  const FormatInfo& fi_;
-  double u_dt_;
-  OutputGeometry geo_;
-  std::array<std::array<ClassBound, 3>, kClasses> bounds_{};
-  const Criterion& cr_;
-  std::size_t crit_class_;
-  bool crit_exact_, crit_class_bound_;
-  std::size_t K_;
-};
-
 TensorPass::TensorPass(const GoldenSet& g, const std::string& golden_name, TensorDType cand_dtype, const CheckOptions& opt)
     : dt_(*float_dtype(cand_dtype)),
       fi_(format_info(dt_)),
@@ -162,44 +40,19 @@ TensorPass::TensorPass(const GoldenSet& g, const std::string& golden_name, Tenso
           accuracy::kAccuracyClasses.begin())),
       crit_exact_(cr_.kind == Criterion::Kind::accuracy_class && cr_.accuracy_class == AccuracyClass::exact),
       crit_class_bound_(cr_.kind == Criterion::Kind::accuracy_class && !crit_exact_),  // can saturate
-      K_(static_cast<std::size_t>(std::max(0, opt.worst_count))) {
+      K_(static_cast<std::size_t>(std::max(0, opt.worst_count))),
+      by_element_(std::getenv("ROPECHECK_CHECK_BY_ELEMENT") != nullptr) {
   for (std::size_t c = 0; c < kClasses; ++c)
     for (Quantity q : {Quantity::table, Quantity::rotated, Quantity::passthrough})
       bounds_[c][static_cast<std::size_t>(q)] = accuracy::class_bound(accuracy::kAccuracyClasses[c], dt_, q);
 }
 
-// Every class's margin on one element (counted into a.classes); returns the criterion class's.
-double TensorPass::class_margins(TensorStats& a, std::int64_t pos, Quantity q, const PairAngle& angle, double M, double c,
-                                 double gv, double e, bool identical, bool mismatch) const {
-  double crit_margin = 0;
-  for (std::size_t k = 0; k < kClasses; ++k) {
-    double margin;
-    bool violated;
-    if (k == 0) {  // exact
-      violated = !identical;
-      margin = identical ? 0.0
-                         : (std::isfinite(c) && std::isfinite(gv) ? std::fabs(c - gv) / fast_ulp(gv, fi_.precision, fi_.min_normal_exp)
-                                                                  : kInf);
-    } else {
-      margin = mismatch ? kInf : e / bounds_[k][static_cast<std::size_t>(q)].allowed(angle, M);
-      violated = margin > 1;
-    }
-    ClassStats& ca = a.classes[k];
-    if (margin > ca.worst) ca.worst = margin;
-    if (violated) {
-      ++ca.violations;
-      note_first(ca.first, pos);
-    }
-    if (k == crit_class_) crit_margin = margin;
-  }
-  return crit_margin;
-}
-
 // The worker's worst list: a bounded heap under a total order (the result does not depend on threads).
 void TensorPass::rank(Acc& acc, const Block& b, double score, std::int64_t i, double c, double y, double gv, double M) const {
   if (K_ == 0 || score <= 0) return;
-  const Ranked r{score, i, c, y, gv, M, b.positions[i / geo_.per_token() - b.t0]};
   auto& heap = acc.heap;
+  if (heap.size() >= K_ && !ranks_before(Ranked{score, i, 0, 0, 0, 0, {}}, heap.front())) return;
+  const Ranked r{score, i, c, y, gv, M, b.positions[i / geo_.per_token() - b.t0]};
   if (heap.size() < K_) {
     heap.push_back(r);
     std::push_heap(heap.begin(), heap.end(), ranks_before);
@@ -210,79 +63,119 @@ void TensorPass::rank(Acc& acc, const Block& b, double score, std::int64_t i, do
   }
 }
 
-// One element: index, position of its driving stream, quantity, angle, magnitude M.
-void TensorPass::eval(Acc& acc, const Block& blk, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle,
-                      double M) const {
-  TensorStats& a = acc.s;
-  TokenSums& tk = acc.tok;
-  ++a.elements;
-  const double c = blk.cand[i - blk.first], y = blk.truth[i - blk.first], gv = blk.same[i - blk.first];
-  const bool identical = c == gv || (std::isnan(c) && std::isnan(gv));
-  a.identical += identical;
-  a.nan += std::isnan(c);
-  a.inf += std::isinf(c);
-  double e = 0, ulps = 0, pair_rel = 0;
-  bool mismatch = false;
-  if (std::isfinite(c) && std::isfinite(y)) {
-    e = std::fabs(c - y);
-    ulps = e / fast_ulp(y, fi_.precision, fi_.min_normal_exp);
-    pair_rel = M > 0 ? e / (M * u_dt_) : (e == 0 ? 0 : kInf);
-    tk.sum_ulps += ulps;
-    tk.sum_pair += pair_rel;
-    tk.sum_sq_err += e * e;
-    tk.sum_sq_truth += y * y;
-    ++a.finite;
-    a.max_abs = std::max(a.max_abs, e);
-    if (y != 0) a.max_rel = std::max(a.max_rel, e / std::fabs(y));
+// The error model's arithmetic on one element whose c, y, gv and M are set: its error in every unit,
+// every class's margin (exact: distance to the golden value of its dtype in ulps; the others: error /
+// allowed) and the criterion's score. check_rows.cpp computes the same a row at a time: a change here
+// goes there too (the pinned reports and CheckStream's tests compare the two paths).
+void TensorPass::derive(Derived& d, Quantity q, const PairAngle& angle) const {
+  const double c = d.c, y = d.y, gv = d.gv, M = d.M;
+  d.identical = c == gv || (std::isnan(c) && std::isnan(gv));
+  d.finite = std::isfinite(c) && std::isfinite(y);
+  d.e = d.ulps = d.pair_rel = d.rel = 0;
+  d.mismatch = false;
+  if (d.finite) {
+    d.e = std::fabs(c - y);
+    d.ulps = d.e / fast_ulp(y, fi_.precision, fi_.min_normal_exp);
+    d.pair_rel = M > 0 ? d.e / (M * u_dt_) : (d.e == 0 ? 0 : kInf);
+    if (y != 0) d.rel = d.e / std::fabs(y);
   } else {
-    mismatch = !((std::isnan(c) && std::isnan(y)) || (std::isinf(c) && c == y));
-    if (mismatch) {
-      ++a.mismatches;
-      e = ulps = pair_rel = a.max_abs = kInf;
-    }
+    d.mismatch = !((std::isnan(c) && std::isnan(y)) || (std::isinf(c) && c == y));
+    if (d.mismatch) d.e = d.ulps = d.pair_rel = kInf;
   }
-  a.max_ulps = std::max(a.max_ulps, ulps);
-  a.max_pair = std::max(a.max_pair, pair_rel);
-  const double crit_margin = class_margins(a, pos, q, angle, M, c, gv, e, identical, mismatch);
+  d.margin[0] = d.identical ? 0.0
+                            : (std::isfinite(c) && std::isfinite(gv) ? std::fabs(c - gv) / fast_ulp(gv, fi_.precision, fi_.min_normal_exp)
+                                                                     : kInf);
+  for (std::size_t k = 1; k < kClasses; ++k)
+    d.margin[k] = d.mismatch ? kInf : d.e / bounds_[k][static_cast<std::size_t>(q)].allowed(angle, M);
+  score(d);
+}
 
-  double score;
-  bool fails;
+// The criterion's score of a derived element, and whether it fails.
+void TensorPass::score_of(Derived& d) const {
   switch (cr_.kind) {
     case Criterion::Kind::accuracy_class:
-      score = crit_margin;
-      fails = crit_exact_ ? !identical : score > 1;
+      d.score = d.margin[crit_class_];
+      d.fails = crit_exact_ ? !d.identical : d.score > 1;
       break;
     case Criterion::Kind::max_ulp:
-      score = cr_.max_ulp > 0 ? ulps / cr_.max_ulp : (ulps == 0 ? 0 : kInf);
-      fails = mismatch || score > 1;
+      d.score = cr_.max_ulp > 0 ? d.ulps / cr_.max_ulp : (d.ulps == 0 ? 0 : kInf);
+      d.fails = d.mismatch || d.score > 1;
       break;
     case Criterion::Kind::tolerance:
     default: {
-      const double allowed = cr_.atol + cr_.rtol * std::fabs(y);
-      score = mismatch ? kInf : (allowed > 0 ? e / allowed : (e == 0 ? 0 : kInf));
-      fails = mismatch || score > 1;
+      const double allowed = cr_.atol + cr_.rtol * std::fabs(d.y);
+      d.score = d.mismatch ? kInf : (allowed > 0 ? d.e / allowed : (d.e == 0 ? 0 : kInf));
+      d.fails = d.mismatch || d.score > 1;
     }
   }
-  if (score > a.worst_score) a.worst_score = score;
+}
+
+// One element's derived values counted into the worker's statistics, in element order (the sums per
+// token are taken in double in that order). `saturated`: the criterion's bound is saturated here.
+void TensorPass::account(Acc& acc, const Block& blk, std::int64_t i, std::int64_t pos, const Derived& d, bool saturated) const {
+  TokenSums& tk = acc.tok;
+  ++acc.s.elements;
   const int bin = bin_of(pos);
+  count_element(acc.s, d, pos, bin, saturated);
+  if (d.finite) {  // error statistics: finite elements only (error_stats.hpp)
+    tk.sum_ulps += d.ulps;
+    tk.sum_pair += d.pair_rel;
+    tk.sum_sq_err += d.e * d.e;
+    tk.sum_sq_truth += d.y * d.y;
+    tk.err.add(d.score, d.pair_rel);
+    acc.token_bin(bin).add(d.score, d.pair_rel);
+  }
+  rank(acc, blk, d.score, i, d.c, d.y, d.gv, d.M);
+}
+
+void TensorPass::count_element(TensorStats& a, const Derived& d, std::int64_t pos, int bin, bool saturated) const {
+  a.identical += d.identical;
+  a.nan += std::isnan(d.c);
+  a.inf += std::isinf(d.c);
+  if (d.finite) {
+    ++a.finite;
+    a.max_abs = std::max(a.max_abs, d.e);
+    if (d.y != 0) a.max_rel = std::max(a.max_rel, d.rel);
+  } else if (d.mismatch) {
+    ++a.mismatches;
+    a.max_abs = kInf;
+  }
+  a.max_ulps = std::max(a.max_ulps, d.ulps);
+  a.max_pair = std::max(a.max_pair, d.pair_rel);
+  for (std::size_t k = 0; k < kClasses; ++k) {  // every class's margin
+    ClassStats& ca = a.classes[k];
+    if (d.margin[k] > ca.worst) ca.worst = d.margin[k];
+    if (k == 0 ? !d.identical : d.margin[k] > 1) {
+      ++ca.violations;
+      note_first(ca.first, pos);
+    }
+  }
+  if (d.score > a.worst_score) a.worst_score = d.score;
   BinStats& b = a.bins[static_cast<std::size_t>(bin)];
   ++b.elements;
-  if (pair_rel > b.max_pair) b.max_pair = pair_rel;
-  if (ulps > b.max_ulps) b.max_ulps = ulps;
-  if (std::isfinite(c) && std::isfinite(y)) {  // error statistics: finite elements only (error_stats.hpp)
-    tk.err.add(score, pair_rel);
-    acc.token_bin(bin).add(score, pair_rel);
-  }
-  if (fails) {
+  if (d.pair_rel > b.max_pair) b.max_pair = d.pair_rel;
+  if (d.ulps > b.max_ulps) b.max_ulps = d.ulps;
+  if (d.fails) {
     ++a.violations;
     ++b.violations;
     note_first(a.first, pos);
-  } else if (crit_class_bound_ && bounds_[crit_class_][static_cast<std::size_t>(q)].saturated(angle)) {
+  } else if (saturated) {
     ++a.saturated;  // the bound accepts any output of this magnitude: not tested
     ++b.saturated;
     note_first(a.first_saturated, pos);
   }
-  rank(acc, blk, score, i, c, y, gv, M);
+}
+
+// One element: index, position of its driving stream, quantity, angle, magnitude M.
+void TensorPass::eval(Acc& acc, const Block& blk, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle,
+                      double M) const {
+  Derived d;
+  d.c = blk.cand[i - blk.first];
+  d.y = blk.truth[i - blk.first];
+  d.gv = blk.same[i - blk.first];
+  d.M = M;
+  derive(d, q, angle);
+  account(acc, blk, i, pos, d, !d.fails && saturated(q, angle));
 }
 
 // Tokens [t0, t1) into one accumulator, walked by output kind so that the inner loops stay plain.
@@ -313,6 +206,10 @@ void TensorPass::run_chunk(Acc& a, const Block& b, std::int64_t t0, std::int64_t
       }
       break;
     case OutputGeometry::Kind::rotated:
+      if (!by_element_) {
+        run_rotated(a, b, t0, t1);
+        break;
+      }
       for (std::int64_t t = t0; t < t1; ++t) {
         for (std::int64_t h = 0; h < geo_.H; ++h) {
           const std::int64_t base = (t * geo_.H + h) * D;
@@ -352,8 +249,6 @@ ElementReport TensorPass::describe(const Ranked& w) const {
   r.score = w.score;
   return r;
 }
-
-}  // namespace
 
 struct TensorCheck::State {
   TensorStats header;

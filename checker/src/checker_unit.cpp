@@ -6,6 +6,7 @@
 #include "baseline.cpp"
 #include "check_part.cpp"
 #include "check_accumulate.cpp"
+#include "check_rows.cpp"
 #include "check_match.cpp"
 #include "check_report_json.cpp"
 #include "check_report_text.cpp"

@@ -11,7 +11,7 @@
 
 namespace ropecheck::checker {
 
-namespace {
+namespace kernel_blocks_detail {
 
 // One kernel call per block: which entry point, for which dtype, and the outputs (indices into the
 // produced tensors) it fills.
@@ -44,7 +44,10 @@ void fill_nan(std::vector<std::uint8_t>& b, DType d) {
   }
 }
 
-}  // namespace
+}  // namespace kernel_blocks_detail
+
+using kernel_blocks_detail::Call;
+using kernel_blocks_detail::fill_nan;
 
 struct KernelBlocks::State {
   std::shared_ptr<kut::KernelUnderTest> kernel;

@@ -125,4 +125,14 @@ void MappedFile::sequential(std::uint64_t offset, std::uint64_t size) const {
   (void)::madvise(const_cast<std::uint8_t*>(data_) + lo, hi - lo, MADV_SEQUENTIAL);
 }
 
+void MappedFile::populate(std::uint64_t offset, std::uint64_t size) const {
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+  if (data_ == nullptr || offset >= size_ || size == 0) return;
+  const std::uint64_t p = page_size();
+  const std::uint64_t lo = offset / p * p, hi = std::min(offset + size, size_);
+  (void)::madvise(const_cast<std::uint8_t*>(data_) + lo, hi - lo, MADV_POPULATE_READ);
+}
+
 }  // namespace ropecheck::io

@@ -147,6 +147,7 @@ std::string sha256_mapped(const MappedFile& file) {
   constexpr std::size_t kPiece = std::size_t{8} << 20;
   for (std::size_t at = 0; at < bytes.size(); at += kPiece) {
     const std::size_t n = std::min(kPiece, bytes.size() - at);
+    file.populate(at, n);
     update(ctx.get(), bytes.data() + at, n);
     file.release(at, n);
   }

@@ -135,12 +135,21 @@ std::span<const std::uint8_t> TensorReader::elements(std::size_t i, std::int64_t
     throw std::out_of_range("TensorReader::elements: range past the tensor " + e.name);
   const std::uint64_t es = dtype_size(e.dtype);
   const std::uint64_t a = static_cast<std::uint64_t>(e0) * es, n = static_cast<std::uint64_t>(e1 - e0) * es;
-  if (!s_->zip) return s_->file->bytes().subspan(s_->offsets[i] + a, n);
+  if (!s_->zip) {
+    s_->file->populate(s_->offsets[i] + a, n);
+    return s_->file->bytes().subspan(s_->offsets[i] + a, n);
+  }
   std::lock_guard<std::mutex> lock(s_->mutex);
   Member& mb = s_->members[i];
   buffer.resize(static_cast<std::size_t>(n));
   if (n > 0) s_->read_member(mb, mb.data_offset + a, mb.data_offset + a + n, buffer.data());
   return {buffer.data(), buffer.size()};
+}
+
+void TensorReader::populate(std::size_t i, std::int64_t e0, std::int64_t e1) const {
+  if (s_->zip) return;
+  const std::uint64_t es = dtype_size(s_->entries.at(i).dtype);
+  s_->file->populate(s_->offsets[i] + static_cast<std::uint64_t>(e0) * es, static_cast<std::uint64_t>(e1 - e0) * es);
 }
 
 void TensorReader::release(std::size_t i, std::int64_t e0, std::int64_t e1) const {

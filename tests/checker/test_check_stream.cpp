@@ -12,6 +12,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <cmath>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
@@ -277,6 +280,52 @@ TEST(CheckStream, TheMemoryBudget) {
   ASSERT_TRUE(o.diagnosis.has_value());
   EXPECT_FALSE(o.diagnosis->applicable);
   EXPECT_NE(o.diagnosis->not_applicable_reason.find("--max-memory"), std::string::npos);
+}
+
+// Rotated outputs go a head row at a time through vector code (check_rows.cpp); with
+// ROPECHECK_CHECK_BY_ELEMENT set, element by element. Candidates with every kind of value (NaN, both
+// infinities, zeros of both signs, subnormals, huge, off by an ulp), multimodal positions (several position
+// bins a token) and every criterion kind: the same report.
+TEST(CheckStream, RowsGiveTheElementByElementReport) {
+  const fs::path llama = make_set("llama", "llama-3.1-8b", "0:20,65000:65010,131060:131071");
+  const fs::path mrope = make_set("mrope", "qwen2-vl-7b", "0:17");
+  for (const fs::path& dir : {llama, mrope}) {
+    const GoldenSet g = golden::load_golden_set(dir);
+    auto k = kut::make_cpu_kernel(kernels::Recipe::hf);
+    std::vector<Tensor> cand = run_kernel(*k, g).tensors;
+    std::mt19937_64 rng(3);
+    const std::vector<double> odd = {std::nan(""), INFINITY, -INFINITY, 0.0, -0.0, 1e-310, 1e300, -5e-324, 3.0};
+    for (Tensor& t : cand) {  // one element in 5 replaced
+      for (std::int64_t i = 0; i < t.numel(); ++i) {
+        if (rng() % 5 != 0) continue;
+        const double v = odd[rng() % odd.size()];
+        const std::size_t es = io::dtype_size(t.dtype);
+        if (t.dtype == io::TensorDType::f64) std::memcpy(t.data.data() + i * es, &v, 8);
+        if (t.dtype == io::TensorDType::f32) {
+          const float f = static_cast<float>(v);
+          std::memcpy(t.data.data() + i * es, &f, 4);
+        }
+        if (t.dtype == io::TensorDType::bf16 && std::isnan(v)) t.data[i * es + 1] = 0x7F, t.data[i * es] = 0xC1;
+        if (t.dtype == io::TensorDType::bf16 && std::isinf(v)) t.data[i * es + 1] = v > 0 ? 0x7F : 0xFF, t.data[i * es] = 0x80;
+      }
+    }
+    std::vector<Criterion> criteria = {Criterion::of_class(accuracy::AccuracyClass::fp32_angle),
+                                       Criterion::of_class(accuracy::AccuracyClass::exact), Criterion::of_max_ulp(3),
+                                       Criterion::of_tolerance(1e-6, 1e-5), Criterion::of_tolerance(0, 0)};
+    for (const Criterion& c : criteria) {
+      CheckRequest r = request(2, 7);
+      r.options.criterion = c;
+      r.options.worst_count = 20;
+      r.diagnose = CheckRequest::Diagnose::never;
+      Candidate a;
+      a.tensors = cand;
+      const std::string rows = outcome_text(run_check(g, a, r));
+      ::setenv("ROPECHECK_CHECK_BY_ELEMENT", "1", 1);
+      const std::string elements = outcome_text(run_check(g, a, r));
+      ::unsetenv("ROPECHECK_CHECK_BY_ELEMENT");
+      EXPECT_EQ(rows, elements) << dir << " " << c.to_string();
+    }
+  }
 }
 
 }  // namespace

@@ -34,6 +34,9 @@ class MappedFile {
   void release(std::uint64_t offset, std::uint64_t size) const;
   // Tells the kernel the range is read once from start to end (MADV_SEQUENTIAL: read further ahead).
   void sequential(std::uint64_t offset, std::uint64_t size) const;
+  // Maps the range's pages into the process at once (MADV_POPULATE_READ, Linux 5.14; a no-op before),
+  // instead of one page fault per 16 pages as they are read: about a fifth of a cached check's time.
+  void populate(std::uint64_t offset, std::uint64_t size) const;
 
  private:
   MappedFile() = default;

@@ -49,10 +49,12 @@ class TensorReader {
   std::optional<std::size_t> find(std::string_view name) const;
   bool mapped() const;  // ranges are views into the mapped file (else: read into the caller's buffer)
 
-  // The bytes of elements [e0, e1) of tensor i (flat, row-major): a view into the mapping, or `buffer`
-  // filled. InputError for a member whose data libzip refuses (a bad CRC, truncated deflate data).
+  // The bytes of elements [e0, e1) of tensor i (flat, row-major): a view into the mapping (its pages
+  // mapped at once: populate()), or `buffer` filled. InputError for a member whose data libzip refuses (a bad CRC, truncated deflate data).
   std::span<const std::uint8_t> elements(std::size_t i, std::int64_t e0, std::int64_t e1,
                                          std::vector<std::uint8_t>& buffer) const;
+  // Maps the pages of elements [e0, e1) of tensor i at once (MappedFile::populate; nothing for an .npz).
+  void populate(std::size_t i, std::int64_t e0, std::int64_t e1) const;
   // Drops the mapped pages of elements [e0, e1) of tensor i from the process (nothing for an .npz).
   void release(std::size_t i, std::int64_t e0, std::int64_t e1) const;
   // The file's bytes, mapped (what a hash of the whole file reads).
