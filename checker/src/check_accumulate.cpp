@@ -275,7 +275,7 @@ bool TensorCheck::rotated() const { return s_->pass.rotated(); }
 void TensorCheck::run(const BlockViews& v, std::int64_t ta, std::int64_t tb, int worker) {
   const DType dt = s_->pass.dtype();
   Block b{v.t0, v.t0 * s_->pass.per_token(), StoredValues(v.cand, dt), StoredValues(v.truth, DType::f64),
-          StoredValues(v.same, dt), std::nullopt, v.positions};
+          StoredValues(v.same, dt), std::nullopt, v.positions, v.cand, v.truth, v.same, v.in};
   if (v.in != nullptr) b.in.emplace(v.in, DType::f32);
   s_->pass.run_chunk(s_->accs[static_cast<std::size_t>(worker)], b, ta, tb);
 }

@@ -73,7 +73,7 @@ inline void add_exact(ErrorSums& into, const ErrorStatsAcc& a) {
 
 // A head row's values and what derive() gives for them, one array per quantity (check_rows.cpp).
 struct RowScratch {
-  std::vector<double> c, y, gv, M, e, ulps, pair_rel, rel, score;
+  std::vector<double> c, y, gv, x, M, e, ulps, pair_rel, rel, score;  // x: the head's input
   std::vector<double> flags;      // 1 identical, 2 finite, 4 mismatch, 8 fails
   std::vector<double> position;   // per channel: its stream's position (exact in double)
   std::vector<double> saturable;  // per channel: 1 when the criterion's bound is saturated there
@@ -130,6 +130,7 @@ struct Block {
   StoredValues cand, truth, same;
   std::optional<StoredValues> in;  // rotated outputs: q or k
   const Position* positions = nullptr;  // positions[t - t0]
+  const void *cand_bytes = nullptr, *truth_bytes = nullptr, *same_bytes = nullptr, *in_bytes = nullptr;  // the same, raw
 };
 
 // What the error model's arithmetic gives for one element (TensorPass::derive), before it is counted.

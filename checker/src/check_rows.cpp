@@ -26,6 +26,7 @@ struct RowIn {
   const double *c, *y, *gv, *M, *rel_bound, *floor;  // rel_bound, floor: [class][channel]
   const double *position, *saturable;                // per channel: its stream's position; 1 when the bound saturates
   double u_dt, ulp_min, ulp_scale;                   // ulp_min = 2^min_normal_exp, ulp_scale = 2^(1 - precision)
+  bool exact_reciprocal = false;                     // 1 / ulp is a double for every ulp of the dtype (not f64)
   int criterion = 0;                                 // 0 a class (crit), 1 max-ulp, 2 tolerance
   std::size_t crit = 0;
   bool crit_exact = false;
@@ -40,6 +41,8 @@ struct RowOut {
 // a floor and times 2^(1 - precision), fast_ulp(x) exactly (products of powers of two).
 inline v4d exponent_of(v4d x) { return reinterpret_cast<v4d>(reinterpret_cast<v4i>(x) & 0x7FF0000000000000LL); }
 inline v4d abs_of(v4d x) { return reinterpret_cast<v4d>(reinterpret_cast<v4i>(x) & 0x7FFFFFFFFFFFFFFFLL); }
+// 1 / p for a normal power of two p, from its exponent bits (garbage for anything else).
+inline v4d reciprocal_of_power(v4d p) { return reinterpret_cast<v4d>(0x7FE0000000000000LL - reinterpret_cast<v4i>(p)); }
 
 // derive() and the order-free part of account() for a row, 4 elements at a time (AVX2 where the CPU has
 // it, two SSE2 halves otherwise): the same expressions, each division taken for every element and
@@ -58,6 +61,7 @@ __attribute__((target_clones("avx2", "default"))) void derive_row(const RowIn& i
   auto vmin = [](v4d m, v4d x) { return x < m ? x : m; };
   const v4d vinf = splat(inf), vbig = splat(big), zero = splat(0), one = splat(1);
   const v4d ulp_min = splat(in.ulp_min), ulp_scale = splat(in.ulp_scale), u_dt = splat(in.u_dt);
+  const v4d inv_ulp_min = splat(1 / in.ulp_min), inv_ulp_scale = splat(1 / in.ulp_scale);
   const std::size_t n = in.n;
   v4i count_identical{}, count_nan{}, count_inf{}, count_finite{}, count_mismatch{}, count_fails{}, count_saturated{};
   std::array<v4i, kClasses> count_class{};
@@ -75,13 +79,20 @@ __attribute__((target_clones("avx2", "default"))) void derive_row(const RowIn& i
     // Not finite: a mismatch unless both are NaN or both the same infinity.
     const v4i mismatch = ~finite & ~((cn & yn) | (c == y));
     const v4d d = abs_of(c - y), ey = exponent_of(y), eg = exponent_of(gv);
-    const v4d ulp_y = (ey < ulp_min ? ulp_min : ey) * ulp_scale, ulp_g = (eg < ulp_min ? ulp_min : eg) * ulp_scale;
+    v4d over_ulp_y, over_ulp_g;  // d / ulp: a power of two, so (when its reciprocal is a double) d times that
+    if (in.exact_reciprocal) {
+      over_ulp_y = d * ((ey < ulp_min ? inv_ulp_min : reciprocal_of_power(ey)) * inv_ulp_scale);
+      over_ulp_g = abs_of(c - gv) * ((eg < ulp_min ? inv_ulp_min : reciprocal_of_power(eg)) * inv_ulp_scale);
+    } else {
+      over_ulp_y = d / ((ey < ulp_min ? ulp_min : ey) * ulp_scale);
+      over_ulp_g = abs_of(c - gv) / ((eg < ulp_min ? ulp_min : eg) * ulp_scale);
+    }
     const v4d not_finite = mismatch ? vinf : zero;
-    const v4d e = finite ? d : not_finite, ulps = finite ? d / ulp_y : not_finite;
+    const v4d e = finite ? d : not_finite, ulps = finite ? over_ulp_y : not_finite;
     const v4d pair_rel = finite ? (M > zero ? d / (M * u_dt) : (d == zero ? zero : vinf)) : not_finite;
     const v4d rel = d / abs_of(y);
     std::array<v4d, kClasses> margin;
-    margin[0] = identical ? zero : ((cf & gf) ? abs_of(c - gv) / ulp_g : vinf);
+    margin[0] = identical ? zero : ((cf & gf) ? over_ulp_g : vinf);
     for (std::size_t k = 1; k < kClasses; ++k)
       margin[k] = mismatch ? vinf : e / (ld(in.rel_bound + k * n + i) * M + ld(in.floor + k * n + i));
     v4d score;
@@ -159,9 +170,9 @@ void TensorPass::run_rotated(Acc& a, const Block& b, std::int64_t t0, std::int64
   const accuracy::RopeGeometry& rope = *geo_.rope;
   const int D = static_cast<int>(geo_.D), P = static_cast<int>(geo_.P);
   // Rows padded to a multiple of 4 with harmless values (1s: no division by zero), masked out of the stats.
-  const auto Dz = (static_cast<std::size_t>(D) + 3) / 4 * 4, Pz = static_cast<std::size_t>(P);
+  const auto Dz = (static_cast<std::size_t>(D) + 3) / 4 * 4, Pz = static_cast<std::size_t>(P), Dr = static_cast<std::size_t>(D);
   RowScratch& r = a.row;
-  for (auto* v : {&r.c, &r.y, &r.gv, &r.M, &r.e, &r.ulps, &r.pair_rel, &r.rel, &r.score, &r.flags, &r.position, &r.saturable})
+  for (auto* v : {&r.c, &r.y, &r.gv, &r.x, &r.M, &r.e, &r.ulps, &r.pair_rel, &r.rel, &r.score, &r.flags, &r.position, &r.saturable})
     size_to(*v, Dz, 1.0);
   for (auto* v : {&r.margin, &r.rel_bound, &r.floor}) size_to(*v, kClasses * Dz, 1.0);
   size_to(r.bin, Dz, 0);
@@ -177,6 +188,9 @@ void TensorPass::run_rotated(Acc& a, const Block& b, std::int64_t t0, std::int64
   in.max_ulp = cr_.max_ulp;
   in.atol = cr_.atol;
   in.rtol = cr_.rtol;
+  // f32 / f16 / bf16: every ulp lies in [2^-149, 2^104], so its reciprocal is a double and a product
+  // rounds as the quotient does; f64's can be 2^-1074.
+  in.exact_reciprocal = dt_ != DType::f64;
   const RowOut out{r.e.data(), r.ulps.data(), r.pair_rel.data(), r.rel.data(), r.margin.data(), r.score.data(), r.flags.data()};
   const auto rot = static_cast<std::size_t>(Quantity::rotated), pass = static_cast<std::size_t>(Quantity::passthrough);
   std::vector<double> pair_bound(kClasses * Pz), pair_saturable(Pz);
@@ -203,14 +217,13 @@ void TensorPass::run_rotated(Acc& a, const Block& b, std::int64_t t0, std::int64
     const bool one_bin = std::all_of(r.bin.begin(), r.bin.begin() + D, [&](int x) { return x == r.bin[0]; });
     for (std::int64_t h = 0; h < geo_.H; ++h) {
       const std::int64_t base = (t * geo_.H + h) * D, lo = base - b.first;
-      const OutputGeometry::Head x{&*b.in, lo};
-      for (int ch = 0; ch < D; ++ch) {
-        const auto c = static_cast<std::size_t>(ch);
-        r.c[c] = b.cand[lo + ch];
-        r.y[c] = b.truth[lo + ch];
-        r.gv[c] = b.same[lo + ch];
-        r.M[c] = rope.magnitude(x, ch);
-      }
+      const auto at = [lo](const void* p, std::size_t es) { return static_cast<const char*>(p) + static_cast<std::size_t>(lo) * es; };
+      const std::size_t es = dtype_size(io::tensor_dtype(dt_));
+      decode(at(b.cand_bytes, es), dt_, std::span(r.c.data(), Dr));
+      decode(at(b.truth_bytes, 8), DType::f64, std::span(r.y.data(), Dr));
+      decode(at(b.same_bytes, es), dt_, std::span(r.gv.data(), Dr));
+      decode(at(b.in_bytes, 4), DType::f32, std::span(r.x.data(), Dr));
+      for (int ch = 0; ch < D; ++ch) r.M[static_cast<std::size_t>(ch)] = rope.magnitude(r.x.data(), ch);
       RowStats st;
       derive_row(in, out, st);
       if (one_bin) count_row(a, st, r.bin[0]);

@@ -87,6 +87,21 @@ std::vector<Position> GoldenSet::positions(std::int64_t t0, std::int64_t t1) con
   return out;
 }
 
+std::span<const std::uint8_t> GoldenSet::tensor_bytes(std::string_view name) const {
+  const TensorRef t = locate(name);
+  if (!t.reader->mapped()) return tensor(name).data;
+  {
+    std::lock_guard<std::mutex> lock(s_->reader_mutex);
+    if (!s_->viewed.count(t.file->file)) {
+      verify_files({t.file->file}, 1).wait();  // the file changed since the set was loaded: refused
+      s_->viewed.insert(t.file->file);
+    }
+  }
+  std::vector<std::uint8_t> unused;
+  const io::TensorReader::Entry& e = t.reader->tensors()[t.index];
+  return t.reader->elements(t.index, 0, e.numel, unused);
+}
+
 // ---- hashes -------------------------------------------------------------------------------------------
 
 struct PendingHashes::State {

@@ -38,6 +38,7 @@ struct GoldenSet::State {
 
   std::mutex reader_mutex;  // guards readers
   std::map<std::string, std::unique_ptr<io::TensorReader>, std::less<>> readers;  // by file name
+  std::set<std::string, std::less<>> viewed;  // files whose hashes tensor_bytes checked through their mapping
 };
 
 }  // namespace ropecheck::golden

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -144,6 +145,10 @@ class GoldenSet {
   double value(std::string_view name, std::int64_t index) const;
   // The positions of tokens [t0, t1), read through locate("positions") (InputError past 2^53, as positions()).
   std::vector<Position> positions(std::int64_t t0, std::int64_t t1) const;
+  // Tensor `name`'s bytes for a reader that keeps the set alive (Python's arrays): a view into its mapped
+  // file where the format allows (safetensors), no copy, the file's hash checked through the mapping on
+  // first use as tensor() checks it; otherwise tensor(name)'s data. InputError as tensor().
+  std::span<const std::uint8_t> tensor_bytes(std::string_view name) const;
   // Starts hashing the data files `files` (manifest names, each once) through their mappings on up to
   // `threads` threads (0: hardware concurrency) while the caller reads them; wait() on the result.
   PendingHashes verify_files(const std::vector<std::string>& files, int threads) const;
