@@ -83,6 +83,29 @@ TEST(GoldenPieces, ValuesAndPositionsEqualTheWholeTensors) {
   }
 }
 
+// Python's arrays: a safetensors set's tensors viewed in the mapped file (no copy), an .npz set's loaded;
+// a file changed after the set was loaded is refused at its first view.
+TEST(GoldenPieces, TensorBytesViewTheMappedFile) {
+  for (const auto& [name, format] : {std::pair{"st", io::FileFormat::safetensors}, std::pair{"npz", io::FileFormat::npz}}) {
+    const fs::path dir = make(name, "llama-3.1-8b", "0:40", format);
+    const GoldenSet g = load_golden_set(dir);
+    for (const std::string tensor : {"q", "cos.f64", "k_rot.bf16"}) {
+      const std::span<const std::uint8_t> b = g.tensor_bytes(tensor);
+      const io::Tensor& whole = g.tensor(tensor);
+      EXPECT_TRUE(std::equal(b.begin(), b.end(), whole.data.begin(), whole.data.end())) << name << " " << tensor;
+      const GoldenSet::TensorRef r = g.locate(tensor);
+      const bool in_mapping = b.data() >= r.reader->file().bytes().data() &&
+                              b.data() < r.reader->file().bytes().data() + r.reader->file().size();
+      EXPECT_EQ(in_mapping, format == io::FileFormat::safetensors) << name << " " << tensor;
+    }
+  }
+  const fs::path changed = root() / "st_changed";
+  fs::copy(make("st", "llama-3.1-8b", "0:40"), changed);
+  const GoldenSet g = load_golden_set(changed);
+  flip_byte(changed / "inputs.safetensors", fs::file_size(changed / "inputs.safetensors") - 1);
+  EXPECT_NE(error_of([&] { g.tensor_bytes("q"); }).find("manifest hash mismatch for"), std::string::npos);
+}
+
 TEST(GoldenPieces, VerifiesTheFilesHashesOnWorkerThreads) {
   const fs::path dir = make("hashes", "llama-3.1-8b", "0:40");
   const GoldenSet g = load_golden_set(dir);
