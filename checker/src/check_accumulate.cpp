@@ -184,6 +184,10 @@ void TensorPass::run_chunk(Acc& a, const Block& b, std::int64_t t0, std::int64_t
   const auto D = static_cast<int>(geo_.D);
   switch (geo_.kind) {
     case OutputGeometry::Kind::pair_table:
+      if (!by_element_) {
+        run_rows(a, b, t0, t1);
+        break;
+      }
       for (std::int64_t t = t0; t < t1; ++t) {
         for (int j = 0; j < geo_.P; ++j) {
           const std::int64_t p = geo_.rope->position(pos[t], j);
@@ -207,7 +211,7 @@ void TensorPass::run_chunk(Acc& a, const Block& b, std::int64_t t0, std::int64_t
       break;
     case OutputGeometry::Kind::rotated:
       if (!by_element_) {
-        run_rotated(a, b, t0, t1);
+        run_rows(a, b, t0, t1);
         break;
       }
       for (std::int64_t t = t0; t < t1; ++t) {

@@ -167,10 +167,14 @@ class TensorPass {
   // the elements count and the ranking).
   void count_element(TensorStats& a, const Derived& d, std::int64_t pos, int bin, bool saturated) const;
   void rank(Acc& acc, const Block& b, double score, std::int64_t i, double c, double y, double gv, double M) const;
-  // Tokens [t0, t1) of a rotated output, a head row at a time (check_rows.cpp): the same derived values
-  // and the same counting, in the same order.
-  void run_rotated(Acc& a, const Block& b, std::int64_t t0, std::int64_t t1) const;
-  void account_row(Acc& acc, const Block& blk, std::int64_t base, std::size_t n, bool one_bin) const;
+  // Tokens [t0, t1) of a rotated output a head row at a time, or of a cos / sin table a token row at a
+  // time (check_rows.cpp): the same derived values and the same counting, in the same order.
+  void run_rows(Acc& a, const Block& b, std::int64_t t0, std::int64_t t1) const;
+  struct RowValues {  // a row's candidate, truth and golden values (in the block or the row scratch)
+    const double *c, *y, *gv;
+    std::size_t n;
+  };
+  void account_row(Acc& acc, const Block& blk, std::int64_t base, const RowValues& v, bool one_bin) const;
   void count_row(Acc& acc, const RowStats& st, int bin) const;
   bool saturated(Quantity q, const PairAngle& angle) const {
     return crit_class_bound_ && bounds_[crit_class_][static_cast<std::size_t>(q)].saturated(angle);
@@ -185,8 +189,8 @@ class TensorPass {
   std::size_t crit_class_;
   bool crit_exact_, crit_class_bound_;
   std::size_t K_;
-  // ROPECHECK_CHECK_BY_ELEMENT set: rotated outputs element by element too (eval), as the tests that
-  // compare the two paths run them.
+  // ROPECHECK_CHECK_BY_ELEMENT set: rotated outputs and tables element by element too (eval), as the
+  // tests that compare the two paths run them.
   bool by_element_;
 };
 

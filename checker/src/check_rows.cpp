@@ -166,11 +166,18 @@ void note_first_of(std::optional<std::int64_t>& first, double p) {
 
 }  // namespace
 
-void TensorPass::run_rotated(Acc& a, const Block& b, std::int64_t t0, std::int64_t t1) const {
+void TensorPass::run_rows(Acc& a, const Block& b, std::int64_t t0, std::int64_t t1) const {
   const accuracy::RopeGeometry& rope = *geo_.rope;
-  const int D = static_cast<int>(geo_.D), P = static_cast<int>(geo_.P);
-  // Rows padded to a multiple of 4 with harmless values (1s: no division by zero), masked out of the stats.
+  // A row: one head of a token (q_rot / k_rot: head_dim channels), or a token (cos / sin: one value a pair).
+  const bool rotated = geo_.kind == OutputGeometry::Kind::rotated;
+  const int D = static_cast<int>(rotated ? geo_.D : geo_.P), P = static_cast<int>(geo_.P);
+  const std::int64_t H = rotated ? geo_.H : 1;
+  auto pair_of = [&](int ch) { return rotated ? rope.pair_of(ch) : ch; };
+  auto quantity_of = [&](int ch) { return rotated ? rope.quantity(ch) : Quantity::table; };
+  // Rows padded to a multiple of 4 with harmless values (1s: no division by zero), masked out of the stats;
+  // rows of a multiple of 4 read f64 values where they lie.
   const auto Dz = (static_cast<std::size_t>(D) + 3) / 4 * 4, Pz = static_cast<std::size_t>(P), Dr = static_cast<std::size_t>(D);
+  const bool in_place = Dz == Dr;
   RowScratch& r = a.row;
   for (auto* v : {&r.c, &r.y, &r.gv, &r.x, &r.M, &r.e, &r.ulps, &r.pair_rel, &r.rel, &r.score, &r.flags, &r.position, &r.saturable})
     size_to(*v, Dz, 1.0);
@@ -178,10 +185,9 @@ void TensorPass::run_rotated(Acc& a, const Block& b, std::int64_t t0, std::int64
   size_to(r.bin, Dz, 0);
   for (int ch = 0; ch < D; ++ch)
     for (std::size_t k = 0; k < kClasses; ++k)
-      r.floor[k * Dz + static_cast<std::size_t>(ch)] = bounds_[k][static_cast<std::size_t>(rope.quantity(ch))].floor;
-  RowIn in{Dz, static_cast<std::size_t>(D), r.c.data(), r.y.data(), r.gv.data(), r.M.data(), r.rel_bound.data(),
-           r.floor.data(), r.position.data(), r.saturable.data(), u_dt_, std::ldexp(1.0, fi_.min_normal_exp),
-           std::ldexp(1.0, 1 - fi_.precision)};
+      r.floor[k * Dz + static_cast<std::size_t>(ch)] = bounds_[k][static_cast<std::size_t>(quantity_of(ch))].floor;
+  RowIn in{Dz, Dr, r.c.data(), r.y.data(), r.gv.data(), r.M.data(), r.rel_bound.data(), r.floor.data(),
+           r.position.data(), r.saturable.data(), u_dt_, std::ldexp(1.0, fi_.min_normal_exp), std::ldexp(1.0, 1 - fi_.precision)};
   in.criterion = cr_.kind == Criterion::Kind::accuracy_class ? 0 : (cr_.kind == Criterion::Kind::max_ulp ? 1 : 2);
   in.crit = crit_class_;
   in.crit_exact = crit_exact_;
@@ -192,18 +198,20 @@ void TensorPass::run_rotated(Acc& a, const Block& b, std::int64_t t0, std::int64
   // rounds as the quotient does; f64's can be 2^-1074.
   in.exact_reciprocal = dt_ != DType::f64;
   const RowOut out{r.e.data(), r.ulps.data(), r.pair_rel.data(), r.rel.data(), r.margin.data(), r.score.data(), r.flags.data()};
-  const auto rot = static_cast<std::size_t>(Quantity::rotated), pass = static_cast<std::size_t>(Quantity::passthrough);
+  const auto q_pair = static_cast<std::size_t>(rotated ? Quantity::rotated : Quantity::table);
+  const auto pass = static_cast<std::size_t>(Quantity::passthrough);
   std::vector<double> pair_bound(kClasses * Pz), pair_saturable(Pz);
+  const std::size_t es = dtype_size(io::tensor_dtype(dt_));
   for (std::int64_t t = t0; t < t1; ++t) {
     // Per pair and token: the bound of every class and whether the criterion's is saturated.
     const Position& pt = b.positions[t - b.t0];
     for (int j = 0; j < P; ++j) {
       const PairAngle angle = rope.angle(rope.position(pt, j), j);
-      for (std::size_t k = 1; k < kClasses; ++k) pair_bound[k * Pz + static_cast<std::size_t>(j)] = bounds_[k][rot].relative(angle);
-      pair_saturable[static_cast<std::size_t>(j)] = saturated(Quantity::rotated, angle);
+      for (std::size_t k = 1; k < kClasses; ++k) pair_bound[k * Pz + static_cast<std::size_t>(j)] = bounds_[k][q_pair].relative(angle);
+      pair_saturable[static_cast<std::size_t>(j)] = saturated(static_cast<Quantity>(q_pair), angle);
     }
     for (int ch = 0; ch < D; ++ch) {
-      const int j = rope.pair_of(ch);
+      const int j = pair_of(ch);
       const auto c = static_cast<std::size_t>(ch);
       const std::int64_t p = j < 0 ? pt.t : rope.position(pt, j);
       r.position[c] = static_cast<double>(p);  // exact: |p| <= 2^53
@@ -215,19 +223,29 @@ void TensorPass::run_rotated(Acc& a, const Block& b, std::int64_t t0, std::int64
     // A token whose elements all fall in one position bin (every token of a non-multimodal set): its
     // bin's error sums are its own, taken once; its rows' statistics go to that bin whole.
     const bool one_bin = std::all_of(r.bin.begin(), r.bin.begin() + D, [&](int x) { return x == r.bin[0]; });
-    for (std::int64_t h = 0; h < geo_.H; ++h) {
-      const std::int64_t base = (t * geo_.H + h) * D, lo = base - b.first;
-      const auto at = [lo](const void* p, std::size_t es) { return static_cast<const char*>(p) + static_cast<std::size_t>(lo) * es; };
-      const std::size_t es = dtype_size(io::tensor_dtype(dt_));
-      decode(at(b.cand_bytes, es), dt_, std::span(r.c.data(), Dr));
-      decode(at(b.truth_bytes, 8), DType::f64, std::span(r.y.data(), Dr));
-      decode(at(b.same_bytes, es), dt_, std::span(r.gv.data(), Dr));
-      decode(at(b.in_bytes, 4), DType::f32, std::span(r.x.data(), Dr));
-      for (int ch = 0; ch < D; ++ch) r.M[static_cast<std::size_t>(ch)] = rope.magnitude(r.x.data(), ch);
+    for (std::int64_t h = 0; h < H; ++h) {
+      const std::int64_t base = (t * H + h) * D, lo = base - b.first;
+      const auto at = [lo](const void* p, std::size_t size) { return static_cast<const char*>(p) + static_cast<std::size_t>(lo) * size; };
+      if (in_place) {
+        in.y = reinterpret_cast<const double*>(at(b.truth_bytes, 8));
+      } else {
+        decode(at(b.truth_bytes, 8), DType::f64, std::span(r.y.data(), Dr));
+      }
+      if (in_place && dt_ == DType::f64) {
+        in.c = reinterpret_cast<const double*>(at(b.cand_bytes, 8));
+        in.gv = reinterpret_cast<const double*>(at(b.same_bytes, 8));
+      } else {
+        decode(at(b.cand_bytes, es), dt_, std::span(r.c.data(), Dr));
+        decode(at(b.same_bytes, es), dt_, std::span(r.gv.data(), Dr));
+      }
+      if (rotated) {
+        decode(at(b.in_bytes, 4), DType::f32, std::span(r.x.data(), Dr));
+        for (int ch = 0; ch < D; ++ch) r.M[static_cast<std::size_t>(ch)] = rope.magnitude(r.x.data(), ch);
+      }
       RowStats st;
       derive_row(in, out, st);
       if (one_bin) count_row(a, st, r.bin[0]);
-      account_row(a, b, base, static_cast<std::size_t>(D), one_bin);
+      account_row(a, b, base, {in.c, in.y, in.gv, Dr}, one_bin);
     }
     if (one_bin && a.tok.err.n > 0) a.token_bin(r.bin[0]) = a.tok.err;  // the same adds, in the same order
     a.end_token();
@@ -266,11 +284,11 @@ void TensorPass::count_row(Acc& acc, const RowStats& st, int bin) const {
 
 // What count_row leaves of account() (all of it when the row's elements fall in several position bins),
 // in element order: the sums per token, the bins' error sums, the ranking.
-void TensorPass::account_row(Acc& acc, const Block& blk, std::int64_t base, std::size_t n, bool one_bin) const {
+void TensorPass::account_row(Acc& acc, const Block& blk, std::int64_t base, const RowValues& v, bool one_bin) const {
   TensorStats& a = acc.s;
   TokenSums& tk = acc.tok;
   const RowScratch& r = acc.row;
-  const std::size_t Dz = r.c.size();
+  const std::size_t Dz = r.e.size(), n = v.n;
   a.elements += static_cast<std::int64_t>(n);
   a.bins[static_cast<std::size_t>(r.bin[0])].elements += one_bin ? static_cast<std::int64_t>(n) : 0;
   const bool ranks = K_ > 0;
@@ -279,7 +297,7 @@ void TensorPass::account_row(Acc& acc, const Block& blk, std::int64_t base, std:
     const bool finite = (flags & 2) != 0;
     const double score = r.score[c], pair_rel = r.pair_rel[c];
     if (finite) {
-      const double e = r.e[c], y = r.y[c];
+      const double e = r.e[c], y = v.y[c];
       tk.sum_ulps += r.ulps[c];
       tk.sum_pair += pair_rel;
       tk.sum_sq_err += e * e;
@@ -289,8 +307,8 @@ void TensorPass::account_row(Acc& acc, const Block& blk, std::int64_t base, std:
     }
     if (!one_bin) {  // account()'s counting, element by element
       Derived d;
-      d.c = r.c[c];
-      d.y = r.y[c];
+      d.c = v.c[c];
+      d.y = v.y[c];
       d.e = r.e[c];
       d.ulps = r.ulps[c];
       d.pair_rel = pair_rel;
@@ -304,7 +322,7 @@ void TensorPass::account_row(Acc& acc, const Block& blk, std::int64_t base, std:
       count_element(a, d, static_cast<std::int64_t>(r.position[c]), r.bin[c], !d.fails && r.saturable[c] != 0);
     }
     if (ranks && score > 0 && (acc.heap.size() < K_ || score >= acc.heap.front().score))
-      rank(acc, blk, score, base + static_cast<std::int64_t>(c), r.c[c], r.y[c], r.gv[c], r.M[c]);
+      rank(acc, blk, score, base + static_cast<std::int64_t>(c), v.c[c], v.y[c], v.gv[c], r.M[c]);
   }
 }
 
