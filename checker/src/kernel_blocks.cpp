@@ -183,8 +183,12 @@ void KernelBlocks::State::probe(const kut::Capabilities& caps) {
       }
       add_output(out_name, d);
       Call c{Call::Entry::pe, d, "", {tensors.size() - 1}};
-      if (run(c, r)) calls.push_back(std::move(c));
-      else unsupported(out_name + " skipped: the kernel does not support " + dt + " output for this spec", r.message), drop(1);
+      if (run(c, r)) {
+        calls.push_back(std::move(c));
+      } else {
+        unsupported(out_name + " skipped: the kernel does not support " + dt + " output for this spec", r.message);
+        drop(1);
+      }
       continue;
     }
     if (caps.rope_apply && !declared)
