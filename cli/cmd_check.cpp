@@ -23,12 +23,13 @@
 #include "junit.hpp"
 #include "ropecheck/checker/run_check.hpp"
 #include "ropecheck/io/atomic_output.hpp"
+#include "ropecheck/io/memory_budget.hpp"
 
 namespace ropecheck::cli {
 namespace {
 
 struct CheckCliOptions {
-  std::string golden_dir, candidate, kernel, only, accuracy_class, report, junit, baseline, shard;
+  std::string golden_dir, candidate, kernel, only, accuracy_class, report, junit, baseline, shard, max_memory;
   std::string layout = "thd";
   std::vector<std::string> maps;
   double max_ulp = 0, atol = 0, rtol = 0, max_growth = 2;
@@ -68,6 +69,11 @@ checker::CheckRequest request_of(const CheckCliOptions& o) {
   if (!o.only.empty() && r.options.only.empty()) throw InputError("--only: empty list");
   r.options.worst_count = o.worst;
   r.options.threads = o.threads;
+  if (!o.max_memory.empty()) {
+    const std::optional<std::uint64_t> m = io::parse_byte_size(o.max_memory);
+    if (!m) throw InputError("--max-memory: not a size: '" + o.max_memory + "' (e.g. 1G, 512M)");
+    r.options.max_memory = *m;
+  }
   const std::optional<checker::CandidateLayout> layout = checker::parse_candidate_layout(o.layout);
   if (!layout) throw InputError("--layout: unknown layout '" + o.layout + "' (known: thd, bshd, bhsd)");
   r.layout = *layout;
@@ -80,14 +86,15 @@ checker::CheckRequest request_of(const CheckCliOptions& o) {
   return r;
 }
 
+// The candidate read a block of tokens at a time during the check (a file in pieces, a kernel per block).
 checker::Candidate load_candidate(const std::string& file, const std::optional<plugin::KernelName>& kernel,
                                   const golden::GoldenSet& g, int threads, const plugin::PluginClientOptions& isolation) {
-  if (!kernel) return checker::read_candidate_file(file, g);
+  if (!kernel) return checker::open_candidate_file(file, g);
   plugin::OpenOptions ko;
   ko.cpu.threads = threads;
   ko.plugin = isolation;
   plugin::OpenedKernel k = plugin::open_kernel(*kernel, ko);
-  return checker::run_kernel_candidate(*k.kernel, k.title, std::move(k.source), g);
+  return checker::kernel_candidate(std::move(k.kernel), k.title, std::move(k.source));
 }
 
 int run_check_command(const CheckCliOptions& o) {
@@ -109,7 +116,9 @@ int run_check_command(const CheckCliOptions& o) {
   if (!o.report.empty()) io::check_file_destination(o.report, "--report");
   if (!o.junit.empty()) io::check_file_destination(o.junit, "--junit");
   const checker::CheckRequest request = request_of(o);
-  const golden::GoldenSet g = golden::load_golden_set(o.golden_dir);
+  // The files' hashes are computed by the check while it reads them (each byte read once), and checked
+  // before anything is printed.
+  const golden::GoldenSet g = golden::load_golden_set(o.golden_dir, {.hash_files = false});
   checker::check_request(g, request);  // a baseline of another set: before any kernel runs
   checker::Candidate candidate = load_candidate(o.candidate, kernel, g, o.threads, o.plugin);
   if (shard) {
@@ -191,6 +200,10 @@ Command add_check_command(CLI::App& app) {
                   "I/N: check only shard I of N (the golden set's tokens split in N contiguous ranges) and write a part "
                   "report to --report; `ropecheck merge` joins the N parts into the report one run writes "
                   "(checker/CHECK_REPORT.md, \"Sharded checks\")");
+  cmd->add_option("--max-memory", o->max_memory,
+                  "SIZE: memory the check may use (default 1G; e.g. 512M, 4G): the golden set and the candidate are read "
+                  "and checked a block of tokens at a time, blocks sized to stay under it, whatever the set's size; "
+                  "the diagnosis of a failing check is skipped when it would need more");
   add_kernel_isolation_options(*cmd, o->plugin);
   return {cmd, [o] { return run_check_command(*o); }};
 }

@@ -8,12 +8,12 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <thread>
 
-#include "check_internal.hpp"
-#include "output_geometry.hpp"
+#include "check_pass.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/io/detail/tensor_io.hpp"
 
@@ -29,181 +29,30 @@ using accuracy::ClassBound;
 using accuracy::PairAngle;
 using accuracy::Quantity;
 
-namespace {
-
-int bin_of(std::int64_t position) {
-  const std::uint64_t a = position < 0 ? static_cast<std::uint64_t>(-(position + 1)) + 1 : static_cast<std::uint64_t>(position);
-  return static_cast<int>(std::bit_width(a));  // 0 -> 0, [2^(k-1), 2^k) -> k
-}
-
-// 2^k for k in [-1074, 1023].
-inline double pow2(int k) {
-  if (k >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52);
-  return std::ldexp(1.0, k);
-}
-// ulp(y, dt) of rounding.hpp for finite y, without frexp / ldexp.
-inline double fast_ulp(double y, int precision, int min_normal_exp) {
-  const std::uint64_t b = std::bit_cast<std::uint64_t>(y) & 0x7FFFFFFFFFFFFFFFULL;
-  int e = static_cast<int>(b >> 52) - 1023;  // -1023 for 0 and subnormal doubles
-  if (e < min_normal_exp) e = min_normal_exp;
-  return pow2(e - precision + 1);
-}
-
-struct Ranked {  // an element in the worst list
-  double score;
-  std::int64_t index;
-};
-// a ranks before b: higher score, then lower index (a total order: the list does not depend on threads).
-inline bool ranks_before(const Ranked& a, const Ranked& b) { return a.score != b.score ? a.score > b.score : a.index < b.index; }
-
-constexpr std::size_t kClasses = accuracy::kAccuracyClasses.size();
-constexpr std::size_t kBins = kPositionBins;
-
-// One token's sums, in double in element order, added exactly to the statistics when the token ends.
-struct TokenSums {
-  double sum_ulps = 0, sum_pair = 0, sum_sq_err = 0, sum_sq_truth = 0;
-  ErrorStatsAcc err;
-  int bins = 0;  // the bins the token's elements fall in (one per stream position; the rare fifth flushes)
-  std::array<int, 4> bin{};
-  std::array<ErrorStatsAcc, 4> bin_err{};
-};
-
-void add_exact(ErrorSums& into, const ErrorStatsAcc& a) {
-  into.n += a.n;
-  into.max_b = std::max(into.max_b, a.max_b);
-  into.max_u = std::max(into.max_u, a.max_u);
-  into.sum_b.add(a.sum_b);
-  into.sq_b.add(a.sq_b);
-  into.sum_u.add(a.sum_u);
-  into.sq_u.add(a.sq_u);
-}
-
-// What one worker accumulates.
-struct Acc {
-  TensorStats s;
-  std::vector<Ranked> heap;  // the worker's worst, a heap whose front ranks last
-  TokenSums tok;
-
-  ErrorStatsAcc& token_bin(int b) {
-    for (int k = 0; k < tok.bins; ++k)
-      if (tok.bin[static_cast<std::size_t>(k)] == b) return tok.bin_err[static_cast<std::size_t>(k)];
-    if (tok.bins == static_cast<int>(tok.bin.size())) flush_bins();
-    const std::size_t k = static_cast<std::size_t>(tok.bins++);
-    tok.bin[k] = b;
-    tok.bin_err[k] = {};
-    return tok.bin_err[k];
-  }
-  void flush_bins() {
-    for (int k = 0; k < tok.bins; ++k)
-      add_exact(s.bins[static_cast<std::size_t>(tok.bin[static_cast<std::size_t>(k)])].err,
-                tok.bin_err[static_cast<std::size_t>(k)]);
-    tok.bins = 0;
-  }
-  void end_token() {
-    s.sum_ulps.add(tok.sum_ulps);
-    s.sum_pair.add(tok.sum_pair);
-    s.sum_sq_err.add(tok.sum_sq_err);
-    s.sum_sq_truth.add(tok.sum_sq_truth);
-    add_exact(s.err, tok.err);
-    flush_bins();
-    tok.sum_ulps = tok.sum_pair = tok.sum_sq_err = tok.sum_sq_truth = 0;
-    tok.err = {};
-  }
-};
-
-// One tensor's pass: the readers, geometry, bounds and criterion fixed once, then elements evaluated
-// into a worker's accumulator (eval), tokens walked by output kind (run_chunk), and the worst elements
-// described at the end (describe).
-class TensorPass {
- public:
-  TensorPass(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt);
-  void run_chunk(Acc& a, std::int64_t t0, std::int64_t t1) const;
-  std::int64_t per_token() const { return geo_.per_token(); }
-  std::size_t worst_count() const { return K_; }
-  ElementReport describe(const Ranked& w) const;
-
- private:
-  void eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) const;
-  double class_margins(TensorStats& a, std::int64_t pos, Quantity q, const PairAngle& angle, double M, double c, double gv,
-                       double e, bool identical, bool mismatch, bool& crit_saturated) const;
-  void rank(Acc& acc, double score, std::int64_t i) const;
-
-  DType dt_;
-  const FormatInfo& fi_;
-  double u_dt_;
-  StoredValues cand_, truth_, same_;
-  OutputGeometry geo_;
-  std::array<std::array<ClassBound, 3>, kClasses> bounds_{};
-  const Criterion& cr_;
-  std::size_t crit_class_;
-  bool crit_exact_, crit_class_bound_;
-  std::size_t K_;
-};
-
-TensorPass::TensorPass(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt)
-    : dt_(*float_dtype(cand.dtype)),
+TensorPass::TensorPass(const GoldenSet& g, const std::string& golden_name, TensorDType cand_dtype, const CheckOptions& opt)
+    : dt_(*float_dtype(cand_dtype)),
       fi_(format_info(dt_)),
       u_dt_(unit_roundoff(dt_)),
-      cand_(cand.data.data(), dt_),
-      truth_(g.tensor(base_of(golden_name) + ".f64").data.data(), DType::f64),
-      same_(g.tensor(golden_name).data.data(), dt_),
-      geo_(g, base_of(golden_name)),
+      geo_(g, base_of(golden_name), /*load_data=*/false),
       cr_(opt.criterion),
       crit_class_(static_cast<std::size_t>(
           std::find(accuracy::kAccuracyClasses.begin(), accuracy::kAccuracyClasses.end(), opt.criterion.accuracy_class) -
           accuracy::kAccuracyClasses.begin())),
       crit_exact_(cr_.kind == Criterion::Kind::accuracy_class && cr_.accuracy_class == AccuracyClass::exact),
       crit_class_bound_(cr_.kind == Criterion::Kind::accuracy_class && !crit_exact_),  // can saturate
-      K_(static_cast<std::size_t>(std::max(0, opt.worst_count))) {
+      K_(static_cast<std::size_t>(std::max(0, opt.worst_count))),
+      by_element_(std::getenv("ROPECHECK_CHECK_BY_ELEMENT") != nullptr) {
   for (std::size_t c = 0; c < kClasses; ++c)
     for (Quantity q : {Quantity::table, Quantity::rotated, Quantity::passthrough})
       bounds_[c][static_cast<std::size_t>(q)] = accuracy::class_bound(accuracy::kAccuracyClasses[c], dt_, q);
 }
 
-// Every class's margin on one element (counted into a.classes, with the classes whose bound is
-// saturated where the element holds); returns the criterion class's margin, and whether its bound is
-// saturated there.
-double TensorPass::class_margins(TensorStats& a, std::int64_t pos, Quantity q, const PairAngle& angle, double M, double c,
-                                 double gv, double e, bool identical, bool mismatch, bool& crit_saturated) const {
-  double crit_margin = 0;
-  crit_saturated = false;
-  for (std::size_t k = 0; k < kClasses; ++k) {
-    double margin;
-    bool violated, saturated = false;
-    if (k == 0) {  // exact
-      violated = !identical;
-      margin = identical ? 0.0
-                         : (std::isfinite(c) && std::isfinite(gv) ? std::fabs(c - gv) / fast_ulp(gv, fi_.precision, fi_.min_normal_exp)
-                                                                  : kInf);
-    } else {
-      const ClassBound& b = bounds_[k][static_cast<std::size_t>(q)];
-      const double rel = b.relative(angle);  // b.allowed(angle, M) = rel M + floor; saturated: rel >= 1
-      margin = mismatch ? kInf : e / (rel * M + b.floor);
-      violated = margin > 1;
-      saturated = rel >= 1;
-    }
-    ClassStats& ca = a.classes[k];
-    if (margin > ca.worst) ca.worst = margin;
-    if (violated) {
-      ++ca.violations;
-      note_first(ca.first, pos);
-    } else if (saturated) {
-      ++ca.saturated;
-      note_first(ca.first_saturated, pos);
-    }
-    if (k == crit_class_) {
-      crit_margin = margin;
-      crit_saturated = saturated;
-    }
-  }
-  return crit_margin;
-}
-
 // The worker's worst list: a bounded heap under a total order (the result does not depend on threads).
-void TensorPass::rank(Acc& acc, double score, std::int64_t i) const {
+void TensorPass::rank(Acc& acc, const Block& b, double score, std::int64_t i, double c, double y, double gv, double M) const {
   if (K_ == 0 || score <= 0) return;
-  const Ranked r{score, i};
   auto& heap = acc.heap;
+  if (heap.size() >= K_ && !ranks_before(Ranked{score, i, 0, 0, 0, 0, {}}, heap.front())) return;
+  const Ranked r{score, i, c, y, gv, M, b.positions[i / geo_.per_token() - b.t0]};
   if (heap.size() < K_) {
     heap.push_back(r);
     std::push_heap(heap.begin(), heap.end(), ranks_before);
@@ -214,117 +63,172 @@ void TensorPass::rank(Acc& acc, double score, std::int64_t i) const {
   }
 }
 
-// One element: index, position of its driving stream, quantity, angle, magnitude M.
-void TensorPass::eval(Acc& acc, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle, double M) const {
-  TensorStats& a = acc.s;
-  TokenSums& tk = acc.tok;
-  ++a.elements;
-  const double c = cand_[i], y = truth_[i], gv = same_[i];
-  const bool identical = c == gv || (std::isnan(c) && std::isnan(gv));
-  a.identical += identical;
-  a.nan += std::isnan(c);
-  a.inf += std::isinf(c);
-  double e = 0, ulps = 0, pair_rel = 0;
-  bool mismatch = false;
-  if (std::isfinite(c) && std::isfinite(y)) {
-    e = std::fabs(c - y);
-    ulps = e / fast_ulp(y, fi_.precision, fi_.min_normal_exp);
-    pair_rel = M > 0 ? e / (M * u_dt_) : (e == 0 ? 0 : kInf);
-    tk.sum_ulps += ulps;
-    tk.sum_pair += pair_rel;
-    tk.sum_sq_err += e * e;
-    tk.sum_sq_truth += y * y;
-    ++a.finite;
-    a.max_abs = std::max(a.max_abs, e);
-    if (y != 0) a.max_rel = std::max(a.max_rel, e / std::fabs(y));
+// The error model's arithmetic on one element whose c, y, gv and M are set: its error in every unit,
+// every class's margin (exact: distance to the golden value of its dtype in ulps; the others: error /
+// allowed) and the criterion's score. check_rows.cpp computes the same a row at a time: a change here
+// goes there too (the pinned reports and CheckStream's tests compare the two paths).
+void TensorPass::derive(Derived& d, Quantity q, const PairAngle& angle) const {
+  const double c = d.c, y = d.y, gv = d.gv, M = d.M;
+  d.identical = c == gv || (std::isnan(c) && std::isnan(gv));
+  d.finite = std::isfinite(c) && std::isfinite(y);
+  d.e = d.ulps = d.pair_rel = d.rel = 0;
+  d.mismatch = false;
+  if (d.finite) {
+    d.e = std::fabs(c - y);
+    d.ulps = d.e / fast_ulp(y, fi_.precision, fi_.min_normal_exp);
+    d.pair_rel = M > 0 ? d.e / (M * u_dt_) : (d.e == 0 ? 0 : kInf);
+    if (y != 0) d.rel = d.e / std::fabs(y);
   } else {
-    mismatch = !((std::isnan(c) && std::isnan(y)) || (std::isinf(c) && c == y));
-    if (mismatch) {
-      ++a.mismatches;
-      e = ulps = pair_rel = a.max_abs = kInf;
-    }
+    d.mismatch = !((std::isnan(c) && std::isnan(y)) || (std::isinf(c) && c == y));
+    if (d.mismatch) d.e = d.ulps = d.pair_rel = kInf;
   }
-  a.max_ulps = std::max(a.max_ulps, ulps);
-  a.max_pair = std::max(a.max_pair, pair_rel);
-  bool crit_saturated;
-  const double crit_margin = class_margins(a, pos, q, angle, M, c, gv, e, identical, mismatch, crit_saturated);
+  d.margin[0] = d.identical ? 0.0
+                            : (std::isfinite(c) && std::isfinite(gv) ? std::fabs(c - gv) / fast_ulp(gv, fi_.precision, fi_.min_normal_exp)
+                                                                     : kInf);
+  for (std::size_t k = 1; k < kClasses; ++k) {
+    const ClassBound& b = bounds_[k][static_cast<std::size_t>(q)];
+    const double rel = b.relative(angle);  // b.allowed(angle, M) = rel M + floor; saturated: rel >= 1
+    d.margin[k] = d.mismatch ? kInf : d.e / (rel * M + b.floor);
+    d.saturated[k] = rel >= 1;
+  }
+  score(d);
+}
 
-  double score;
-  bool fails;
+// The criterion's score of a derived element, and whether it fails.
+void TensorPass::score_of(Derived& d) const {
   switch (cr_.kind) {
     case Criterion::Kind::accuracy_class:
-      score = crit_margin;
-      fails = crit_exact_ ? !identical : score > 1;
+      d.score = d.margin[crit_class_];
+      d.fails = crit_exact_ ? !d.identical : d.score > 1;
       break;
     case Criterion::Kind::max_ulp:
-      score = cr_.max_ulp > 0 ? ulps / cr_.max_ulp : (ulps == 0 ? 0 : kInf);
-      fails = mismatch || score > 1;
+      d.score = cr_.max_ulp > 0 ? d.ulps / cr_.max_ulp : (d.ulps == 0 ? 0 : kInf);
+      d.fails = d.mismatch || d.score > 1;
       break;
     case Criterion::Kind::tolerance:
     default: {
-      const double allowed = cr_.atol + cr_.rtol * std::fabs(y);
-      score = mismatch ? kInf : (allowed > 0 ? e / allowed : (e == 0 ? 0 : kInf));
-      fails = mismatch || score > 1;
+      const double allowed = cr_.atol + cr_.rtol * std::fabs(d.y);
+      d.score = d.mismatch ? kInf : (allowed > 0 ? d.e / allowed : (d.e == 0 ? 0 : kInf));
+      d.fails = d.mismatch || d.score > 1;
     }
   }
-  if (score > a.worst_score) a.worst_score = score;
+}
+
+// One element's derived values counted into the worker's statistics, in element order (the sums per
+// token are taken in double in that order). `saturated`: the criterion's bound is saturated here.
+void TensorPass::account(Acc& acc, const Block& blk, std::int64_t i, std::int64_t pos, const Derived& d, bool saturated) const {
+  TokenSums& tk = acc.tok;
+  ++acc.s.elements;
   const int bin = bin_of(pos);
+  count_element(acc.s, d, pos, bin, saturated);
+  if (d.finite) {  // error statistics: finite elements only (error_stats.hpp)
+    tk.sum_ulps += d.ulps;
+    tk.sum_pair += d.pair_rel;
+    tk.sum_sq_err += d.e * d.e;
+    tk.sum_sq_truth += d.y * d.y;
+    tk.err.add(d.score, d.pair_rel);
+    acc.token_bin(bin).add(d.score, d.pair_rel);
+  }
+  rank(acc, blk, d.score, i, d.c, d.y, d.gv, d.M);
+}
+
+void TensorPass::count_element(TensorStats& a, const Derived& d, std::int64_t pos, int bin, bool saturated) const {
+  a.identical += d.identical;
+  a.nan += std::isnan(d.c);
+  a.inf += std::isinf(d.c);
+  if (d.finite) {
+    ++a.finite;
+    a.max_abs = std::max(a.max_abs, d.e);
+    if (d.y != 0) a.max_rel = std::max(a.max_rel, d.rel);
+  } else if (d.mismatch) {
+    ++a.mismatches;
+    a.max_abs = kInf;
+  }
+  a.max_ulps = std::max(a.max_ulps, d.ulps);
+  a.max_pair = std::max(a.max_pair, d.pair_rel);
+  for (std::size_t k = 0; k < kClasses; ++k) {  // every class's margin
+    ClassStats& ca = a.classes[k];
+    if (d.margin[k] > ca.worst) ca.worst = d.margin[k];
+    if (k == 0 ? !d.identical : d.margin[k] > 1) {
+      ++ca.violations;
+      note_first(ca.first, pos);
+    } else if (d.saturated[k]) {  // holds, but so would any output of this magnitude: not tested
+      ++ca.saturated;
+      note_first(ca.first_saturated, pos);
+    }
+  }
+  if (d.score > a.worst_score) a.worst_score = d.score;
   BinStats& b = a.bins[static_cast<std::size_t>(bin)];
   ++b.elements;
-  if (pair_rel > b.max_pair) b.max_pair = pair_rel;
-  if (ulps > b.max_ulps) b.max_ulps = ulps;
-  if (std::isfinite(c) && std::isfinite(y)) {  // error statistics: finite elements only (error_stats.hpp)
-    tk.err.add(score, pair_rel);
-    acc.token_bin(bin).add(score, pair_rel);
-  }
-  if (fails) {
+  if (d.pair_rel > b.max_pair) b.max_pair = d.pair_rel;
+  if (d.ulps > b.max_ulps) b.max_ulps = d.ulps;
+  if (d.fails) {
     ++a.violations;
     ++b.violations;
     note_first(a.first, pos);
-  } else if (crit_class_bound_ && crit_saturated) {
+  } else if (saturated) {
     ++a.saturated;  // the bound accepts any output of this magnitude: not tested
     ++b.saturated;
     note_first(a.first_saturated, pos);
   }
-  rank(acc, score, i);
+}
+
+// One element: index, position of its driving stream, quantity, angle, magnitude M.
+void TensorPass::eval(Acc& acc, const Block& blk, std::int64_t i, std::int64_t pos, Quantity q, const PairAngle& angle,
+                      double M) const {
+  Derived d;
+  d.c = blk.cand[i - blk.first];
+  d.y = blk.truth[i - blk.first];
+  d.gv = blk.same[i - blk.first];
+  d.M = M;
+  derive(d, q, angle);
+  account(acc, blk, i, pos, d, !d.fails && saturated(q, angle));
 }
 
 // Tokens [t0, t1) into one accumulator, walked by output kind so that the inner loops stay plain.
-void TensorPass::run_chunk(Acc& a, std::int64_t t0, std::int64_t t1) const {
-  const auto& pos = *geo_.positions;
+void TensorPass::run_chunk(Acc& a, const Block& b, std::int64_t t0, std::int64_t t1) const {
+  const Position* pos = b.positions - b.t0;  // indexed by token
   const auto D = static_cast<int>(geo_.D);
   switch (geo_.kind) {
     case OutputGeometry::Kind::pair_table:
+      if (!by_element_) {
+        run_rows(a, b, t0, t1);
+        break;
+      }
       for (std::int64_t t = t0; t < t1; ++t) {
         for (int j = 0; j < geo_.P; ++j) {
-          const std::int64_t p = geo_.rope->position(pos[static_cast<std::size_t>(t)], j);
-          eval(a, t * geo_.P + j, p, Quantity::table, geo_.rope->angle(p, j), 1.0);
+          const std::int64_t p = geo_.rope->position(pos[t], j);
+          eval(a, b, t * geo_.P + j, p, Quantity::table, geo_.rope->angle(p, j), 1.0);
         }
         a.end_token();
       }
       break;
     case OutputGeometry::Kind::pe:
       for (std::int64_t t = t0; t < t1; ++t) {
-        const std::int64_t p = pos[static_cast<std::size_t>(t)].t;
+        const std::int64_t p = pos[t].t;
         const double pa = static_cast<double>(p + geo_.offset);
         for (int c = 0; c < D; ++c) {
           const PairAngle angle = geo_.pe_index[static_cast<std::size_t>(c)] < 0
                                       ? PairAngle{0, 0}
                                       : accuracy::pair_angle(pa, geo_.pe_freq[static_cast<std::size_t>(c)]);
-          eval(a, t * D + c, p, Quantity::table, angle, 1.0);
+          eval(a, b, t * D + c, p, Quantity::table, angle, 1.0);
         }
         a.end_token();
       }
       break;
     case OutputGeometry::Kind::rotated:
+      if (!by_element_) {
+        run_rows(a, b, t0, t1);
+        break;
+      }
       for (std::int64_t t = t0; t < t1; ++t) {
         for (std::int64_t h = 0; h < geo_.H; ++h) {
           const std::int64_t base = (t * geo_.H + h) * D;
-          const OutputGeometry::Head x = geo_.head(base);
+          const OutputGeometry::Head x{&*b.in, base - b.first};
           for (int ch = 0; ch < D; ++ch) {
             const int j = geo_.rope->pair_of(ch);
-            const std::int64_t p = j < 0 ? pos[static_cast<std::size_t>(t)].t : geo_.rope->position(pos[static_cast<std::size_t>(t)], j);
-            eval(a, base + ch, p, geo_.rope->quantity(ch), j < 0 ? PairAngle{0, 0} : geo_.rope->angle(p, j),
+            const std::int64_t p = j < 0 ? pos[t].t : geo_.rope->position(pos[t], j);
+            eval(a, b, base + ch, p, geo_.rope->quantity(ch), j < 0 ? PairAngle{0, 0} : geo_.rope->angle(p, j),
                  geo_.rope->magnitude(x, ch));
           }
         }
@@ -335,59 +239,69 @@ void TensorPass::run_chunk(Acc& a, std::int64_t t0, std::int64_t t1) const {
 }
 
 ElementReport TensorPass::describe(const Ranked& w) const {
-  const OutputGeometry::Element e = geo_.element(w.index);
+  const OutputGeometry::Element e = geo_.locate(w.index, w.position);
   ElementReport r;
   r.index = w.index;
   r.token = e.token;
-  r.position = (*geo_.positions)[static_cast<std::size_t>(e.token)];
+  r.position = w.position;
   r.stream = e.stream;
   r.head = e.head;
   r.channel = e.channel;
   r.pair = e.pair;
   r.theta = e.angle.abs_theta;
-  r.magnitude = e.magnitude;
-  r.candidate = cand_[w.index];
-  r.truth = truth_[w.index];
-  r.golden = same_[w.index];
+  r.magnitude = geo_.kind == OutputGeometry::Kind::rotated ? w.magnitude : e.magnitude;
+  r.candidate = w.candidate;
+  r.truth = w.truth;
+  r.golden = w.golden;
   const bool finite = std::isfinite(r.candidate) && std::isfinite(r.truth);
   r.abs_error = finite ? std::fabs(r.candidate - r.truth) : kInf;
   r.ulps = finite ? r.abs_error / ulp(r.truth, dt_) : kInf;
   r.pair_relative = !finite ? kInf : (r.magnitude > 0 ? r.abs_error / (r.magnitude * u_dt_) : (r.abs_error == 0 ? 0 : kInf));
   r.score = w.score;
-  r.saturated = crit_class_bound_ && bounds_[crit_class_][static_cast<std::size_t>(e.quantity)].saturated(e.angle);
+  r.saturated = saturated(e.quantity, e.angle);
   return r;
 }
 
-}  // namespace
+struct TensorCheck::State {
+  TensorStats header;
+  TensorPass pass;
+  std::vector<Acc> accs;
+};
 
-TensorStats check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt,
-                         std::int64_t first_token, std::int64_t last_token) {
-  TensorStats rep;
-  rep.golden_name = golden_name;
-  rep.candidate_name = cand.name;
-  rep.base = base_of(golden_name);
-  rep.dtype = cand.dtype;
-  rep.shape = cand.shape;
-  const TensorPass pass(g, golden_name, cand, opt);
+TensorCheck::TensorCheck(const GoldenSet& g, const std::string& golden_name, const CandidateTensor& cand,
+                         const CheckOptions& opt, int workers)
+    : s_(new State{{}, TensorPass(g, golden_name, cand.dtype, opt), std::vector<Acc>(static_cast<std::size_t>(std::max(1, workers)))}) {
+  TensorStats& h = s_->header;
+  h.golden_name = golden_name;
+  h.candidate_name = cand.name;
+  h.base = base_of(golden_name);
+  h.dtype = cand.dtype;
+  h.shape = cand.shape;
+}
+TensorCheck::~TensorCheck() = default;
+TensorCheck::TensorCheck(TensorCheck&&) noexcept = default;
 
-  // Chunks of tokens taken by the workers in any order: every merge below is order-independent.
-  const std::int64_t per_token = std::max<std::int64_t>(1, pass.per_token());
-  const std::int64_t chunk_tokens = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / per_token);
-  const std::int64_t chunks = (last_token - first_token + chunk_tokens - 1) / chunk_tokens;
-  std::vector<Acc> accs(static_cast<std::size_t>(chunk_workers(chunks, opt.threads)));
-  for_each_chunk_on(chunks, opt.threads, [&](std::int64_t k, int w) {
-    const std::int64_t t0 = first_token + k * chunk_tokens;
-    pass.run_chunk(accs[static_cast<std::size_t>(w)], t0, std::min(last_token, t0 + chunk_tokens));
-  });
+std::int64_t TensorCheck::per_token() const { return s_->pass.per_token(); }
+bool TensorCheck::rotated() const { return s_->pass.rotated(); }
 
+void TensorCheck::run(const BlockViews& v, std::int64_t ta, std::int64_t tb, int worker) {
+  const DType dt = s_->pass.dtype();
+  Block b{v.t0, v.t0 * s_->pass.per_token(), StoredValues(v.cand, dt), StoredValues(v.truth, DType::f64),
+          StoredValues(v.same, dt), std::nullopt, v.positions, v.cand, v.truth, v.same, v.in};
+  if (v.in != nullptr) b.in.emplace(v.in, DType::f32);
+  s_->pass.run_chunk(s_->accs[static_cast<std::size_t>(worker)], b, ta, tb);
+}
+
+TensorStats TensorCheck::finish() {
+  TensorStats rep = std::move(s_->header);
   std::vector<Ranked> worst;
-  for (const Acc& a : accs) {
+  for (const Acc& a : s_->accs) {
     rep.merge_counts(a.s);
     worst.insert(worst.end(), a.heap.begin(), a.heap.end());
   }
   std::sort(worst.begin(), worst.end(), ranks_before);
-  if (worst.size() > pass.worst_count()) worst.resize(pass.worst_count());
-  for (const Ranked& w : worst) rep.worst.push_back(pass.describe(w));
+  if (worst.size() > s_->pass.worst_count()) worst.resize(s_->pass.worst_count());
+  for (const Ranked& w : worst) rep.worst.push_back(s_->pass.describe(w));
   return rep;
 }
 

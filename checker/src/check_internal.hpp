@@ -8,12 +8,16 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ropecheck/checker/check_part.hpp"
+#include "ropecheck/checker/candidate_source.hpp"
 #include "ropecheck/checker/checker.hpp"
+#include <memory>
 
 namespace ropecheck::checker::check_detail {
 // The checker's vocabulary from the modules below it.
@@ -86,9 +90,77 @@ void for_each_chunk(std::int64_t chunks, int threads, Chunk&& chunk) {
   for_each_chunk_on(chunks, threads, [&](std::int64_t k, int) { chunk(k); });
 }
 
-// Checks tokens [first_token, last_token) of one candidate tensor against the golden output
-// golden_name (check_accumulate.cpp).
-TensorStats check_tensor(const GoldenSet& g, const std::string& golden_name, const Tensor& cand, const CheckOptions& opt,
-                         std::int64_t first_token, std::int64_t last_token);
+// What check_candidate_part matched (check_match.cpp): golden outputs checked (golden order) with the
+// candidate tensor answering each, and the report's lists. InputError for unusable names or shapes
+// (checker.hpp). A shape mismatch reads the candidate tensor whole (when it fits in half of
+// options.max_memory) to name a known slip (shape_slip).
+// What was asked for (CheckOptions::only), given which golden outputs a candidate tensor answers (the
+// f64 truth copy counts only when matched or named); InputError for an --only item the set lacks.
+std::set<std::string> asked_outputs(const GoldenSet& golden, const CheckOptions& options,
+                                    const std::map<std::string, std::size_t>& match);
+// A part's header: the set, the criterion and the shard's tokens.
+CheckPart part_header(const GoldenSet& golden, const CheckOptions& options, const Shard& shard);
+
+struct Matched {
+  std::vector<std::pair<std::string, std::size_t>> checked;
+  std::vector<std::string> ignored, unchecked, not_tested;
+};
+Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options);
+
+// shape_slip (diagnose.hpp) of tensor i of `source` against `golden_shape`: a cos / sin table is read
+// whole for it when it fits in max_bytes (else no slip is named).
+std::string shape_slip_of(CandidateSource& source, std::size_t i, const std::string& base,
+                          const std::vector<std::int64_t>& golden_shape, std::uint64_t max_bytes);
+
+// The check of shard `shard` of the golden set's tokens with the candidate read from `source` a block
+// of tokens at a time (check_stream.cpp): prepares the source, matches its tensors, hashes the golden
+// files this part verifies (files_hashed_by) while it reads them, and waits for those hashes before it
+// returns (InputError "manifest hash mismatch for FILE").
+CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options, const Shard& shard);
+
+// What a budget keeps back from --max-memory for the process itself (code, heap, the workers' statistics).
+inline constexpr std::uint64_t kProcessReserve = std::uint64_t{64} << 20;
+
+// Tokens per block for a check of `golden` under options.max_memory (or options.block_tokens), counting
+// every output's truth, golden and candidate values and the inputs; SpecError when not even one token
+// fits (io::require_memory's message).
+std::int64_t block_tokens(const GoldenSet& golden, const CheckOptions& options);
+
+// The files of `read` (manifest names, manifest order) whose hashes shard `shard` verifies: each file
+// is hashed by one shard of the N, the largest first to the shard with the fewest bytes so far, so that
+// the parts together verify every file the run reads once. Shard 1/1 hashes them all.
+std::vector<std::string> files_hashed_by(const GoldenSet& golden, const std::vector<std::string>& read, const Shard& shard);
+
+// A block of tokens [t0, t1) of one output as the check reads it: element 0 of each view is the block's
+// first element (the candidate and the golden values of its dtype in that dtype, the truth in f64, the
+// input q / k of a rotated output in f32); positions[t - t0] is token t's.
+struct BlockViews {
+  std::int64_t t0 = 0, t1 = 0;
+  const void* cand = nullptr;
+  const void* truth = nullptr;
+  const void* same = nullptr;
+  const void* in = nullptr;
+  const Position* positions = nullptr;
+};
+
+// One candidate tensor checked against the golden output `golden_name`, fed a block of tokens at a time
+// by any number of workers (check_accumulate.cpp): each worker accumulates its own statistics, merged by
+// finish() exactly, so the result depends neither on the workers nor on how the tokens are split.
+class TensorCheck {
+ public:
+  TensorCheck(const GoldenSet& g, const std::string& golden_name, const CandidateTensor& cand, const CheckOptions& opt,
+              int workers);
+  ~TensorCheck();
+  TensorCheck(TensorCheck&&) noexcept;
+  std::int64_t per_token() const;  // elements per token
+  bool rotated() const;            // q_rot / k_rot: reads its input
+  // Tokens [ta, tb) of the block `b`, accumulated by worker `worker` (one thread per worker at a time).
+  void run(const BlockViews& b, std::int64_t ta, std::int64_t tb, int worker);
+  TensorStats finish();  // once, after every token
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 }  // namespace ropecheck::checker::check_detail

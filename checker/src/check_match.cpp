@@ -21,7 +21,6 @@ using io::TensorDType;
 
 using accuracy::AccuracyClass;
 using check_detail::base_of;
-using check_detail::check_tensor;
 using check_detail::float_dtype;
 using check_detail::join;
 
@@ -62,7 +61,7 @@ std::vector<AccuracyClass> CheckReport::satisfied_classes() const {
   return out;
 }
 
-namespace {
+namespace check_detail {
 
 // What was asked for (CheckOptions::only). The f64 copy of each output is the truth every check
 // compares with, written whatever --dtypes said: asked for only when matched, named exactly, or when
@@ -110,13 +109,13 @@ CheckPart part_header(const GoldenSet& golden, const CheckOptions& options, cons
   return part;
 }
 
-}  // namespace
+}  // namespace check_detail
 
 CheckPart declined_check_part(const GoldenSet& golden, const CheckOptions& options, const Shard& shard,
                               const std::string& reason) {
   validate(options.criterion);
-  const std::set<std::string> asked = asked_outputs(golden, options, {});
-  CheckPart part = part_header(golden, options, shard);
+  const std::set<std::string> asked = check_detail::asked_outputs(golden, options, {});
+  CheckPart part = check_detail::part_header(golden, options, shard);
   for (const std::string& o : golden.output_names()) {
     part.header.unchecked_golden.push_back(o);
     if (asked.count(o)) part.header.not_tested.push_back(o);
@@ -125,10 +124,10 @@ CheckPart declined_check_part(const GoldenSet& golden, const CheckOptions& optio
   return part;
 }
 
-CheckPart check_candidate_part(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options,
-                               const Shard& shard) {
-  validate(options.criterion);
+namespace check_detail {
 
+Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options) {
+  const std::vector<CandidateTensor>& candidate = source.tensors();
   const std::vector<std::string> outputs = golden.output_names();
   const std::set<std::string> output_set(outputs.begin(), outputs.end());
   std::set<std::string> bases;
@@ -166,7 +165,7 @@ CheckPart check_candidate_part(const GoldenSet& golden, const std::vector<Tensor
   std::vector<std::string> ignored;
   for (std::size_t i = 0; i < candidate.size(); ++i) {
     if (used[i]) continue;
-    const Tensor& t = candidate[i];
+    const CandidateTensor& t = candidate[i];
     if (output_set.count(t.name)) {
       assign(t.name, i, "same name");
     } else if (bases.count(t.name)) {
@@ -193,34 +192,43 @@ CheckPart check_candidate_part(const GoldenSet& golden, const std::vector<Tensor
   // Dtypes and shapes must match the manifest.
   for (const auto& [g, ci] : match) {
     const ManifestTensor& m = *golden.find(g);
-    const Tensor& t = candidate[ci];
+    const CandidateTensor& t = candidate[ci];
     if (t.dtype != m.dtype)
       throw InputError(g + ": candidate tensor " + quote_name(t.name) + " is " + std::string(to_string(t.dtype)) +
                         " but the golden tensor is " + std::string(to_string(m.dtype)));
     if (t.shape != m.shape) {
-      const std::string slip = shape_slip(base_of(g), t, m.shape);
+      const std::string slip =
+          shape_slip_of(source, ci, base_of(g), m.shape, (options.max_memory ? options.max_memory : kDefaultMaxMemory) / 2);
       throw InputError(g + ": candidate tensor " + quote_name(t.name) + " has shape " +
                         io::shape_for_message(t.shape) + " but the golden tensor has shape " +
                         io::shape_for_message(m.shape) + (slip.empty() ? "" : ": " + slip));
     }
-    validate(t);
   }
 
   const std::set<std::string> asked = asked_outputs(golden, options, match);
 
-  CheckPart part = part_header(golden, options, shard);
-  CheckReport& rep = part.header;
-  rep.ignored_candidate = ignored;
+  Matched out;
+  out.ignored = ignored;
   for (const std::string& o : outputs) {
     const auto it = match.find(o);
     if (it == match.end() || !asked.count(o)) {
-      rep.unchecked_golden.push_back(o);
-      if (asked.count(o)) rep.not_tested.push_back(o);
+      out.unchecked.push_back(o);
+      if (asked.count(o)) out.not_tested.push_back(o);
       continue;
     }
-    part.tensors.push_back(check_tensor(golden, o, candidate[it->second], options, part.first_token, part.last_token));
+    out.checked.emplace_back(o, it->second);
   }
-  return part;
+  return out;
+}
+
+}  // namespace check_detail
+
+CheckPart check_candidate_part(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options,
+                               const Shard& shard) {
+  std::vector<TensorView> views;
+  for (const Tensor& t : candidate) views.push_back({{t.name, t.dtype, t.shape}, {t.data.data(), t.data.size()}});
+  const std::shared_ptr<CandidateSource> source = memory_candidate(std::move(views));
+  return check_detail::stream_check_part(golden, *source, options, shard);
 }
 
 CheckReport check_candidate(const GoldenSet& golden, const std::vector<Tensor>& candidate, const CheckOptions& options) {

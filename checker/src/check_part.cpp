@@ -263,6 +263,7 @@ nlohmann::json part_to_json(const CheckPart& part, const nlohmann::json& run, co
           {"header", header_json(part)},
           {"run", run},
           {"candidate_source", source},
+          {"golden_files", {{"read", part.files_read}, {"hashed", part.files_hashed}}},
           {"tensors", tensors}};
 }
 
@@ -300,6 +301,9 @@ MergedCheck merge_check_parts(const std::vector<nlohmann::json>& parts, const st
     for (const nlohmann::json& t : ts) x.part.tensors.push_back(tensor_from(r, t));
     x.run = r.at(j, "run");
     x.source = r.at(j, "candidate_source");
+    const nlohmann::json& files = r.at(j, "golden_files");
+    x.part.files_read = r.strings(files, "read");
+    x.part.files_hashed = r.strings(files, "hashed");
     shards.push_back(x.part.shard);
     // A kernel that failed in one part only (a flaky runner) is part of the result, not another run.
     nlohmann::json same_run = x.run;
@@ -308,7 +312,8 @@ MergedCheck merge_check_parts(const std::vector<nlohmann::json>& parts, const st
                         {"command", r.str(j, "command")},
                         {"total_tokens", x.part.total_tokens},
                         {"header", h},
-                        {"run", same_run}});
+                        {"run", same_run},
+                        {"run_golden_files", x.part.files_read}});
     read.push_back(std::move(x));
   }
   std::vector<Read> ordered;
@@ -347,6 +352,15 @@ MergedCheck merge_check_parts(const std::vector<nlohmann::json>& parts, const st
       merge_worst(into.worst, s.worst, static_cast<std::size_t>(std::max(0, first.part.worst_count)));
     }
   }
+  // Each golden file the run read was hashed by one part (files_hashed_by), before that part wrote anything.
+  std::map<std::string, int> hashed;
+  for (const Read& x : read)
+    for (const std::string& f : x.part.files_hashed) ++hashed[f];
+  for (const std::string& f : first.part.files_read)
+    if (hashed[f] != 1)
+      throw InputError("merge: the parts verified the hash of golden file " + quote_name(f) + " " + std::to_string(hashed[f]) +
+                       " times, not once (parts of different ropecheck builds?)");
+  m.whole.files_hashed = m.whole.files_read;
   for (const TensorStats& s : m.whole.tensors) {
     std::int64_t n = 1;
     for (std::int64_t d : s.shape) n *= d;

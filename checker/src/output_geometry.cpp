@@ -5,7 +5,8 @@
 
 namespace ropecheck::checker::check_detail {
 
-OutputGeometry::OutputGeometry(const golden::GoldenSet& g, const std::string& base) : positions(&g.positions()) {
+OutputGeometry::OutputGeometry(const golden::GoldenSet& g, const std::string& base, bool load_data)
+    : positions(load_data ? &g.positions() : nullptr) {
   if (g.is_rope()) {
     const RopeSpec& r = g.spec().rope;
     rope.emplace(r, rope_frequencies<double>(r, g.seq_len()).inv_freq, g.attention_factor());
@@ -14,8 +15,10 @@ OutputGeometry::OutputGeometry(const golden::GoldenSet& g, const std::string& ba
     H = g.heads();
     if (base == "q_rot" || base == "k_rot") {
       kind = Kind::rotated;
-      const io::Tensor& x = g.tensor(base == "q_rot" ? "q" : "k");  // f32, checked when the set was loaded
-      in.emplace(x.data.data(), DType::f32);
+      if (load_data) {
+        const io::Tensor& x = g.tensor(base == "q_rot" ? "q" : "k");  // f32, checked when the set was loaded
+        in.emplace(x.data.data(), DType::f32);
+      }
     }
     return;
   }
@@ -32,9 +35,14 @@ OutputGeometry::OutputGeometry(const golden::GoldenSet& g, const std::string& ba
 }
 
 OutputGeometry::Element OutputGeometry::element(std::int64_t i) const {
+  Element e = locate(i, (*positions)[static_cast<std::size_t>(i / per_token())]);
+  if (kind == Kind::rotated) e.magnitude = rope->magnitude(head(i - e.channel), e.channel);
+  return e;
+}
+
+OutputGeometry::Element OutputGeometry::locate(std::int64_t i, const Position& pos) const {
   Element e;
   e.token = i / per_token();
-  const Position& pos = (*positions)[static_cast<std::size_t>(e.token)];
   e.position = pos.t;
   switch (kind) {
     case Kind::pair_table:
@@ -51,7 +59,6 @@ OutputGeometry::Element OutputGeometry::element(std::int64_t i) const {
       e.head = static_cast<int>((i / D) % H);
       e.pair = rope->pair_of(e.channel);
       e.quantity = rope->quantity(e.channel);
-      e.magnitude = rope->magnitude(head(i - e.channel), e.channel);
       break;
   }
   if (e.pair >= 0) {

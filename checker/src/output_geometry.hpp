@@ -24,7 +24,9 @@ struct OutputGeometry {
   std::optional<StoredValues> in;              // rotated outputs: q or k (f32)
   std::int64_t P = 0, D = 0, H = 1, offset = 0;
 
-  OutputGeometry(const golden::GoldenSet& g, const std::string& base);
+  // `load_data`: read the positions and the input (q / k) whole, for element(); the streaming check reads
+  // them a block at a time instead and uses locate().
+  OutputGeometry(const golden::GoldenSet& g, const std::string& base, bool load_data = true);
 
   std::int64_t per_token() const { return kind == Kind::pair_table ? P : (kind == Kind::pe ? D : H * D); }
 
@@ -37,6 +39,8 @@ struct OutputGeometry {
     double magnitude = 1;
   };
   Element element(std::int64_t i) const;
+  // Element i of a token at `pos`, its magnitude left at 1 (element() reads a rotated one's from the input).
+  Element locate(std::int64_t i, const Position& pos) const;
 
   // One head of the input (rotated outputs) starting at flat index `base`, indexable by channel.
   struct Head {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "ropecheck/io/memory_budget.hpp"
 #include "ropecheck/io/sha256.hpp"
 #include "ropecheck/io/tensor_file.hpp"
 
@@ -81,24 +82,98 @@ Candidate read_candidate_file(const std::filesystem::path& path, const golden::G
   return c;
 }
 
+namespace {
+
+// The header lines and candidate_source of a kernel's run: its title and output count, its notes, the
+// calls that failed.
+void describe_kernel_run(Candidate& c, const std::string& title, std::size_t outputs, const std::vector<std::string>& notes,
+                         std::vector<KernelFailure> run_failures, std::string declined) {
+  c.header.clear();
+  c.header.push_back(fmt::format("{}: {} output tensors", title, outputs));
+  for (const std::string& n : notes) c.header.push_back("note: " + n);
+  nlohmann::json failures = nlohmann::json::array();
+  for (const KernelFailure& f : run_failures) {
+    c.header.push_back("KERNEL FAILURE: " + f.message);
+    failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
+  }
+  c.failures = std::move(run_failures);
+  c.declined = std::move(declined);
+  if (!c.declined.empty()) c.header.push_back("DECLINED: " + c.declined);
+  c.source["notes"] = notes;
+  if (c.source.contains("failures") || c.kernel_failed()) c.source["failures"] = failures;
+}
+
+// What the check reads: the candidate's blocks, or its tensors viewed in place; --layout applied.
+std::shared_ptr<CandidateSource> source_of(Candidate& c, CandidateLayout layout) {
+  std::shared_ptr<CandidateSource> s = c.blocks ? c.blocks : memory_candidate(std::move(c.tensors));
+  return with_layout(std::move(s), layout);
+}
+
+// After the check: the kernel's run ended (KernelBlocks::finish: late writes, a host stopped) and its
+// header written (its failures are known now).
+void finish_candidate(Candidate& c) {
+  if (!c.kernel) return;
+  c.kernel->finish();
+  describe_kernel_run(c, c.kernel_title, c.kernel->tensors().size(), c.kernel->notes(), c.kernel->failures(),
+                      c.kernel->declined());
+}
+
+// The check's part: a candidate declined up front (Python's `declined`) is not read; a kernel that
+// declines the set says so when the check prepares it (stream_check_part).
+CheckPart check_part_of(const golden::GoldenSet& golden, Candidate& candidate, CandidateSource* source,
+                        const CheckRequest& request, const Shard& shard) {
+  if (!candidate.declined.empty()) return declined_check_part(golden, request.options, shard, candidate.declined);
+  CheckPart part = check_detail::stream_check_part(golden, *source, request.options, shard);
+  finish_candidate(candidate);
+  return part;
+}
+
+// The candidate and the golden tensors the diagnosis reads, whole, when they fit in the budget.
+std::optional<Diagnosis> diagnose_within(const golden::GoldenSet& golden, CandidateSource& source, const CheckReport& report,
+                                         const CheckRequest& request) {
+  std::uint64_t need = check_detail::kProcessReserve;
+  for (const CandidateTensor& t : source.tensors()) need += static_cast<std::uint64_t>(t.numel()) * io::dtype_size(t.dtype);
+  for (const golden::ManifestFile& f : golden.files()) need += f.bytes;  // every file a diagnosis may load
+  const std::uint64_t limit = request.options.max_memory ? request.options.max_memory : kDefaultMaxMemory;
+  if (need > limit) {
+    Diagnosis d;
+    d.applicable = false;
+    d.not_applicable_reason = "the diagnosis reads the candidate and the golden set whole: about " + io::format_bytes(need) +
+                              ", more than the --max-memory limit of " + io::format_bytes(limit);
+    d.conclusion = "no diagnosis: " + d.not_applicable_reason;
+    return d;
+  }
+  DiagnoseOptions dopt;
+  dopt.threads = request.options.threads;
+  return checker::diagnose(golden, source.whole(golden), report, dopt, request.diagnose == CheckRequest::Diagnose::always);
+}
+
+}  // namespace
+
 Candidate run_kernel_candidate(kut::KernelUnderTest& kernel, const std::string& title, nlohmann::json source,
                                const golden::GoldenSet& golden) {
   KernelRun run = run_kernel(kernel, golden);
   Candidate c;
-  c.header.push_back(fmt::format("{}: {} output tensors", title, run.tensors.size()));
-  for (const std::string& n : run.notes) c.header.push_back("note: " + n);
-  nlohmann::json failures = nlohmann::json::array();
-  for (const KernelFailure& f : run.failures) {
-    c.header.push_back("KERNEL FAILURE: " + f.message);
-    failures.push_back({{"outputs", f.outputs}, {"message", f.message}});
-  }
-  c.failures = std::move(run.failures);
-  c.declined = std::move(run.declined);
-  if (!c.declined.empty()) c.header.push_back("DECLINED: " + c.declined);
   c.source = std::move(source);
-  c.source["notes"] = run.notes;
-  if (c.source.contains("failures") || c.kernel_failed()) c.source["failures"] = failures;
+  describe_kernel_run(c, title, run.tensors.size(), run.notes, std::move(run.failures), std::move(run.declined));
   c.tensors = std::move(run.tensors);
+  return c;
+}
+
+Candidate open_candidate_file(const std::filesystem::path& path, const golden::GoldenSet& golden) {
+  Candidate c;
+  c.blocks = file_candidate(path, largest_candidate_member(golden));
+  c.source = {{"kind", "file"}, {"path", path.string()}};
+  c.file = path;
+  return c;
+}
+
+Candidate kernel_candidate(std::shared_ptr<kut::KernelUnderTest> kernel, const std::string& title, nlohmann::json source) {
+  Candidate c;
+  c.kernel = std::make_shared<KernelBlocks>(std::move(kernel));
+  c.blocks = c.kernel;
+  c.kernel_title = title;
+  c.source = std::move(source);
   return c;
 }
 
@@ -119,24 +194,20 @@ void check_request(const golden::GoldenSet& golden, const CheckRequest& request)
 
 CheckOutcome run_check(const golden::GoldenSet& golden, Candidate candidate, const CheckRequest& request) {
   check_request(golden, request);
-  apply_candidate_layout(candidate.tensors, request.layout);
+  const std::shared_ptr<CandidateSource> source = candidate.declined.empty() ? source_of(candidate, request.layout) : nullptr;
   CheckOutcome o;
+  o.report = finalize(check_part_of(golden, candidate, source.get(), request, Shard{}));
   o.source = std::move(candidate.source);
   o.header = std::move(candidate.header);
   o.kernel_failed = candidate.kernel_failed();
-  if (!candidate.declined.empty()) {
-    o.report = finalize(declined_check_part(golden, request.options, Shard{}, candidate.declined));
+  if (!candidate.declined.empty()) {  // not tested: nothing to diagnose or to compare with a baseline
     o.verdict = o.kernel_failed ? Verdict::fail : o.report.verdict;
     return o;
   }
-  o.report = check_candidate(golden, candidate.tensors, request.options);
   using D = CheckRequest::Diagnose;
   const bool diagnose = request.diagnose == D::always || (request.diagnose == D::if_failing && o.report.verdict == Verdict::fail);
-  if (!o.kernel_failed && diagnose) {  // a failed kernel's NaNs are not a mistake to explain
-    DiagnoseOptions dopt;
-    dopt.threads = request.options.threads;
-    o.diagnosis = checker::diagnose(golden, candidate.tensors, o.report, dopt, request.diagnose == D::always);
-  }
+  if (!o.kernel_failed && diagnose)  // a failed kernel's NaNs are not a mistake to explain
+    o.diagnosis = diagnose_within(golden, *source, o.report, request);
   if (request.baseline) o.baseline = compare_with_baseline(o.report, *request.baseline, {request.max_growth, 1.0});
   o.verdict = o.kernel_failed || (o.baseline && !o.baseline->pass()) ? Verdict::fail : o.report.verdict;
   return o;
@@ -170,14 +241,18 @@ std::string CheckOutcome::summary() const {
 CheckPartOutcome run_check_part(const golden::GoldenSet& golden, Candidate candidate, const CheckRequest& request,
                                 const Shard& shard, const nlohmann::json& run_options) {
   check_request(golden, request);
-  apply_candidate_layout(candidate.tensors, request.layout);
-  const CheckPart part = candidate.declined.empty()
-                             ? check_candidate_part(golden, candidate.tensors, request.options, shard)
-                             : declined_check_part(golden, request.options, shard, candidate.declined);
+  const std::shared_ptr<CandidateSource> source = candidate.declined.empty() ? source_of(candidate, request.layout) : nullptr;
+  // A file's identity is its content: hashed while the check reads it.
+  std::optional<io::BackgroundHashes> file_hash;
+  if (!candidate.file.empty()) {
+    std::shared_ptr<const io::MappedFile> f = source ? source->file() : nullptr;
+    file_hash.emplace(std::vector{f ? f : io::MappedFile::open(candidate.file, candidate.file.string())}, 1);
+  }
+  const CheckPart part = check_part_of(golden, candidate, source.get(), request, shard);
   // What every part of one run shares besides the set and the criterion: the candidate's identity (a
   // file's content, not its path; a kernel's source without what its run noted) and the options.
   nlohmann::json id = candidate.source;
-  if (!candidate.file.empty()) id = {{"kind", "file"}, {"sha256", io::sha256_file(candidate.file)}};
+  if (file_hash) id = {{"kind", "file"}, {"sha256", file_hash->wait().front()}};
   id.erase("notes");
   id.erase("failures");
   nlohmann::json run = {{"candidate", id}};

@@ -13,38 +13,12 @@
 #include "ropecheck/io/sha256.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/spec_json.hpp"
+#include "golden_set_state.hpp"
 #include "sample_check.hpp"
 #include "ropecheck/io/detail/tensor_io.hpp"
 
 namespace ropecheck::golden {
 using namespace ropecheck::io;  // tensors and files are this module's material
-
-namespace detail {
-// What a manifest declares, read and validated phase by phase (ManifestReader below).
-struct ManifestContents {
-  std::filesystem::path dir;
-  nlohmann::json manifest;
-  EncodingSpec spec;
-  std::optional<std::int64_t> seq_len;
-  double attention_factor = 1;
-  std::string attention_factor_text = "1";
-  std::int64_t tokens = 0;
-  std::optional<GoldenShardInfo> shard;
-  int streams = 1;
-  int heads = 0;
-  std::vector<std::string> dtypes;
-  std::vector<ManifestFile> files;
-  std::vector<ManifestTensor> tensors;
-  std::map<std::string, std::size_t, std::less<>> by_name;  // index into tensors
-};
-}  // namespace detail
-
-struct GoldenSet::State : detail::ManifestContents {
-  std::mutex mutex;  // guards everything below
-  std::set<std::string> loaded_files;
-  std::map<std::string, Tensor, std::less<>> loaded;
-  std::optional<std::vector<Position>> positions;
-};
 
 namespace {
 
@@ -423,7 +397,7 @@ struct ManifestReader {
       if (ec || size != f.bytes)
         throw InputError("manifest hash mismatch for " + sanitize(p.string()) + ": " + std::to_string(size) +
                           " bytes on disk, the manifest says " + std::to_string(f.bytes));
-      if (options.verify_data && sha256_file(p) != f.sha256)
+      if (options.verify_data && options.hash_files && sha256_file(p) != f.sha256)
         throw InputError("manifest hash mismatch for " + sanitize(p.string()));
     }
   }
@@ -444,7 +418,7 @@ GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOpti
   reader.require_tensors();
   reader.check_files();
   // The hashes do not cover manifest.json: its spec must reproduce a sample of the stored values.
-  if (options.verify_data) detail::verify_sample(set);
+  if (options.verify_data) detail::verify_sample(set, options.hash_files);
   return set;
 }
 

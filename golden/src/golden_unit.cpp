@@ -8,5 +8,6 @@
 #include "golden_shared.cpp"
 #include "golden_files.cpp"
 #include "golden_set_reader.cpp"
+#include "golden_set_rows.cpp"
 #include "sample_check.cpp"
 #include "fingerprint.cpp"

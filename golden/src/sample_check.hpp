@@ -15,6 +15,6 @@ using namespace ropecheck::io::detail;  // the tensor files\' layout and writer
 // f64 ulp (the reference's working precision carries 64 guard bits; a correctly rounded value can sit
 // that close to a rounding boundary only with probability ~2^-64 per value).
 inline constexpr int kSampleTokens = 4;
-void verify_sample(const GoldenSet& set);
+void verify_sample(const GoldenSet& set, bool files_hashed = true);
 
 }  // namespace ropecheck::golden::detail

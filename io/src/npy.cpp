@@ -199,8 +199,8 @@ std::string shape_repr(const std::vector<std::int64_t>& shape) {
 
 // ---- .npy ------------------------------------------------------------------------------------
 
-Tensor parse_npy(std::span<const std::uint8_t> bytes, std::string name, std::string_view what, bool u2_is_bf16) {
-  const std::size_t size = bytes.size();
+detail::NpyLayout detail::npy_layout(std::span<const std::uint8_t> bytes, std::uint64_t size, std::string_view what,
+                                    bool u2_is_bf16) {
   if (size < kMagic.size() + 2 ||
       !std::equal(kMagic.begin(), kMagic.end(), bytes.begin(),
                   [](char a, std::uint8_t b) { return static_cast<std::uint8_t>(a) == b; })) {
@@ -223,10 +223,11 @@ Tensor parse_npy(std::span<const std::uint8_t> bytes, std::string name, std::str
     fail(what, "header length " + std::to_string(hlen) + " runs past the end of the file (" + std::to_string(size) +
                    " bytes)");
   }
+  if (start + hlen > bytes.size()) fail(what, "header runs past the bytes read (" + std::to_string(bytes.size()) + ")");
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + start, static_cast<std::size_t>(hlen));
   const NpyHeader h = HeaderParser(text, what).parse();
 
-  Tensor t;
+  NpyLayout t;
   t.dtype = dtype_of_descr(h.descr, u2_is_bf16, what);
   if (h.fortran_order) fail(what, "fortran_order not supported (only C order)");
   const std::optional<std::uint64_t> nbytes = detail::checked_byte_size(h.shape, dtype_size(t.dtype));
@@ -241,10 +242,19 @@ Tensor parse_npy(std::span<const std::uint8_t> bytes, std::string name, std::str
   if (data_len > *nbytes) {
     fail(what, std::to_string(data_len - *nbytes) + " trailing bytes after the data");
   }
-  t.name = std::move(name);
   t.shape = h.shape;
-  const std::uint8_t* data = bytes.data() + start + hlen;
-  t.data.assign(data, data + *nbytes);
+  t.offset = start + hlen;
+  t.bytes = *nbytes;
+  return t;
+}
+
+Tensor parse_npy(std::span<const std::uint8_t> bytes, std::string name, std::string_view what, bool u2_is_bf16) {
+  const detail::NpyLayout l = detail::npy_layout(bytes, bytes.size(), what, u2_is_bf16);
+  Tensor t;
+  t.name = std::move(name);
+  t.dtype = l.dtype;
+  t.shape = l.shape;
+  t.data.assign(bytes.data() + l.offset, bytes.data() + l.offset + l.bytes);
   return t;
 }
 

@@ -8,6 +8,7 @@
 
 #include "ropecheck/io/detail/tensor_io.hpp"
 #include "ropecheck/io/npy.hpp"
+#include "npz_detail.hpp"
 
 namespace ropecheck::io {
 
@@ -17,12 +18,8 @@ using detail::fail;
 
 // ---- ZIP (.npz) reading through libzip ------------------------------------------------------
 
-struct ZipDiscard {
-  void operator()(zip_t* z) const { zip_discard(z); }
-};
-struct ZipFileClose {
-  void operator()(zip_file_t* f) const { zip_fclose(f); }
-};
+using detail::ZipDiscard;
+using detail::ZipFileClose;
 
 std::string zip_error_text(zip_error_t* e) {
   const char* s = zip_error_strerror(e);
@@ -33,8 +30,7 @@ std::string zip_error_text(zip_error_t* e) {
 
 // ---- .npz ------------------------------------------------------------------------------------
 
-std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_view what, bool u2_is_bf16,
-                              std::uint64_t max_member_bytes) {
+std::unique_ptr<zip_t, detail::ZipDiscard> detail::open_npz(std::span<const std::uint8_t> bytes, std::string_view what) {
   // libzip opens a 0-byte buffer as an empty archive; a real one has at least its 22-byte end record.
   if (bytes.size() < 22) {
     fail(what, "not a valid .npz (zip) archive: " + std::to_string(bytes.size()) +
@@ -58,18 +54,21 @@ std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_v
     fail(what, "not a valid .npz (zip) archive: " + m);
   }
   zip_error_fini(&ze);
+  return za;
+}
 
-  const zip_int64_t count = zip_get_num_entries(za.get(), 0);
+std::vector<detail::NpzMember> detail::npz_members(zip_t* za, std::string_view what, std::uint64_t archive_size,
+                                                   std::uint64_t max_member_bytes) {
+  const zip_int64_t count = zip_get_num_entries(za, 0);
   if (count < 0) fail(what, "cannot read the archive's entries");
-  const std::uint64_t archive_size = bytes.size();
   std::uint64_t total_comp = 0;
   std::set<std::string> names;
-  std::vector<Tensor> out;
+  std::vector<NpzMember> out;
   for (zip_uint64_t i = 0; i < static_cast<zip_uint64_t>(count); ++i) {
     zip_stat_t st;
     zip_stat_init(&st);
-    if (zip_stat_index(za.get(), i, 0, &st) != 0) {
-      fail(what, "cannot read member " + std::to_string(i) + ": " + zip_error_text(zip_get_error(za.get())));
+    if (zip_stat_index(za, i, 0, &st) != 0) {
+      fail(what, "cannot read member " + std::to_string(i) + ": " + zip_error_text(zip_get_error(za)));
     }
     constexpr zip_uint64_t kNeed = ZIP_STAT_NAME | ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
     if ((st.valid & kNeed) != kNeed || !st.name) fail(what, "member " + std::to_string(i) + " has no name or size");
@@ -107,27 +106,39 @@ std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_v
       fail(what, mq + " uses unsupported compression method " + std::to_string(st.comp_method) +
                      " (supported: stored, deflate)");
     }
+    out.push_back({i, member, st.size, st.comp_method == ZIP_CM_STORE});
+  }
+  return out;
+}
 
-    std::unique_ptr<zip_file_t, ZipFileClose> f(zip_fopen_index(za.get(), i, 0));
+std::string detail::zip_error_text(zip_error_t* e) { return ropecheck::io::zip_error_text(e); }
+
+std::vector<Tensor> parse_npz(std::span<const std::uint8_t> bytes, std::string_view what, bool u2_is_bf16,
+                              std::uint64_t max_member_bytes) {
+  const std::unique_ptr<zip_t, detail::ZipDiscard> za = detail::open_npz(bytes, what);
+  std::vector<Tensor> out;
+  for (const detail::NpzMember& m : detail::npz_members(za.get(), what, bytes.size(), max_member_bytes)) {
+    const std::string mq = "member " + quote_name(m.name);
+    std::unique_ptr<zip_file_t, ZipFileClose> f(zip_fopen_index(za.get(), m.index, 0));
     if (!f) fail(what, "cannot open " + mq + ": " + zip_error_text(zip_get_error(za.get())));
     std::vector<std::uint8_t> data;
-    data.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(st.size, std::uint64_t{1} << 26)));
+    data.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(m.size, std::uint64_t{1} << 26)));
     std::vector<std::uint8_t> buf(std::size_t{1} << 16);
     for (;;) {
       const zip_int64_t got = zip_fread(f.get(), buf.data(), buf.size());
       if (got < 0) fail(what, "cannot read " + mq + ": " + zip_error_text(zip_file_get_error(f.get())));
       if (got == 0) break;
-      if (static_cast<std::uint64_t>(got) > st.size - data.size()) {
-        fail(what, mq + " holds more than its declared " + std::to_string(st.size) + " bytes");
+      if (static_cast<std::uint64_t>(got) > m.size - data.size()) {
+        fail(what, mq + " holds more than its declared " + std::to_string(m.size) + " bytes");
       }
       data.insert(data.end(), buf.begin(), buf.begin() + got);
     }
-    if (data.size() != st.size) {
-      fail(what, mq + " holds " + std::to_string(data.size()) + " bytes, not its declared " + std::to_string(st.size));
+    if (data.size() != m.size) {
+      fail(what, mq + " holds " + std::to_string(data.size()) + " bytes, not its declared " + std::to_string(m.size));
     }
     f.reset();
     const std::string member_what = std::string(what) + " " + mq;
-    out.push_back(parse_npy(data, member.substr(0, member.size() - 4), member_what, u2_is_bf16));
+    out.push_back(parse_npy(data, m.name.substr(0, m.name.size() - 4), member_what, u2_is_bf16));
   }
   return out;
 }

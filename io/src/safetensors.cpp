@@ -188,8 +188,8 @@ void append_json_string(std::string& out, std::string_view s) {
 
 }  // namespace
 
-std::vector<Tensor> parse_safetensors(std::span<const std::uint8_t> bytes, std::string_view what,
-                                      std::map<std::string, std::string>* metadata) {
+std::vector<detail::TensorSpan> detail::safetensors_layout(std::span<const std::uint8_t> bytes, std::string_view what,
+                                                          std::map<std::string, std::string>* metadata) {
   if (metadata) metadata->clear();
   const std::uint64_t size = bytes.size();
   if (size < 8) {
@@ -267,18 +267,27 @@ std::vector<Tensor> parse_safetensors(std::span<const std::uint8_t> bytes, std::
     fail(what, std::to_string(data_size - expected_begin) + " trailing bytes after the last tensor");
   }
 
-  const std::uint8_t* base = bytes.data() + 8 + n;
-  std::vector<Tensor> out;
+  std::vector<TensorSpan> out;
   out.reserve(entries.size());
-  for (Entry& e : entries) {
+  for (Entry& e : entries)
+    out.push_back({{std::move(e.name), e.dtype, std::move(e.shape)}, 8 + n + e.begin, e.end - e.begin});
+  if (metadata) *metadata = std::move(meta);
+  return out;
+}
+
+std::vector<Tensor> parse_safetensors(std::span<const std::uint8_t> bytes, std::string_view what,
+                                      std::map<std::string, std::string>* metadata) {
+  std::vector<detail::TensorSpan> layout = detail::safetensors_layout(bytes, what, metadata);
+  std::vector<Tensor> out;
+  out.reserve(layout.size());
+  for (detail::TensorSpan& e : layout) {
     Tensor t;
-    t.name = std::move(e.name);
-    t.dtype = e.dtype;
-    t.shape = std::move(e.shape);
-    t.data.assign(base + e.begin, base + e.end);
+    t.name = std::move(e.info.name);
+    t.dtype = e.info.dtype;
+    t.shape = std::move(e.info.shape);
+    t.data.assign(bytes.data() + e.offset, bytes.data() + e.offset + e.bytes);
     out.push_back(std::move(t));
   }
-  if (metadata) *metadata = std::move(meta);
   return out;
 }
 

@@ -10,8 +10,14 @@
 #include <array>
 #include <cerrno>
 #include <memory>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <thread>
 #include <vector>
 
+#include "ropecheck/io/mapped_file.hpp"
 #include "ropecheck/io/tensor.hpp"
 
 namespace ropecheck::io {
@@ -132,6 +138,70 @@ std::string sha256_own_file(const std::filesystem::path& path) {
     (void)::madvise(bytes + at, n, MADV_DONTNEED);
   }
   return finish(ctx.get());
+}
+
+std::string sha256_mapped(const MappedFile& file) {
+  const std::span<const std::uint8_t> bytes = file.bytes();
+  file.sequential(0, bytes.size());
+  Ctx ctx = new_ctx();
+  constexpr std::size_t kPiece = std::size_t{8} << 20;
+  for (std::size_t at = 0; at < bytes.size(); at += kPiece) {
+    const std::size_t n = std::min(kPiece, bytes.size() - at);
+    file.populate(at, n);
+    update(ctx.get(), bytes.data() + at, n);
+    file.release(at, n);
+  }
+  return finish(ctx.get());
+}
+
+struct BackgroundHashes::State {
+  std::vector<std::shared_ptr<const MappedFile>> files;
+  std::vector<std::size_t> order;  // largest first
+  std::vector<std::string> hex;
+  std::atomic<std::size_t> next{0};
+  std::mutex mutex;
+  std::exception_ptr error;
+  std::vector<std::thread> pool;
+  bool joined = false;
+
+  void join() {
+    if (joined) return;
+    for (std::thread& t : pool) t.join();
+    joined = true;
+  }
+};
+
+BackgroundHashes::BackgroundHashes(std::vector<std::shared_ptr<const MappedFile>> files, int threads)
+    : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.files = std::move(files);
+  s.hex.resize(s.files.size());
+  s.order.resize(s.files.size());
+  std::iota(s.order.begin(), s.order.end(), std::size_t{0});
+  std::stable_sort(s.order.begin(), s.order.end(),
+                   [&](std::size_t a, std::size_t b) { return s.files[a]->size() > s.files[b]->size(); });
+  const std::size_t n = std::min<std::size_t>(
+      s.files.size(), threads > 0 ? static_cast<std::size_t>(threads) : std::max(1u, std::thread::hardware_concurrency()));
+  for (std::size_t w = 0; w < n; ++w)
+    s.pool.emplace_back([&s] {
+      for (std::size_t k; (k = s.next.fetch_add(1)) < s.order.size();) {
+        const std::size_t i = s.order[k];
+        try {
+          s.hex[i] = sha256_mapped(*s.files[i]);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(s.mutex);
+          if (!s.error) s.error = std::current_exception();
+        }
+      }
+    });
+}
+
+BackgroundHashes::~BackgroundHashes() { s_->join(); }
+
+std::vector<std::string> BackgroundHashes::wait() {
+  s_->join();
+  if (s_->error) std::rethrow_exception(s_->error);
+  return s_->hex;
 }
 
 }  // namespace ropecheck::io

@@ -24,7 +24,7 @@ namespace {
 using BytesIn = nb::ndarray<const std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 // One candidate tensor: name, dtype, shape and its bytes (little-endian, row-major; the caller made
-// them contiguous). The bytes are copied once into the checker's tensor.
+// them contiguous). The checker reads them in place.
 using CandidateIn = std::tuple<std::string, std::string, std::vector<std::int64_t>, BytesIn>;
 
 struct CheckResult {
@@ -64,25 +64,20 @@ CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, c
     plugin::OpenedKernel k = plugin::open_kernel(plugin::parse_kernel_name(kernel, "kernel"), ko, "kernel");
     nb::gil_scoped_release release;
     const checker::CheckOutcome out =
-        checker::run_check(g.set, checker::run_kernel_candidate(*k.kernel, k.title, std::move(k.source), g.set), r);
+        checker::run_check(g.set, checker::kernel_candidate(std::move(k.kernel), k.title, std::move(k.source)), r);
     return {out.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", out.summary(),
             std::string(to_string(out.verdict))};
   }
   checker::Candidate c;
   c.source = parse_json_text(source_json, "candidate source");
   c.declined = declined;
-  c.tensors.reserve(candidates.size());
+  std::vector<checker::TensorView> views;  // the arrays read in place: the caller holds them during the call
   for (const auto& [name, dtype, shape, bytes] : candidates) {
-    io::Tensor t;
-    t.name = name;
     const std::optional<io::TensorDType> dt = io::parse_tensor_dtype(dtype);
     if (!dt) throw InputError("candidate '" + name + "': unsupported dtype '" + dtype + "'");
-    t.dtype = *dt;
-    t.shape = shape;
-    t.data.assign(bytes.data(), bytes.data() + bytes.size());
-    io::validate(t);
-    c.tensors.push_back(std::move(t));
+    views.push_back({{name, *dt, shape}, {bytes.data(), bytes.size()}});
   }
+  c.blocks = checker::memory_candidate(std::move(views));
   nb::gil_scoped_release release;
   const checker::CheckOutcome out = checker::run_check(g.set, std::move(c), r);
   return {out.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", out.summary(),

@@ -96,16 +96,17 @@ void bind_golden(nb::module_& m) {
                out.emplace_back(t.name, std::string(io::to_string(t.dtype)), t.shape, t.role);
              return out;
            })
-      // The tensor's bytes, without a copy: a read-only view that keeps the set alive.
+      // The tensor's bytes, without a copy: a read-only view (of the mapped file, for safetensors) that
+      // keeps the set alive.
       .def("tensor_bytes",
            [](nb::handle self, const std::string& name) {
              const Golden& g = nb::cast<const Golden&>(self);
-             const io::Tensor* t = nullptr;
+             std::span<const std::uint8_t> b;
              {
-               nb::gil_scoped_release release;  // the first use reads and hashes the file
-               t = &g.set.tensor(name);
+               nb::gil_scoped_release release;  // the first use of a file hashes it
+               b = g.set.tensor_bytes(name);
              }
-             return Bytes(t->data.data(), {t->data.size()}, self);
+             return Bytes(b.data(), {b.size()}, self);
            },
            "name"_a);
   m.def("load_golden", [](const std::string& dir) {

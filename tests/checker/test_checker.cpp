@@ -556,9 +556,9 @@ TEST(checker, SaturatedClassesAreNeverSatisfied) {
   const accuracy::ClassBound b = accuracy::class_bound(AccuracyClass::fp32_angle, DType::f32, accuracy::Quantity::rotated);
   Tensor q = g.tensor("q_rot.f32");
   const float zero = 0.0f;
-  for (int j = 0; j < 64; ++j)
-    if (b.saturated(accuracy::pair_angle(16777215.0, f.inv_freq[static_cast<std::size_t>(j)]))) {
-      const auto [ia, ib] = pair_channels(g.spec().rope, j);
+  for (int pair = 0; pair < 64; ++pair)
+    if (b.saturated(accuracy::pair_angle(16777215.0, f.inv_freq[static_cast<std::size_t>(pair)]))) {
+      const auto [ia, ib] = pair_channels(g.spec().rope, pair);
       std::memcpy(q.data.data() + 4 * ia, &zero, 4);
       std::memcpy(q.data.data() + 4 * ib, &zero, 4);
     }

@@ -137,43 +137,43 @@ TEST(DiagnoseNew, LongRopeListsSwappedInBothDirections) {
 
 TEST(DiagnoseNew, DefaultBaseWhereTheSpecSaysAnother) {
   const Mistake m = with(&Mistake::base, 10000.0);
-  for (const std::string& spec : {"llama-3.1-8b", "qwen2-7b", "gpt-oss-20b", "llama-3-8b"})
+  for (const char* spec : {"llama-3.1-8b", "qwen2-7b", "gpt-oss-20b", "llama-3-8b"})
     expect_rank_one({spec, kText, m, "base-default", "10000"});
 }
 
 TEST(DiagnoseNew, PeriodsForInverseFrequencies) {
   // Angles p / w: discriminated at small positions only (further out every bound around them saturates).
   const Mistake m = with(&Mistake::reciprocal_freq, true);
-  for (const std::string& spec : {"llama-2-7b", "mistral-7b", "gpt-j-6b", "qwen2-7b"})
+  for (const char* spec : {"llama-2-7b", "mistral-7b", "gpt-j-6b", "qwen2-7b"})
     expect_rank_one({spec, "0:16", m, "inv-freq-reciprocal", ""});
 }
 
 TEST(DiagnoseNew, PositionsWrappedToInt16AndInt32) {
   const Mistake m16 = with(&Mistake::position_wrap_bits, 16);
-  for (const std::string& spec : {"llama-3.1-8b", "llama-2-7b", "gpt-j-6b"})
+  for (const char* spec : {"llama-3.1-8b", "llama-2-7b", "gpt-j-6b"})
     expect_rank_one({spec, "0:3,1000,32767,32768,40000,65535,70001", m16, "positions-int16", ""});
   // Past 2^31 only the low frequencies still discriminate under fp32-angle: specs with small ones.
   const Mistake m32 = with(&Mistake::position_wrap_bits, 32);
-  for (const std::string& spec : {"llama-3.1-8b", "qwen2-7b", "llama-3.2-1b"})
+  for (const char* spec : {"llama-3.1-8b", "qwen2-7b", "llama-3.2-1b"})
     expect_rank_one({spec, "0:3,1000,3000000000,3000000256,4000000000", m32, "positions-int32", ""});
 }
 
 TEST(DiagnoseFits, PositionOffset) {
   const Mistake m = with(&Mistake::position_shift, std::int64_t{7});
-  for (const std::string& spec : {"llama-3.1-8b", "gpt-j-6b", "qwen2-7b", "gpt-oss-20b"})
+  for (const char* spec : {"llama-3.1-8b", "gpt-j-6b", "qwen2-7b", "gpt-oss-20b"})
     expect_rank_one({spec, kText, m, "fit-position-offset", "+7"});
 }
 
 TEST(DiagnoseFits, Base) {
   // 10000 is the catalogue's base-default; the fit finds the same value and says so.
-  for (const std::string& spec : {"llama-3.1-8b", "qwen2-7b"}) {
+  for (const char* spec : {"llama-3.1-8b", "qwen2-7b"}) {
     const Diagnosis d = diagnosed(golden_of(spec, kText), with(&Mistake::base, 10000.0));
     const ParameterFit* f = fit_of(d, "fit-base");
     ASSERT_NE(f, nullptr) << d.summary();
     EXPECT_EQ(f->parameter.value, "10000");
     EXPECT_EQ(f->outcome, "same as base-default");
   }
-  for (const std::string& spec : {"llama-3.1-8b", "qwen2-7b", "llama-2-7b"})
+  for (const char* spec : {"llama-3.1-8b", "qwen2-7b", "llama-2-7b"})
     expect_rank_one({spec, kText, with(&Mistake::base, 20000.0), "fit-base", "20000"});
 }
 
@@ -194,7 +194,7 @@ TEST(DiagnoseFits, AttentionFactor) {
   EXPECT_EQ(f->parameter.spec_value, "1.2");
   EXPECT_EQ(f->outcome, "same as attention-factor-missing");
   // A value no catalogue entry computes is the fit's own hypothesis.
-  for (const std::string& spec : {"qwen2.5-7b-yarn", "gpt-oss-20b", "phi-3.5-mini"})
+  for (const char* spec : {"qwen2.5-7b-yarn", "gpt-oss-20b", "phi-3.5-mini"})
     expect_rank_one({spec, kText, with(&Mistake::attention, 1.1), "fit-attention-factor", "1.1"}, "attention 1.2");
 }
 
@@ -207,7 +207,7 @@ TEST(DiagnoseFits, RotaryWidth) {
 // Correct kernels: nothing to diagnose on any spec (even asked to diagnose every tensor), and under a
 // stricter class the class explanation, never a fitted parameter.
 TEST(DiagnoseFits, CorrectKernelsGetNoDiagnosis) {
-  for (const std::string& spec : {"llama-3.1-8b", "gpt-j-6b", "gpt-oss-20b", "qwen2.5-7b-yarn", "phi-3.5-mini", "gpt-neox-20b"}) {
+  for (const char* spec : {"llama-3.1-8b", "gpt-j-6b", "gpt-oss-20b", "qwen2.5-7b-yarn", "phi-3.5-mini", "gpt-neox-20b"}) {
     SCOPED_TRACE(spec);
     const GoldenSet& g = golden_of(spec, kText);
     for (const char* recipe : {"builtin:hf", "builtin:meta", "builtin:accurate"}) {

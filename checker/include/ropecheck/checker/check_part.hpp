@@ -79,6 +79,9 @@ struct CheckPart {
   CheckReport header;  // everything but tensors / verdict / reason: set, spec, criterion, name matching
   int worst_count = 10;
   std::vector<TensorStats> tensors;
+  // The golden set's data files the check read (manifest order) and, of those, the ones whose hashes this
+  // part verified (files_hashed_by: together, the parts of a run verify each file once).
+  std::vector<std::string> files_read, files_hashed;
 };
 
 // The check of shard `shard` of the golden set's tokens (check_candidate is this over every token,

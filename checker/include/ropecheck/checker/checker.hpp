@@ -71,7 +71,15 @@ struct CheckOptions {
   // matched or when f64 is the set's only dtype. An asked-for output without a candidate tensor is
   // not tested; an output outside --only is not checked.
   std::vector<std::string> only;
+  // Memory (CHECK_REPORT.md, "Memory"): the data are read a block of tokens at a time, blocks sized so that
+  // the process stays under max_memory (0: kDefaultMaxMemory); block_tokens > 0 sets the block size
+  // instead. The report depends on neither.
+  std::uint64_t max_memory = 0;
+  std::int64_t block_tokens = 0;
 };
+
+// The --max-memory of `check` when none is given: 1 GiB.
+inline constexpr std::uint64_t kDefaultMaxMemory = std::uint64_t{1} << 30;
 
 // Where an element sits and how wrong it is.
 struct ElementReport {

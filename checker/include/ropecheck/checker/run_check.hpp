@@ -15,9 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/checker/baseline.hpp"
+#include "ropecheck/checker/candidate_source.hpp"
 #include "ropecheck/checker/check_part.hpp"
 #include "ropecheck/checker/checker.hpp"
 #include "ropecheck/checker/diagnose.hpp"
+#include "ropecheck/checker/kernel_blocks.hpp"
 #include "ropecheck/checker/kernel_run.hpp"
 #include "ropecheck/core/verdict.hpp"
 #include "ropecheck/golden/golden_set.hpp"
@@ -32,9 +34,13 @@ Criterion parse_criterion(const std::optional<std::string>& accuracy_class, std:
                           std::optional<double> atol, std::optional<double> rtol, bool python = false);
 
 // What is checked: tensors (from a file, a kernel run on the golden inputs, or Python arrays) and where
-// they came from.
+// they came from. The check reads `blocks` when set (a block of tokens at a time: candidate_source.hpp),
+// else `tensors`.
 struct Candidate {
   std::vector<io::Tensor> tensors;
+  std::shared_ptr<CandidateSource> blocks;
+  std::shared_ptr<KernelBlocks> kernel;  // a kernel run by blocks (also `blocks`): the check writes its header
+  std::string kernel_title;
   nlohmann::json source;               // the report's candidate_source
   std::vector<std::string> header;     // lines the text report starts with (the kernel, its notes and failures)
   std::vector<KernelFailure> failures;  // kernel calls that failed
@@ -51,6 +57,11 @@ Candidate read_candidate_file(const std::filesystem::path& path, const golden::G
 // The kernel run on the golden inputs (kernel_run.hpp); `title` and `source` say which kernel it is.
 Candidate run_kernel_candidate(kut::KernelUnderTest& kernel, const std::string& title, nlohmann::json source,
                                const golden::GoldenSet& golden);
+// The same two read a block of tokens at a time during the check (what `check` and Python's check() do):
+// the file read in pieces, the kernel run on each block of the golden inputs (kernel_blocks.hpp; its
+// header lines and failures are known once the check has run).
+Candidate open_candidate_file(const std::filesystem::path& path, const golden::GoldenSet& golden);
+Candidate kernel_candidate(std::shared_ptr<kut::KernelUnderTest> kernel, const std::string& title, nlohmann::json source);
 
 struct CheckRequest {
   CheckOptions options;
@@ -78,9 +89,13 @@ struct CheckOutcome {
 // or criterion): called by run_check, and before a candidate is made so that a kernel is not run for nothing.
 void check_request(const golden::GoldenSet& golden, const CheckRequest& request);
 
-// Checks `candidate` against `golden` (its layout applied first). InputError for unusable input (a
-// baseline of another set or criterion, mismatched names or shapes): nothing is judged. A declined
-// candidate is not tested: nothing compared, not diagnosed, not compared with the baseline.
+// Checks `candidate` against `golden` (its layout applied first), a block of tokens at a time within
+// request.options.max_memory; the golden files it reads are hashed meanwhile and verified before it
+// returns. InputError for unusable input (a baseline of another set or criterion, mismatched names or
+// shapes, a file whose hash differs from the manifest's): nothing is judged. A declined candidate is not
+// tested: nothing compared, not diagnosed, not compared with the baseline. A failing check's diagnosis
+// reads the candidate and the golden tensors whole: when they need more than max_memory it is not made
+// (Diagnosis::applicable false, saying why).
 CheckOutcome run_check(const golden::GoldenSet& golden, Candidate candidate, const CheckRequest& request);
 
 // The outcome of merged check parts (`ropecheck merge`): their report, source, whether a part's kernel

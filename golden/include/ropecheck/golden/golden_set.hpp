@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/io/tensor.hpp"
+#include "ropecheck/io/tensor_reader.hpp"
 #include "ropecheck/core/shard.hpp"
 #include "ropecheck/core/spec.hpp"
 
@@ -64,6 +66,31 @@ struct GoldenLoadOptions {
   // false: check the manifest and the files' sizes only, not their hashes nor the spec's sample (`merge`
   // hashes the parts while it copies them).
   bool verify_data = true;
+  // false (with verify_data): leave the files' hashes to whoever reads the data, who hashes the files it
+  // reads while it reads them (GoldenSet::verify_files) and waits for the hashes before it reports
+  // anything, so that each byte is read once (the streaming check). The sample check still runs; when it
+  // fails, the hashes of the files it read are checked first, so a changed file is named as such.
+  bool hash_files = true;
+};
+
+class GoldenSet;
+
+// Hashes of data files being computed (GoldenSet::verify_files).
+class PendingHashes {
+ public:
+  PendingHashes();
+  ~PendingHashes();  // waits for the hashers (a check that threw does not leave them running)
+  PendingHashes(PendingHashes&&) noexcept;
+  PendingHashes& operator=(PendingHashes&&) noexcept;
+  // InputError "manifest hash mismatch for PATH" for the first file (in the order given) whose bytes do
+  // not hash to the manifest's value. Call once.
+  void wait();
+  const std::vector<std::string>& files() const;  // what is hashed
+
+ private:
+  friend class GoldenSet;
+  struct State;
+  std::unique_ptr<State> s_;
 };
 
 class GoldenSet;
@@ -103,6 +130,28 @@ class GoldenSet {
   // The tensor (loading its file on first use; thread-safe). InputError when the manifest does
   // not list it or its file fails the checks above. The reference stays valid while the set lives.
   const io::Tensor& tensor(std::string_view name) const;
+
+  // Reading in pieces (golden_set_rows.cpp), for the streaming check and anything that must not hold a
+  // whole tensor. The file holding tensor `name`, opened once (thread-safe) for reading by ranges of
+  // elements (io/tensor_reader.hpp: mapped for safetensors), with its tensors checked against the
+  // manifest as tensor() checks them; not its hash: that is verify_files'. InputError as tensor().
+  struct TensorRef {
+    const io::TensorReader* reader = nullptr;
+    std::size_t index = 0;  // in reader->tensors()
+    const ManifestFile* file = nullptr;
+  };
+  TensorRef locate(std::string_view name) const;
+  // Element `index` of tensor `name` as a double (i64 / i32 exactly up to 2^53), read through locate().
+  double value(std::string_view name, std::int64_t index) const;
+  // The positions of tokens [t0, t1), read through locate("positions") (InputError past 2^53, as positions()).
+  std::vector<Position> positions(std::int64_t t0, std::int64_t t1) const;
+  // Tensor `name`'s bytes for a reader that keeps the set alive (Python's arrays): a view into its mapped
+  // file where the format allows (safetensors), no copy, the file's hash checked through the mapping on
+  // first use as tensor() checks it; otherwise tensor(name)'s data. InputError as tensor().
+  std::span<const std::uint8_t> tensor_bytes(std::string_view name) const;
+  // Starts hashing the data files `files` (manifest names, each once) through their mappings on up to
+  // `threads` threads (0: hardware concurrency) while the caller reads them; wait() on the result.
+  PendingHashes verify_files(const std::vector<std::string>& files, int threads) const;
 
  private:
   friend GoldenSet load_golden_set(const std::filesystem::path& dir, const GoldenLoadOptions& options);

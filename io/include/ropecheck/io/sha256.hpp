@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace ropecheck::io {
 
@@ -38,5 +39,28 @@ std::string sha256_file(const std::filesystem::path& path);
 // truncates meanwhile would end the process with SIGBUS, which is why files from elsewhere go
 // through sha256_file.
 std::string sha256_own_file(const std::filesystem::path& path);
+
+class MappedFile;
+
+// The hash of a mapped file (mapped_file.hpp), read from the mapping in pieces whose pages are dropped
+// from the process once hashed: constant memory, no copy out of the page cache.
+std::string sha256_mapped(const MappedFile& file);
+
+// SHA-256 of mapped files on worker threads, started at once and collected by wait(), so that a reader
+// of the same files (the check) and their hashes share one read of each byte. Largest file first, one
+// thread per file at a time, up to `threads` threads (0: hardware concurrency).
+class BackgroundHashes {
+ public:
+  BackgroundHashes(std::vector<std::shared_ptr<const MappedFile>> files, int threads);
+  ~BackgroundHashes();  // waits for the hashers
+  BackgroundHashes(const BackgroundHashes&) = delete;
+  BackgroundHashes& operator=(const BackgroundHashes&) = delete;
+  // The hex digests in the order of `files`; rethrows the first exception a hasher threw.
+  std::vector<std::string> wait();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 }  // namespace ropecheck::io

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ropecheck/io/tensor.hpp"
+#include "ropecheck/io/tensor_reader.hpp"
 
 namespace ropecheck::io {
 
@@ -15,5 +17,9 @@ namespace ropecheck::io {
 // reader refuses. `max_member_bytes`: an .npz member declaring more bytes is refused before it is inflated.
 std::vector<Tensor> read_tensor_file(const std::filesystem::path& path, const std::string& option,
                                      std::uint64_t max_member_bytes = UINT64_MAX);
+
+// The same file opened to be read in pieces (tensor_reader.hpp), with the same messages.
+std::unique_ptr<TensorReader> open_tensor_file(const std::filesystem::path& path, const std::string& option,
+                                               std::uint64_t max_member_bytes = UINT64_MAX);
 
 }  // namespace ropecheck::io

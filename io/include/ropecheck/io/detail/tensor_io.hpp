@@ -72,6 +72,29 @@ struct TensorInfo {
   std::uint64_t data_bytes() const;  // InputError when the shape overflows
 };
 
+// A tensor of a file and where its data lie: `bytes` bytes from `offset` (from the file's start; for a
+// .npy inside an .npz, from the member's start).
+struct TensorSpan {
+  TensorInfo info;
+  std::uint64_t offset = 0, bytes = 0;
+};
+
+// The tensors of a safetensors file, validated as parse_safetensors validates them (the same
+// InputErrors), in file order; only the header is read from `bytes` (the whole file).
+std::vector<TensorSpan> safetensors_layout(std::span<const std::uint8_t> bytes, std::string_view what,
+                                           std::map<std::string, std::string>* metadata = nullptr);
+
+// A .npy's dtype, shape and data, validated as parse_npy validates them: `bytes` holds at least the first
+// min(size, kNpyHeadBytes) bytes of the `size`-byte file (all its header), so a .npy can be validated from
+// its first bytes before the rest is read.
+inline constexpr std::size_t kNpyHeadBytes = 12 + 10000;
+struct NpyLayout {
+  TensorDType dtype = TensorDType::f32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0, bytes = 0;  // the data
+};
+NpyLayout npy_layout(std::span<const std::uint8_t> bytes, std::uint64_t size, std::string_view what, bool u2_is_bf16);
+
 // The safetensors header (8-byte length, JSON, padding) for these tensors, and the order their data
 // follow it in (indices into `tensors`). Validates names and metadata as serialize_safetensors does.
 struct SafetensorsHeader {
