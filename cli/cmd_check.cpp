@@ -10,7 +10,6 @@
 // `ropecheck merge` of the parts gives the run's.
 #include <chrono>
 #include <cmath>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,7 +22,7 @@
 #include "junit.hpp"
 #include "ropecheck/checker/run_check.hpp"
 #include "ropecheck/io/atomic_output.hpp"
-#include "ropecheck/io/memory_budget.hpp"
+#include "memory_option.hpp"
 
 namespace ropecheck::cli {
 namespace {
@@ -44,24 +43,12 @@ std::optional<T> given(const CLI::Option* opt, const T& value) {
   return opt->count() > 0 ? std::optional<T>(value) : std::nullopt;
 }
 
-std::map<std::string, std::string> name_map_of(const std::vector<std::string>& maps) {
-  std::map<std::string, std::string> m;
-  for (const std::string& item : maps) {
-    const std::size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      throw InputError("--map '" + item + "': expected GOLDEN_NAME=CANDIDATE_NAME (e.g. q_rot.bf16=query_out)");
-    if (!m.emplace(item.substr(0, eq), item.substr(eq + 1)).second)
-      throw InputError("--map: golden output '" + item.substr(0, eq) + "' is mapped twice");
-  }
-  return m;
-}
-
 // The request from the options, validated before anything is loaded.
 checker::CheckRequest request_of(const CheckCliOptions& o) {
   checker::CheckRequest r;
   r.options.criterion = checker::parse_criterion(given(o.class_opt, o.accuracy_class), given(o.max_ulp_opt, o.max_ulp),
                                                  given(o.atol_opt, o.atol), given(o.atol_opt, o.rtol));
-  r.options.name_map = name_map_of(o.maps);
+  r.options.name_map = checker::parse_name_map(o.maps);
   for (std::size_t b = 0, e; b <= o.only.size(); b = e + 1) {
     e = std::min(o.only.find(',', b), o.only.size());
     if (e > b) r.options.only.push_back(o.only.substr(b, e - b));
@@ -69,11 +56,7 @@ checker::CheckRequest request_of(const CheckCliOptions& o) {
   if (!o.only.empty() && r.options.only.empty()) throw InputError("--only: empty list");
   r.options.worst_count = o.worst;
   r.options.threads = o.threads;
-  if (!o.max_memory.empty()) {
-    const std::optional<std::uint64_t> m = io::parse_byte_size(o.max_memory);
-    if (!m) throw InputError("--max-memory: not a size: '" + o.max_memory + "' (e.g. 1G, 512M)");
-    r.options.max_memory = *m;
-  }
+  r.options.max_memory = max_memory_bytes(o.max_memory);  // 0: the check's default (1 GiB)
   const std::optional<checker::CandidateLayout> layout = checker::parse_candidate_layout(o.layout);
   if (!layout) throw InputError("--layout: unknown layout '" + o.layout + "' (known: thd, bshd, bhsd)");
   r.layout = *layout;
@@ -135,12 +118,8 @@ int run_check_command(const CheckCliOptions& o) {
   if (!o.report.empty())
     io::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "--report");
   if (!o.junit.empty()) {
-    std::vector<JunitCase> cases = check_junit_cases(j);
-    if (out.baseline && !out.baseline->pass())
-      cases.push_back({"ropecheck.check." + out.report.spec_name, "baseline", Verdict::fail, "an error grew past --max-growth",
-                       out.baseline->summary()});
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
-    io::write_file_atomically(o.junit, junit_xml("ropecheck check", cases, took.count()), "--junit");
+    io::write_file_atomically(o.junit, junit_xml("ropecheck check", check_junit_cases(out), took.count()), "--junit");
   }
   fmt::print("{}", out.summary());
   std::fflush(stdout);

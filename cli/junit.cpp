@@ -97,6 +97,14 @@ std::vector<JunitCase> check_junit_cases(const nlohmann::json& report) {
   return cases;
 }
 
+std::vector<JunitCase> check_junit_cases(const checker::CheckOutcome& outcome) {
+  std::vector<JunitCase> cases = check_junit_cases(outcome.to_json());
+  if (outcome.baseline && !outcome.baseline->pass())
+    cases.push_back({"ropecheck.check." + outcome.report.spec_name, "baseline", Verdict::fail,
+                     "an error grew past --max-growth", outcome.baseline->summary()});
+  return cases;
+}
+
 std::vector<JunitCase> props_junit_cases(const nlohmann::json& report) {
   std::vector<JunitCase> cases;
   const std::string classname = "ropecheck.props." + text_of(report, "target") + "." + text_of(report, "spec");

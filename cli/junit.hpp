@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ropecheck/checker/run_check.hpp"
 #include "ropecheck/core/verdict.hpp"
 
 namespace ropecheck::cli {
@@ -26,6 +27,8 @@ std::string junit_xml(const std::string& suite, const std::vector<JunitCase>& ca
 // The cases of each command, from its JSON report (checker/CHECK_REPORT.md, props/PROPERTIES.md,
 // drift/DRIFT.md's compare.json).
 std::vector<JunitCase> check_junit_cases(const nlohmann::json& report);
+// A check run's: its report's cases, and a failing "baseline" case when an error grew past --max-growth.
+std::vector<JunitCase> check_junit_cases(const checker::CheckOutcome& outcome);
 std::vector<JunitCase> props_junit_cases(const nlohmann::json& report);
 JunitCase drift_compare_junit_case(const std::string& spec, const std::string& a, const std::string& b, Verdict verdict,
                                    const std::string& reason);

@@ -1,5 +1,6 @@
-// --max-memory, for every command that estimates its size before allocating (golden, spec, drift:
-// golden/memory_budget.hpp): the limit a run's estimate is held to, instead of the machine's memory.
+// --max-memory, for every command that estimates its size before allocating (golden, spec, drift, merge:
+// io/memory_budget.hpp): the limit a run's estimate is held to, instead of the machine's memory; check
+// sizes its blocks of tokens to it (its own option text: a default of 1 GiB).
 #pragma once
 
 #include <cstdint>

@@ -74,6 +74,18 @@ Criterion parse_criterion(const std::optional<std::string>& cls, std::optional<d
   return c;
 }
 
+std::map<std::string, std::string> parse_name_map(const std::vector<std::string>& items) {
+  std::map<std::string, std::string> m;
+  for (const std::string& item : items) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      throw InputError("--map '" + item + "': expected GOLDEN_NAME=CANDIDATE_NAME (e.g. q_rot.bf16=query_out)");
+    if (!m.emplace(item.substr(0, eq), item.substr(eq + 1)).second)
+      throw InputError("--map: golden output '" + item.substr(0, eq) + "' is mapped twice");
+  }
+  return m;
+}
+
 Candidate read_candidate_file(const std::filesystem::path& path, const golden::GoldenSet& golden) {
   Candidate c;
   c.tensors = io::read_tensor_file(path, "--candidate", largest_candidate_member(golden));

@@ -3,6 +3,7 @@
 
 #include "builtin_common.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
+#include "ropecheck/kut/kernel_names.hpp"
 
 namespace ropecheck::kut {
 namespace {
@@ -52,7 +53,7 @@ class CpuKernel final : public KernelUnderTest {
 }  // namespace
 
 std::string cpu_kernel_name(k::Recipe recipe, const k::KernelOptions& options) {
-  return "builtin:" + std::string(k::to_string(recipe)) + " (" +
+  return builtin_kernel_name(recipe) + " (" +
          std::string(options.portable ? std::string_view("portable") : k::cpu_path()) + ")";
 }
 

@@ -8,6 +8,7 @@
 
 #include "builtin_common.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
+#include "ropecheck/kut/kernel_names.hpp"
 #include "ropecheck/kut/cuda_source.hpp"
 
 #ifdef ROPECHECK_KUT_CUDA
@@ -51,7 +52,7 @@ class CudaKernel final : public KernelUnderTest {
  public:
   CudaKernel(k::Recipe recipe, bool emulate) : rows_{recipe}, emulate_(emulate) {
     const std::string where = emulate ? std::string("host emulation") : k::cuda_device_description();
-    info_.name = "cuda:" + std::string(k::to_string(recipe)) + " (" + where + ")";
+    info_.name = cuda_kernel_name(recipe) + " (" + where + ")";
     info_.description = std::string(emulate ? "ropecheck's CUDA kernel run on the host (host emulation, not a GPU run)"
                                             : "ropecheck's CUDA kernel on " + where) +
                         ", recipe " + std::string(k::recipe_info(recipe).description);

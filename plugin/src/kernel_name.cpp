@@ -10,6 +10,7 @@
 #include "ropecheck/core/one_line.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/kut/cuda_source.hpp"
+#include "ropecheck/kut/kernel_names.hpp"
 #include "ropecheck/plugin/plugin_kernel.hpp"
 
 namespace ropecheck::plugin {
@@ -41,9 +42,9 @@ std::pair<std::string_view, std::optional<DType>> storage_suffix(std::string_vie
 
 std::string KernelName::canonical() const {
   switch (kind) {
-    case Kind::builtin: return "builtin:" + std::string(k::to_string(recipe));
-    case Kind::cuda: return "cuda:" + std::string(k::to_string(recipe));
-    case Kind::plugin: return "plugin:" + library;
+    case Kind::builtin: return kut::builtin_kernel_name(recipe);
+    case Kind::cuda: return kut::cuda_kernel_name(recipe);
+    case Kind::plugin: return std::string(kut::kPluginPrefix) + library;
   }
   return {};
 }
@@ -56,21 +57,23 @@ KernelName parse_kernel_name(std::string_view name, std::string_view option) {
     return fmt::format("'{}' is spelled '{}' now{} (the old spelling goes away in the next release)", name, k.canonical(),
                        k.storage && *k.storage != DType::f32 ? " with --dtype " + std::string(to_string(*k.storage)) : "");
   };
-  if (name.starts_with("builtin:")) {
-    n.recipe = recipe_of(after("builtin:"), "built-in", name, option);
-  } else if (name.starts_with("cuda:") || name.starts_with("builtin-cuda:")) {
+  // Spellings of the previous release, accepted with a deprecation note: builtin-cuda:R, kernel:R[-DTout], R.
+  constexpr std::string_view kOldCuda = "builtin-cuda:", kOldProps = "kernel:";
+  if (name.starts_with(kut::kBuiltinPrefix)) {
+    n.recipe = recipe_of(after(kut::kBuiltinPrefix), "built-in", name, option);
+  } else if (name.starts_with(kut::kCudaPrefix) || name.starts_with(kOldCuda)) {
     n.kind = KernelName::Kind::cuda;
-    const bool old = name.starts_with("builtin-cuda:");
-    n.recipe = recipe_of(after(old ? "builtin-cuda:" : "cuda:"), "CUDA", name, option);
+    const bool old = name.starts_with(kOldCuda);
+    n.recipe = recipe_of(after(old ? kOldCuda : kut::kCudaPrefix), "CUDA", name, option);
     if (old) n.deprecation = note(n);
-  } else if (name.starts_with("kernel:")) {
-    const auto [recipe, dtype] = storage_suffix(after("kernel:"));
+  } else if (name.starts_with(kOldProps)) {
+    const auto [recipe, dtype] = storage_suffix(after(kOldProps));
     n.recipe = recipe_of(recipe, "built-in", name, option);
     n.storage = dtype;
     n.deprecation = note(n);
-  } else if (name.starts_with("plugin:")) {
+  } else if (name.starts_with(kut::kPluginPrefix)) {
     n.kind = KernelName::Kind::plugin;
-    n.library = std::string(after("plugin:"));
+    n.library = std::string(after(kut::kPluginPrefix));
     if (n.library.empty()) throw InputError(std::string(option) + " plugin: needs a library path (plugin:LIB.so)");
   } else if (std::error_code ec; k::parse_recipe(name) && !std::filesystem::exists(std::string(name), ec)) {
     n.recipe = *k::parse_recipe(name);
@@ -131,7 +134,7 @@ OpenedKernel open_kernel(const KernelName& name, const OpenOptions& options, std
   std::unique_ptr<PluginKernel> p = load_plugin_kernel(name.library, options.plugin);
   const KernelPlugin& plugin = p->plugin();
   s.title = fmt::format("kernel '{}' ({}), kernel ABI version {}", plugin.name(), name.library, plugin.abi_version());
-  s.label = "plugin:" + plugin.name();
+  s.label = std::string(kut::kPluginPrefix) + plugin.name();
   s.source = {{"kind", "kernel"},
               {"path", name.library},
               {"name", plugin.name()},

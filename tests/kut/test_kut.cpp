@@ -23,6 +23,7 @@
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/kut/cuda_source.hpp"
+#include "ropecheck/kut/kernel_names.hpp"
 
 namespace ropecheck {
 namespace {
@@ -42,6 +43,14 @@ TEST(Kut, CapabilitiesAndStorage) {
 }
 
 // The CPU source is kernels::rope_apply behind the interface, bit for bit, for every output dtype.
+TEST(Kut, KernelNamesSpellTheGrammarsPrefixes) {
+  EXPECT_EQ(kut::builtin_kernel_name(k::Recipe::hf), "builtin:hf");
+  EXPECT_EQ(kut::cuda_kernel_name(k::Recipe::accurate), "cuda:accurate");
+  EXPECT_EQ(kut::kPluginPrefix, "plugin:");
+  // The CPU kernel names itself by its canonical name and the path it runs.
+  EXPECT_EQ(kut::cpu_kernel_name(k::Recipe::hf).rfind(kut::builtin_kernel_name(k::Recipe::hf) + " (", 0), 0u);
+}
+
 TEST(Kut, CpuSourceIsTheCpuKernel) {
   const Problem p;
   for (k::Recipe r : {k::Recipe::hf, k::Recipe::accurate}) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ namespace ropecheck::checker {
 // (cls, max_ulp) rather than as the CLI does (--class, --max-ulp) in messages. InputError otherwise.
 Criterion parse_criterion(const std::optional<std::string>& accuracy_class, std::optional<double> max_ulp,
                           std::optional<double> atol, std::optional<double> rtol, bool python = false);
+
+// --map's GOLDEN=CANDIDATE items as the checker's name map (CheckOptions::name_map). InputError for an item
+// without a name on each side of '=', or a golden output mapped twice.
+std::map<std::string, std::string> parse_name_map(const std::vector<std::string>& items);
 
 // What is checked: tensors (from a file, a kernel run on the golden inputs, or Python arrays) and where
 // they came from. The check reads `blocks` when set (a block of tokens at a time: candidate_source.hpp),
