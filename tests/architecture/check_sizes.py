@@ -3,13 +3,18 @@
 
 Functions are measured by lizard (PyPI, pinned in tests/python/requirements.txt), which parses C, C++
 and Python; a function's length is its lines from signature to closing brace, comments included.
-Usage: check_sizes.py SOURCE_DIR. Prints every offender, one line each, and exits 1 when there is one.
+Usage: check_sizes.py SOURCE_DIR. Prints every offender, one line each, and exits 1 when there is one;
+exits 2 with one line when lizard is not installed (scripts/install-deps installs it): never passes unchecked.
 """
 import os
 import subprocess
 import sys
 
-import lizard
+try:
+    import lizard
+except ImportError:
+    print("size: lizard is not installed; pip install -r tests/python/requirements.txt", file=sys.stderr)
+    sys.exit(2)
 
 MAX_FUNCTION, MAX_FILE = 120, 450
 SRC = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
