@@ -101,16 +101,9 @@ int kernel_failed(const std::vector<std::string>& failures) {
   return 1;
 }
 
-int run_drift_command(const DriftCliOptions& o) {
-  const EncodingSpec spec = o.source.load();
-  if (spec.family != Family::rope)
-    throw SpecError("drift measures RoPE only; '" + spec.name + "' is a sinusoidal spec");
-  const std::optional<DType> dt = parse_dtype(o.dtype);
-  if (!dt) throw SpecError("--dtype: unknown dtype '" + o.dtype + "' (f64, f32, f16, bf16)");
-
-  // N: --max-pos, else the model's context (capped at 2^24).
+// N, the positions swept: --max-pos, else the model's context (capped at 2^24; `note` then says so).
+std::int64_t sweep_length(const DriftCliOptions& o, const EncodingSpec& spec, std::string& note) {
   std::int64_t N = o.max_pos;
-  std::string note;
   if (o.max_pos_opt->count() == 0) {
     N = spec.rope.max_position_embeddings;
     if (N <= 0) throw SpecError("--max-pos: the spec gives no max_position_embeddings; pass --max-pos N");
@@ -121,19 +114,23 @@ int run_drift_command(const DriftCliOptions& o) {
   } else if (N < 1 || N > drift::kMaxSweepPositions) {
     throw SpecError("--max-pos must be in [1, 2^24 = 16777216], got " + std::to_string(N));
   }
+  return N;
+}
 
+// --shard I/N, which needs --out (the part file) and excludes --compare.
+std::optional<Shard> drift_shard(const DriftCliOptions& o) {
   std::optional<Shard> shard;
   if (!o.shard.empty()) {
     shard = parse_shard(o.shard);
     if (o.out.empty()) throw SpecError("--shard needs --out PART.json (the part `ropecheck merge` joins)");
     if (!o.compare.empty()) throw SpecError("--compare: not with --shard (compare two candidates in one run)");
   }
-  if (!o.junit.empty() && o.compare.empty())
-    throw SpecError("--junit needs --compare: a sweep of recipes has no verdict to report");
-  if (!o.junit.empty()) io::check_file_destination(o.junit, "--junit");
+  return shard;
+}
 
-  // The kernels, by the one grammar (plugin/kernel_name.hpp); an unknown recipe fails here, before
-  // anything is made.
+// The kernels, by the one grammar (plugin/kernel_name.hpp); an unknown recipe fails here, before
+// anything is made.
+std::vector<plugin::KernelName> drift_kernel_names(const DriftCliOptions& o, bool sharded) {
   std::vector<plugin::KernelName> names;
   if (!o.compare.empty()) {
     for (const std::string& n : split(o.compare)) names.push_back(kernel_name(n, "--compare"));
@@ -145,18 +142,24 @@ int run_drift_command(const DriftCliOptions& o) {
     for (const std::string& n : split(o.recipes)) names.push_back(kernel_name(n, "--recipes"));
     if (names.empty()) throw SpecError("--recipes: empty list");
   }
-  if (shard)
+  if (sharded)
     for (const plugin::KernelName& n : names)
       if (n.kind == plugin::KernelName::Kind::plugin)
         throw SpecError("--shard: plugin kernels are not split (their kernel failures do not merge); run " + n.given +
                         " in a sweep of its own");
+  return names;
+}
 
+// The sweep's options, checked (option ranges, the memory `kernels` kernels need) before the output
+// folder is made.
+drift::DriftOptions drift_options_for(const DriftCliOptions& o, const EncodingSpec& spec, std::int64_t N, DType dt,
+                                      std::size_t kernels) {
   drift::DriftOptions d;
   d.sampling.max_pos = N;
   d.sampling.window = o.window;
   d.sampling.per_octave = o.per_octave;
   d.sampling.bins_per_octave = o.bins_per_octave;
-  d.storage = *dt;
+  d.storage = dt;
   if (o.seq_len > 0) d.seq_len = o.seq_len;
   d.heads = o.heads;
   d.seed = o.seed;
@@ -173,108 +176,104 @@ int run_drift_command(const DriftCliOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw SpecError(e.what());
   }
-  drift::require_memory(spec, d, names.size());  // the size, before the output folder is made
+  drift::require_memory(spec, d, kernels);  // the size, before the output folder is made
+  return d;
+}
 
-  std::string gnuplot;
-  if (!o.no_plots && !shard) {
-    gnuplot = drift::find_gnuplot();
-    if (gnuplot.empty())
-      throw SpecError("gnuplot not found (install gnuplot-nox, set ROPECHECK_GNUPLOT, or pass --no-plots)");
-  }
-
-  // The command as run, with every default resolved (recorded in the outputs).
+// The command as run, with every default resolved (recorded in the outputs).
+std::string drift_command_line(const DriftCliOptions& o, DType dt, std::int64_t N) {
   std::string cmd = "ropecheck drift";
   if (!o.source.preset.empty()) cmd += " --preset " + o.source.preset;
   if (!o.source.hf_config.empty()) cmd += " --hf-config " + o.source.hf_config;
   if (!o.source.spec_file.empty()) cmd += " --spec " + o.source.spec_file;
   cmd += o.compare.empty() ? " --recipes " + o.recipes : " --compare " + o.compare;
-  cmd += fmt::format(" --dtype {} --max-pos {}", to_string(*dt), N);
+  cmd += fmt::format(" --dtype {} --max-pos {}", to_string(dt), N);
+  return cmd;
+}
 
-  if (shard) {  // a part: one JSON file, no folder (drift/DRIFT.md, "Sharded sweeps")
-    d.shard = *shard;
-    if (!o.overwrite && std::filesystem::exists(o.out))
-      throw SpecError("--out " + o.out + " exists (give --overwrite to replace it)");
-    io::check_file_destination(o.out, "--out");
-    const drift::DriftResult r = drift::run_drift(spec, names, d);
-    const nlohmann::json run = {{"command_line", cmd}, {"plots", !o.no_plots}};
-    io::write_file_atomically(o.out, drift::part_to_json(r, run).dump() + "\n", "--out");
-    fmt::print("{}: positions 0..{}, part {}: sampled positions [{}, {}) of {}, {} candidates; `ropecheck merge` the "
-               "{} parts\n",
-               spec.name, N - 1, shard->text(), r.first_sample, r.last_sample, r.plan.positions.size(),
-               r.kernels.size(), shard->count);
-    return 0;
-  }
-  const std::string out = o.out.empty() ? default_out(spec) : o.out;
-  drift::OutputDir dir(out, o.overwrite);
-  const bool tty = !o.quiet && ::isatty(STDERR_FILENO);
-  if (!note.empty()) fmt::print(stderr, "ropecheck drift: {}\n", note);
-  if (!o.quiet)
-    d.progress = [tty](const std::string& line) {
-      if (tty) fmt::print(stderr, "ropecheck drift: {}\n", line);
-    };
+// --shard: a part, one JSON file and no folder (drift/DRIFT.md, "Sharded sweeps").
+int write_drift_part(const DriftCliOptions& o, const EncodingSpec& spec, const std::vector<plugin::KernelName>& names,
+                     drift::DriftOptions d, const Shard& shard, const std::string& cmd, std::int64_t N) {
+  d.shard = shard;
+  if (!o.overwrite && std::filesystem::exists(o.out))
+    throw SpecError("--out " + o.out + " exists (give --overwrite to replace it)");
+  io::check_file_destination(o.out, "--out");
+  const drift::DriftResult r = drift::run_drift(spec, names, d);
+  const nlohmann::json run = {{"command_line", cmd}, {"plots", !o.no_plots}};
+  io::write_file_atomically(o.out, drift::part_to_json(r, run).dump() + "\n", "--out");
+  fmt::print("{}: positions 0..{}, part {}: sampled positions [{}, {}) of {}, {} candidates; `ropecheck merge` the "
+             "{} parts\n",
+             spec.name, N - 1, shard.text(), r.first_sample, r.last_sample, r.plan.positions.size(), r.kernels.size(),
+             shard.count);
+  return 0;
+}
 
-  std::vector<std::string> files;
-  if (!o.compare.empty()) {
-    const drift::CompareResult r = drift::run_compare(spec, names[0], names[1], d);
-    if (!r.declined.empty()) {  // nothing measured, nothing written: not tested, with the kernel's reason
-      fmt::print("{} (A) vs {} (B) on {}: not compared\nNOT TESTED: {}\n", r.a, r.b, spec.name, r.reason);
-      if (!o.junit.empty())
-        io::write_file_atomically(o.junit,
-                                  junit_xml("ropecheck drift", {drift_compare_junit_case(spec.name, r.a, r.b, r.verdict, r.reason)},
-                                            r.seconds),
-                                  "--junit");
-      return ropecheck::exit_code(r.verdict);
-    }
-    files = drift::write_compare(r, dir, gnuplot, cmd);
-    dir.commit();
-    fmt::print("{} (A) vs {} (B) on {}, positions 0..{} ({} sampled), storage {}\n", r.a, r.b, spec.name, N - 1,
-               r.plan.positions.size(), to_string(*dt));
-    auto line = [&](const drift::FirstDifference& f, const char* where) {
-      if (!f.position) return fmt::print("  {}: identical\n", where);
-      fmt::print("  {}: first differ at position {} (pair {}, channel {}): A = {}, B = {} ({:.3g} ulp)\n", where,
-                 *f.position, f.pair, f.channel, f.a, f.b, f.diff_ulp);
-    };
-    line(r.first_sampled, "random vectors, sampled positions");
-    if (d.uniqueness) {
-      line(r.first_all, "unit vectors, every position");
-      fmt::print("  positions whose unit rotations differ: {} of {}\n", r.positions_differing_all, N);
-    }
-    fmt::print("  max |A - B|: {} ulp; A vs exact: {} ulp, B vs exact: {} ulp\n", fmt_stat(r.total.diff_ulp),
-               fmt_stat(r.total.err_a_ulp), fmt_stat(r.total.err_b_ulp));
-    fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
-    // The compared pair's verdict (exit 0 pass, 1 fail, 3 not tested: core/verdict.hpp); a kernel
-    // whose calls failed fails the comparison whatever else held.
-    if (r.verdict == ropecheck::Verdict::pass)
-      fmt::print("PASS: A and B agree within twice the {} bound at every sampled element\n", o.compare_class);
-    else
-      fmt::print("{}: {}\n", r.verdict == ropecheck::Verdict::fail ? "FAIL" : "NOT TESTED", r.reason);
-    if (!o.junit.empty()) {
-      const bool lost = kernel_failed(r.kernel_failures) != 0;
-      const JunitCase c = drift_compare_junit_case(spec.name, r.a, r.b, lost ? ropecheck::Verdict::fail : r.verdict,
-                                                   lost ? "kernel calls failed" : r.reason);
-      io::write_file_atomically(o.junit, junit_xml("ropecheck drift", {c}, r.seconds), "--junit");
-    }
-    if (kernel_failed(r.kernel_failures) != 0) return ropecheck::exit_code(ropecheck::Verdict::fail);
+// One line of --compare's summary: where A and B first differ (`where`: which vectors, which positions).
+void print_first_difference(const drift::FirstDifference& f, const char* where) {
+  if (!f.position) return fmt::print("  {}: identical\n", where);
+  fmt::print("  {}: first differ at position {} (pair {}, channel {}): A = {}, B = {} ({:.3g} ulp)\n", where,
+             *f.position, f.pair, f.channel, f.a, f.b, f.diff_ulp);
+}
+
+// --compare: both kernels over the same sweep, the outputs in `dir`, a summary on stdout. The exit code
+// is the pair's verdict (0 pass, 1 fail, 3 not tested: core/verdict.hpp); a kernel whose calls failed
+// fails the comparison whatever else held.
+int run_compare_and_report(const DriftCliOptions& o, const EncodingSpec& spec,
+                           const std::vector<plugin::KernelName>& names, const drift::DriftOptions& d,
+                           drift::OutputDir& dir, const std::string& gnuplot, const std::string& cmd, std::int64_t N,
+                           DType dt) {
+  const drift::CompareResult r = drift::run_compare(spec, names[0], names[1], d);
+  if (!r.declined.empty()) {  // nothing measured, nothing written: not tested, with the kernel's reason
+    fmt::print("{} (A) vs {} (B) on {}: not compared\nNOT TESTED: {}\n", r.a, r.b, spec.name, r.reason);
+    if (!o.junit.empty())
+      io::write_file_atomically(o.junit,
+                                junit_xml("ropecheck drift", {drift_compare_junit_case(spec.name, r.a, r.b, r.verdict, r.reason)},
+                                          r.seconds),
+                                "--junit");
     return ropecheck::exit_code(r.verdict);
   }
-
-  const drift::DriftResult r = drift::run_drift(spec, names, d);
-  files = drift::write_drift(r, dir, gnuplot, cmd);
+  const std::vector<std::string> files = drift::write_compare(r, dir, gnuplot, cmd);
   dir.commit();
-  fmt::print("{}: positions 0..{} ({} sampled, {} bins), storage {}, {} candidates\n", spec.name, N - 1,
-             r.plan.positions.size(), r.plan.bins.size(), to_string(*dt), r.kernels.size());
-  // A class's breakdown position; "n/t from P" where nothing broke before its bound saturates at P.
-  auto bd = [&](const drift::KernelResult& c, accuracy::AccuracyClass cls) -> std::string {
-    for (const drift::Breakdown& b : c.breakdown)
-      if (b.cls == cls)
-        return b.position ? std::to_string(*b.position)
-                          : (b.saturated_from ? fmt::format("n/t from {}", *b.saturated_from) : "never");
-    return "?";
-  };
+  fmt::print("{} (A) vs {} (B) on {}, positions 0..{} ({} sampled), storage {}\n", r.a, r.b, spec.name, N - 1,
+             r.plan.positions.size(), to_string(dt));
+  print_first_difference(r.first_sampled, "random vectors, sampled positions");
+  if (d.uniqueness) {
+    print_first_difference(r.first_all, "unit vectors, every position");
+    fmt::print("  positions whose unit rotations differ: {} of {}\n", r.positions_differing_all, N);
+  }
+  fmt::print("  max |A - B|: {} ulp; A vs exact: {} ulp, B vs exact: {} ulp\n", fmt_stat(r.total.diff_ulp),
+             fmt_stat(r.total.err_a_ulp), fmt_stat(r.total.err_b_ulp));
+  fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
+  if (r.verdict == ropecheck::Verdict::pass)
+    fmt::print("PASS: A and B agree within twice the {} bound at every sampled element\n", o.compare_class);
+  else
+    fmt::print("{}: {}\n", r.verdict == ropecheck::Verdict::fail ? "FAIL" : "NOT TESTED", r.reason);
+  if (!o.junit.empty()) {
+    const bool lost = kernel_failed(r.kernel_failures) != 0;
+    const JunitCase c = drift_compare_junit_case(spec.name, r.a, r.b, lost ? ropecheck::Verdict::fail : r.verdict,
+                                                 lost ? "kernel calls failed" : r.reason);
+    io::write_file_atomically(o.junit, junit_xml("ropecheck drift", {c}, r.seconds), "--junit");
+  }
+  if (kernel_failed(r.kernel_failures) != 0) return ropecheck::exit_code(ropecheck::Verdict::fail);
+  return ropecheck::exit_code(r.verdict);
+}
+
+// A class's breakdown position; "n/t from P" where nothing broke before its bound saturates at P.
+std::string breakdown_cell(const drift::KernelResult& c, accuracy::AccuracyClass cls) {
+  for (const drift::Breakdown& b : c.breakdown)
+    if (b.cls == cls)
+      return b.position ? std::to_string(*b.position)
+                        : (b.saturated_from ? fmt::format("n/t from {}", *b.saturated_from) : "never");
+  return "?";
+}
+
+// One line per candidate: its largest errors, where the fp32-angle and bf16-table classes break down,
+// how many distinct rotations it makes.
+void print_drift_table(const drift::DriftResult& r) {
   std::size_t w = 12;
   for (const drift::KernelResult& c : r.kernels)
     for (accuracy::AccuracyClass cls : {accuracy::AccuracyClass::fp32_angle, accuracy::AccuracyClass::bf16_table})
-      w = std::max(w, bd(c, cls).size());
+      w = std::max(w, breakdown_cell(c, cls).size());
   fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>{}} {:>{}}  {}\n", "candidate", "angle rad", "cos/sin", "rot ulp",
              "fp32-angle", w, "bf16-table", w, "distinct / first collision");
   for (const drift::KernelResult& c : r.kernels) {
@@ -283,18 +282,72 @@ int run_drift_command(const DriftCliOptions& o) {
       uq = fmt::format("{} / {}", c.uniqueness->distinct,
                        c.uniqueness->first_collision ? std::to_string(*c.uniqueness->first_collision) : "none");
     fmt::print("  {:<16} {:>10} {:>10} {:>10} {:>{}} {:>{}}  {}\n", c.name, fmt_stat(c.total.angle),
-               fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp), bd(c, accuracy::AccuracyClass::fp32_angle), w,
-               bd(c, accuracy::AccuracyClass::bf16_table), w, uq);
+               fmt_stat(c.total.trig), fmt_stat(c.total.rot_ulp),
+               breakdown_cell(c, accuracy::AccuracyClass::fp32_angle), w,
+               breakdown_cell(c, accuracy::AccuracyClass::bf16_table), w, uq);
   }
-  // Where a class's bound is saturated, "never" proves nothing: the column says "n/t from P", and why.
+}
+
+// Where a class's bound is saturated, "never" proves nothing: the column says "n/t from P", and why.
+void print_saturation_notes(const drift::DriftResult& r) {
   if (!r.kernels.empty())
     for (const drift::Breakdown& b : r.kernels.front().breakdown)
       if (b.saturated_from && (b.cls == accuracy::AccuracyClass::fp32_angle || b.cls == accuracy::AccuracyClass::bf16_table))
         fmt::print("  note: the {} bound is saturated from position {} (an all-zero output would pass there): "
                    "not tested beyond it; {}\n",
                    to_string(b.cls), *b.saturated_from, ropecheck::kSaturationAdvice);
+}
+
+// The sweep of every candidate, the outputs in `dir`, its table on stdout; exit 1 when a kernel's
+// calls failed, else 0.
+int run_sweep_and_report(const EncodingSpec& spec, const std::vector<plugin::KernelName>& names,
+                         const drift::DriftOptions& d, drift::OutputDir& dir, const std::string& gnuplot,
+                         const std::string& cmd, std::int64_t N, DType dt) {
+  const drift::DriftResult r = drift::run_drift(spec, names, d);
+  const std::vector<std::string> files = drift::write_drift(r, dir, gnuplot, cmd);
+  dir.commit();
+  fmt::print("{}: positions 0..{} ({} sampled, {} bins), storage {}, {} candidates\n", spec.name, N - 1,
+             r.plan.positions.size(), r.plan.bins.size(), to_string(dt), r.kernels.size());
+  print_drift_table(r);
+  print_saturation_notes(r);
   fmt::print("wrote {} ({:.1f} s): {}\n", dir.out().string(), r.seconds, fmt::join(files, ", "));
   return kernel_failed(r.kernel_failures);
+}
+
+int run_drift_command(const DriftCliOptions& o) {
+  const EncodingSpec spec = o.source.load();
+  if (spec.family != Family::rope)
+    throw SpecError("drift measures RoPE only; '" + spec.name + "' is a sinusoidal spec");
+  const std::optional<DType> dt = parse_dtype(o.dtype);
+  if (!dt) throw SpecError("--dtype: unknown dtype '" + o.dtype + "' (f64, f32, f16, bf16)");
+  std::string note;  // printed once the output folder is made
+  const std::int64_t N = sweep_length(o, spec, note);
+  const std::optional<Shard> shard = drift_shard(o);
+  if (!o.junit.empty() && o.compare.empty())
+    throw SpecError("--junit needs --compare: a sweep of recipes has no verdict to report");
+  if (!o.junit.empty()) io::check_file_destination(o.junit, "--junit");
+  const std::vector<plugin::KernelName> names = drift_kernel_names(o, shard.has_value());
+  drift::DriftOptions d = drift_options_for(o, spec, N, *dt, names.size());
+
+  std::string gnuplot;
+  if (!o.no_plots && !shard) {
+    gnuplot = drift::find_gnuplot();
+    if (gnuplot.empty())
+      throw SpecError("gnuplot not found (install gnuplot-nox, set ROPECHECK_GNUPLOT, or pass --no-plots)");
+  }
+  const std::string cmd = drift_command_line(o, *dt, N);
+  if (shard) return write_drift_part(o, spec, names, d, *shard, cmd, N);
+
+  const std::string out = o.out.empty() ? default_out(spec) : o.out;
+  drift::OutputDir dir(out, o.overwrite);
+  const bool tty = !o.quiet && ::isatty(STDERR_FILENO);
+  if (!note.empty()) fmt::print(stderr, "ropecheck drift: {}\n", note);
+  if (!o.quiet)
+    d.progress = [tty](const std::string& line) {
+      if (tty) fmt::print(stderr, "ropecheck drift: {}\n", line);
+    };
+  if (!o.compare.empty()) return run_compare_and_report(o, spec, names, d, dir, gnuplot, cmd, N, *dt);
+  return run_sweep_and_report(spec, names, d, dir, gnuplot, cmd, N, *dt);
 }
 
 }  // namespace

@@ -57,9 +57,6 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-// RapidCheck reads RC_PARAMS on first use and prints "Using configuration: seed=N" on stderr. The seed
-// is in our own header line, and an exit-2 message must be the only stderr line, so the configuration
-// is loaded here with stderr muted.
 // The `ropecheck props` line that reruns one outcome alone, with the target and the spec given as
 // this run was given them (a kernel with its class; the preset, spec file or HF config).
 std::string reproduce_command(const props::ReproduceRecord& r, const PropsCliOptions& o,
@@ -91,6 +88,10 @@ using props::set_rapidcheck_seed;
 // `--self-test`: every mutant (props/mutants.hpp) must be caught by some property on its own spec
 // and positions, and the correct hf-fp32 kernel must pass the same runs.
 int run_self_test(const PropsCliOptions& o) {
+  if (!o.target.empty() || !o.kernel.empty()) throw SpecError("--self-test takes no --target / --kernel");
+  if (!o.shard.empty()) throw SpecError("--shard: not with --self-test (it runs whole)");
+  if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
+  set_rapidcheck_seed(o.seed);
   props::SelfTestOptions st;
   st.cases = o.cases;
   st.seed = o.seed;
@@ -101,32 +102,21 @@ int run_self_test(const PropsCliOptions& o) {
   return rep.passed() ? 0 : 1;
 }
 
-int run_props(const PropsCliOptions& o) {
-  const auto started = std::chrono::steady_clock::now();
-  props::register_builtin_targets();  // hf-fp32, hf-fp32-f16out, hf-fp32-bf16out, mutant:NAME
-  if (o.self_test) {
-    if (!o.target.empty() || !o.kernel.empty()) throw SpecError("--self-test takes no --target / --kernel");
-    if (!o.shard.empty()) throw SpecError("--shard: not with --self-test (it runs whole)");
-    if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
-    set_rapidcheck_seed(o.seed);
-    return run_self_test(o);
-  }
-  if (o.list_targets) {
-    for (const auto& [name, desc] : props::target_descriptions()) fmt::print("{:<20} {}\n", name, desc);
-    return 0;
-  }
-  if (o.list_properties) {
-    for (const auto& p : props::list_properties()) fmt::print("{:<20} {}\n{:<20}   tolerance: {}\n", p.name, p.statement, "", p.tolerance);
-    return 0;
-  }
-  if (o.target.empty() == o.kernel.empty()) throw SpecError("give exactly one of --kernel NAME, --target NAME");
-  // The kernel, or a registered target; props' old target names for kernels (kernel:R, cuda:R and their
-  // -bf16out forms) are read as the kernels they name.
+// What the suite runs against: a kernel (made once the dtypes are known) or a registered target.
+struct PropsSubject {
   std::optional<plugin::KernelName> kernel;
   std::unique_ptr<props::Target> target;
+};
+
+// The kernel, or a registered target; props' old target names for kernels (kernel:R, cuda:R and their
+// -bf16out forms) are read as the kernels they name.
+PropsSubject props_subject(const PropsCliOptions& o) {
+  if (o.target.empty() == o.kernel.empty()) throw SpecError("give exactly one of --kernel NAME, --target NAME");
+  PropsSubject subject;
+  std::optional<plugin::KernelName>& kernel = subject.kernel;
   if (!o.kernel.empty()) {
     kernel = kernel_name(o.kernel, "--kernel");
-  } else if (!(target = props::make_target(o.target))) {
+  } else if (!(subject.target = props::make_target(o.target))) {
     std::string known;
     for (const auto& n : props::target_names()) known += (known.empty() ? "" : ", ") + n;
     const std::string unknown = "--target: unknown target '" + o.target + "' (known: " + known + "; kernels: --kernel NAME)";
@@ -139,7 +129,13 @@ int run_props(const PropsCliOptions& o) {
     deferred_notes().push_back("--target " + (kernel->deprecation.empty() ? "'" + o.target + "': kernels are given with --kernel now"
                                                                            : kernel->deprecation));
   }
-  if (!kernel && !o.accuracy_class.empty()) throw SpecError("--class: only with --kernel (a named target claims its own)");
+  return subject;
+}
+
+// The options' values and combinations, and the destinations written, checked before the suite runs;
+// returns --shard's shard.
+std::optional<Shard> check_props_options(const PropsCliOptions& o, bool has_kernel) {
+  if (!has_kernel && !o.accuracy_class.empty()) throw SpecError("--class: only with --kernel (a named target claims its own)");
   if (o.cases < 1) throw SpecError("--cases must be >= 1, got " + std::to_string(o.cases));
   if (o.max_pos < 0) throw SpecError("--max-pos must be >= 0, got " + std::to_string(o.max_pos));
   if (o.max_pos > kMaxPosition)  // every other position input stops at 2^53 too
@@ -156,10 +152,12 @@ int run_props(const PropsCliOptions& o) {
   if (!o.junit.empty()) io::check_file_destination(o.junit, "--junit");
   if (!(o.max_growth >= 1 && std::isfinite(o.max_growth)))
     throw SpecError("--max-growth: must be a finite number >= 1, got " + fmt::format("{}", o.max_growth));
-  std::optional<props::SuiteBaseline> baseline;
-  if (!o.baseline.empty()) baseline = props::read_suite_baseline(o.baseline);
-  // --dtype: a comma-separated list narrowing the output dtypes run (default: every one the target offers
-  // and implements; SuiteOptions::dtypes).
+  return shard;
+}
+
+// --dtype: a comma-separated list narrowing the output dtypes run (default: every one the target offers
+// and implements; SuiteOptions::dtypes).
+std::vector<DType> props_dtypes(const PropsCliOptions& o, const std::optional<plugin::KernelName>& kernel) {
   std::vector<DType> dtypes;
   for (const std::string& name : split_commas(o.dtype)) {
     const auto dt = parse_dtype(name);
@@ -168,6 +166,173 @@ int run_props(const PropsCliOptions& o) {
   }
   if (!o.dtype.empty() && dtypes.empty()) throw SpecError("--dtype: empty list");
   if (kernel && kernel->storage && dtypes.empty()) dtypes = {*kernel->storage};  // kernel:R-bf16out: bf16 only
+  return dtypes;
+}
+
+// Before the run: a baseline of another setup is refused without running anything.
+void require_baseline_setup(const props::SuiteBaseline& baseline, const props::Target& target,
+                            const std::optional<EncodingSpec>& spec, const props::SuiteOptions& so) {
+  std::vector<std::string> names = so.only;
+  if (names.empty())
+    for (const auto& p : props::list_properties()) names.push_back(p.name);
+  props::require_same_setup(baseline, props::suite_header(target, spec ? &*spec : nullptr, so), names);
+}
+
+// The suite; an unknown --only property or an unusable --dtype is unusable input (exit 2).
+props::SuiteReport run_props_suite(props::Target& target, const std::optional<EncodingSpec>& spec,
+                                   const props::SuiteOptions& so) {
+  try {
+    return props::run_suite(target, spec ? &*spec : nullptr, so);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    throw SpecError((what.rfind("unknown property", 0) == 0 ? "--only: " : "--dtype: ") + what);
+  }
+}
+
+// The header line, one line per property and the notes (a failing spec's note is printed with its
+// failure).
+void print_props_summary(const props::SuiteReport& rep, const props::Target& target, int cases) {
+  fmt::print("target {} ({}), spec {}, seed {}, {} cases per property\n", rep.target,
+             accuracy::to_string(target.info().accuracy), rep.spec, rep.seed, cases);
+  fmt::print("{}", rep.summary());
+  for (const auto& n : rep.dtype_notes) fmt::print("  {}\n", n);
+  for (const auto& out : rep.outcomes) {
+    for (const auto& n : out.notes)
+      if (n.rfind("failing spec", 0) != 0) fmt::print("  {}: {}\n", out.property, n);
+  }
+}
+
+// A failed property: its counterexample, failing position and spec, and the command that reruns it.
+// Returns the failing spec's JSON ("" when the note gives none).
+std::string print_failed_outcome(const props::PropertyOutcome& out, const PropsCliOptions& o,
+                                 const std::optional<plugin::KernelName>& kernel) {
+  fmt::print("\nFAIL {} (output {}): {}\n  counterexample: {}\n", out.property, out.dtype, out.statement, out.counterexample);
+  if (out.failing_position) fmt::print("  failing position: {}\n", *out.failing_position);
+  std::string spec_json;
+  for (const auto& n : out.notes)
+    if (n.rfind("failing spec", 0) == 0) {
+      fmt::print("  {}\n", n);
+      spec_json = n.substr(std::string("failing spec: ").size());
+    }
+  fmt::print("  reproduce: {}\n", reproduce_command(out.reproduce, o, kernel));
+  return spec_json;
+}
+
+// The class the outcome in output dtype `d` was judged with.
+accuracy::AccuracyClass claimed_class(props::Target& target, DType d) {
+  const std::unique_ptr<props::Target> t = d == target.info().dtype ? nullptr : target.with_output(d);
+  return t ? t->info().accuracy : target.info().accuracy;
+}
+
+// Every failed property printed; with `diag_kernel`, its counterexample replayed as a golden-set check
+// and diagnosed (props_diagnosis.hpp): each distinct (spec, position, dtype) once, at most three per
+// run. Returns outcome index -> its "diagnosis".
+std::map<std::size_t, nlohmann::json> report_failures(const props::SuiteReport& rep, const PropsCliOptions& o,
+                                                      const std::optional<plugin::KernelName>& kernel,
+                                                      const std::optional<plugin::KernelName>& diag_kernel,
+                                                      props::Target& target, const std::optional<EncodingSpec>& spec) {
+  std::map<std::size_t, nlohmann::json> diagnoses;  // outcome index -> its "diagnosis"
+  std::map<std::string, std::string> diagnosed;       // (spec, position, dtype) -> conclusion printed
+  for (std::size_t i = 0; i < rep.outcomes.size(); ++i) {
+    const auto& out = rep.outcomes[i];
+    if (out.verdict != ropecheck::Verdict::fail) continue;
+    const std::string spec_json = print_failed_outcome(out, o, kernel);
+    if (out.kernel_failed && diag_kernel) {  // replaying a crash or a hang only costs it again (a timeout each)
+      fmt::print("  diagnosis: none (the kernel failed; its outputs are no values to diagnose)\n");
+      continue;
+    }
+    if (!diag_kernel || !out.failing_position || (spec_json.empty() && !spec)) continue;
+    const std::string key = spec_json + "@" + std::to_string(*out.failing_position) + "@" + out.dtype;
+    if (const auto it = diagnosed.find(key); it != diagnosed.end()) {
+      fmt::print("  diagnosis: as above ({})\n", it->second);
+      continue;
+    }
+    if (diagnosed.size() >= 3) continue;
+    const EncodingSpec failing = spec_json.empty() ? *spec : spec_from_json(nlohmann::json::parse(spec_json));
+    const std::optional<CounterexampleDiagnosis> d =
+        diagnose_counterexample(*diag_kernel, failing, *out.failing_position, *parse_dtype(out.dtype),
+                                claimed_class(target, *parse_dtype(out.dtype)), o.plugin);
+    if (!d) continue;
+    fmt::print("  counterexample replayed as a check of its spec at positions {} (same kernel, class {}): {}\n  {}",
+               d->positions, accuracy::to_string(claimed_class(target, *parse_dtype(out.dtype))),
+               to_string(d->check.verdict), d->diagnosis.summary().substr(1));
+    diagnosed[key] = d->diagnosis.conclusion;
+    nlohmann::json dj = d->diagnosis.to_json();
+    dj["positions"] = d->positions;
+    dj["check_verdict"] = std::string(to_string(d->check.verdict));
+    diagnoses[i] = std::move(dj);
+  }
+  return diagnoses;
+}
+
+// --report: the JSON report with the diagnoses and the baseline comparison, as a part with --shard.
+// Atomic: a full disk or a kill never leaves a partial report.
+void write_props_report(const PropsCliOptions& o, const props::SuiteReport& rep,
+                        const std::optional<plugin::KernelName>& kernel,
+                        std::map<std::size_t, nlohmann::json> diagnoses,
+                        const std::optional<props::SuiteComparison>& cmp, const std::optional<Shard>& shard) {
+  nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o, kernel); });
+  for (auto& [i, dj] : diagnoses) j["properties"][i]["diagnosis"] = std::move(dj);
+  if (cmp) j["baseline"] = cmp->to_json();
+  if (shard) j = props_part_json(j, *shard, rep.verdict());
+  io::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                                "--report");
+}
+
+// --junit: one testcase per property and dtype, and one for the baseline comparison when it failed.
+void write_props_junit(const PropsCliOptions& o, const props::SuiteReport& rep,
+                       const std::optional<plugin::KernelName>& kernel,
+                       const std::optional<props::SuiteComparison>& cmp,
+                       std::chrono::steady_clock::time_point started) {
+  const nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o, kernel); });
+  std::vector<JunitCase> cases = props_junit_cases(j);
+  if (cmp && !cmp->pass())
+    cases.push_back({"ropecheck.props." + rep.target, "baseline", Verdict::fail, "a margin grew past --max-growth", cmp->summary()});
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+  io::write_file_atomically(o.junit, junit_xml("ropecheck props", cases, took.count()), "--junit");
+}
+
+// The run's last lines: a part's note, then the verdict `v` (and which properties were not tested).
+void print_props_verdict(const props::SuiteReport& rep, Verdict v, const std::optional<Shard>& shard) {
+  if (shard) fmt::print("PART {} of the properties: not a verdict on the whole run: `ropecheck merge` the {} parts\n",
+                        shard->text(), shard->count);
+  if (v == Verdict::pass) {
+    fmt::print("all properties hold\n");
+  } else if (v == Verdict::fail) {
+    fmt::print("a property failed\n");
+  } else {
+    std::string names;
+    for (const auto& out : rep.outcomes)
+      if (rep.counts(out) && out.verdict == Verdict::not_tested &&
+          (", " + names + ", ").find(", " + out.property + ", ") == std::string::npos)  // once, whatever the dtypes
+        names += (names.empty() ? "" : ", ") + out.property;
+    const std::optional<std::int64_t> sat = rep.saturated_from();
+    fmt::print("NOT TESTED: no property failed, but these were not tested: {}{}\n", names,
+               sat ? fmt::format("; class {} not tested from position {} (saturated bounds)",
+                                 accuracy::to_string(rep.accuracy_class), *sat)
+                   : std::string());
+  }
+}
+
+int run_props(const PropsCliOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
+  props::register_builtin_targets();  // hf-fp32, hf-fp32-f16out, hf-fp32-bf16out, mutant:NAME
+  if (o.self_test) return run_self_test(o);
+  if (o.list_targets) {
+    for (const auto& [name, desc] : props::target_descriptions()) fmt::print("{:<20} {}\n", name, desc);
+    return 0;
+  }
+  if (o.list_properties) {
+    for (const auto& p : props::list_properties()) fmt::print("{:<20} {}\n{:<20}   tolerance: {}\n", p.name, p.statement, "", p.tolerance);
+    return 0;
+  }
+  PropsSubject subject = props_subject(o);
+  const std::optional<plugin::KernelName>& kernel = subject.kernel;
+  std::unique_ptr<props::Target>& target = subject.target;
+  const std::optional<Shard> shard = check_props_options(o, kernel.has_value());
+  std::optional<props::SuiteBaseline> baseline;
+  if (!o.baseline.empty()) baseline = props::read_suite_baseline(o.baseline);
+  const std::vector<DType> dtypes = props_dtypes(o, kernel);
   if (kernel) {
     std::optional<accuracy::AccuracyClass> cls;
     if (!o.accuracy_class.empty() && !(cls = accuracy::parse_accuracy_class(o.accuracy_class)))
@@ -187,111 +352,18 @@ int run_props(const PropsCliOptions& o) {
   so.dtypes = dtypes;
   if (shard) so.shard = *shard;
   set_rapidcheck_seed(o.seed);
-  if (baseline) {  // before the run: a baseline of another setup is refused without running anything
-    std::vector<std::string> names = so.only;
-    if (names.empty())
-      for (const auto& p : props::list_properties()) names.push_back(p.name);
-    props::require_same_setup(*baseline, props::suite_header(*target, spec ? &*spec : nullptr, so), names);
-  }
-  props::SuiteReport rep;
-  try {
-    rep = props::run_suite(*target, spec ? &*spec : nullptr, so);
-  } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
-    throw SpecError((what.rfind("unknown property", 0) == 0 ? "--only: " : "--dtype: ") + what);
-  }
+  if (baseline) require_baseline_setup(*baseline, *target, spec, so);
+  const props::SuiteReport rep = run_props_suite(*target, spec, so);
   std::optional<props::SuiteComparison> cmp;  // before any output: a baseline of another setup is exit 2
   if (baseline) cmp = props::compare_with_baseline(rep, *baseline, o.max_growth);
-  fmt::print("target {} ({}), spec {}, seed {}, {} cases per property\n", rep.target,
-             accuracy::to_string(target->info().accuracy), rep.spec, rep.seed, o.cases);
-  fmt::print("{}", rep.summary());
-  for (const auto& n : rep.dtype_notes) fmt::print("  {}\n", n);
-  for (const auto& out : rep.outcomes) {
-    for (const auto& n : out.notes)
-      if (n.rfind("failing spec", 0) != 0) fmt::print("  {}: {}\n", out.property, n);
-  }
-  // Counterexamples replayed as a golden-set check and diagnosed (props_diagnosis.hpp): each distinct
-  // (spec, position, dtype) once, at most three per run.
+  print_props_summary(rep, *target, o.cases);
   // A part is not diagnosed: the run's three diagnoses are chosen across every property (as a check part).
   const std::optional<plugin::KernelName> diag_kernel = o.no_diagnose || shard ? std::nullopt : kernel;
-  const auto claimed_class = [&](DType d) {  // the class the outcome in `d` was judged with
-    const std::unique_ptr<props::Target> t = d == target->info().dtype ? nullptr : target->with_output(d);
-    return t ? t->info().accuracy : target->info().accuracy;
-  };
-  std::map<std::size_t, nlohmann::json> diagnoses;  // outcome index -> its "diagnosis"
-  std::map<std::string, std::string> diagnosed;       // (spec, position, dtype) -> conclusion printed
-  for (std::size_t i = 0; i < rep.outcomes.size(); ++i) {
-    const auto& out = rep.outcomes[i];
-    if (out.verdict != ropecheck::Verdict::fail) continue;
-    fmt::print("\nFAIL {} (output {}): {}\n  counterexample: {}\n", out.property, out.dtype, out.statement, out.counterexample);
-    if (out.failing_position) fmt::print("  failing position: {}\n", *out.failing_position);
-    std::string spec_json;
-    for (const auto& n : out.notes)
-      if (n.rfind("failing spec", 0) == 0) {
-        fmt::print("  {}\n", n);
-        spec_json = n.substr(std::string("failing spec: ").size());
-      }
-    fmt::print("  reproduce: {}\n", reproduce_command(out.reproduce, o, kernel));
-    if (out.kernel_failed && diag_kernel) {  // replaying a crash or a hang only costs it again (a timeout each)
-      fmt::print("  diagnosis: none (the kernel failed; its outputs are no values to diagnose)\n");
-      continue;
-    }
-    if (!diag_kernel || !out.failing_position || (spec_json.empty() && !spec)) continue;
-    const std::string key = spec_json + "@" + std::to_string(*out.failing_position) + "@" + out.dtype;
-    if (const auto it = diagnosed.find(key); it != diagnosed.end()) {
-      fmt::print("  diagnosis: as above ({})\n", it->second);
-      continue;
-    }
-    if (diagnosed.size() >= 3) continue;
-    const EncodingSpec failing = spec_json.empty() ? *spec : spec_from_json(nlohmann::json::parse(spec_json));
-    const std::optional<CounterexampleDiagnosis> d =
-        diagnose_counterexample(*diag_kernel, failing, *out.failing_position, *parse_dtype(out.dtype),
-                                claimed_class(*parse_dtype(out.dtype)), o.plugin);
-    if (!d) continue;
-    fmt::print("  counterexample replayed as a check of its spec at positions {} (same kernel, class {}): {}\n  {}",
-               d->positions, accuracy::to_string(claimed_class(*parse_dtype(out.dtype))), to_string(d->check.verdict),
-               d->diagnosis.summary().substr(1));
-    diagnosed[key] = d->diagnosis.conclusion;
-    nlohmann::json dj = d->diagnosis.to_json();
-    dj["positions"] = d->positions;
-    dj["check_verdict"] = std::string(to_string(d->check.verdict));
-    diagnoses[i] = std::move(dj);
-  }
-  if (!o.report.empty()) {  // atomic: a full disk or a kill never leaves a partial report
-    nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o, kernel); });
-    for (auto& [i, dj] : diagnoses) j["properties"][i]["diagnosis"] = std::move(dj);
-    if (cmp) j["baseline"] = cmp->to_json();
-    if (shard) j = props_part_json(j, *shard, rep.verdict());
-    io::write_file_atomically(o.report, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
-                                  "--report");
-  }
-  if (!o.junit.empty()) {
-    const nlohmann::json j = rep.to_json([&](const props::ReproduceRecord& r) { return reproduce_command(r, o, kernel); });
-    std::vector<JunitCase> cases = props_junit_cases(j);
-    if (cmp && !cmp->pass())
-      cases.push_back({"ropecheck.props." + rep.target, "baseline", Verdict::fail, "a margin grew past --max-growth", cmp->summary()});
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
-    io::write_file_atomically(o.junit, junit_xml("ropecheck props", cases, took.count()), "--junit");
-  }
+  std::map<std::size_t, nlohmann::json> diagnoses = report_failures(rep, o, kernel, diag_kernel, *target, spec);
+  if (!o.report.empty()) write_props_report(o, rep, kernel, std::move(diagnoses), cmp, shard);
+  if (!o.junit.empty()) write_props_junit(o, rep, kernel, cmp, started);
   const Verdict v = rep.verdict();
-  if (shard) fmt::print("PART {} of the properties: not a verdict on the whole run: `ropecheck merge` the {} parts\n",
-                        shard->text(), shard->count);
-  if (v == Verdict::pass) {
-    fmt::print("all properties hold\n");
-  } else if (v == Verdict::fail) {
-    fmt::print("a property failed\n");
-  } else {
-    std::string names;
-    for (const auto& out : rep.outcomes)
-      if (rep.counts(out) && out.verdict == Verdict::not_tested &&
-          (", " + names + ", ").find(", " + out.property + ", ") == std::string::npos)  // once, whatever the dtypes
-        names += (names.empty() ? "" : ", ") + out.property;
-    const std::optional<std::int64_t> sat = rep.saturated_from();
-    fmt::print("NOT TESTED: no property failed, but these were not tested: {}{}\n", names,
-               sat ? fmt::format("; class {} not tested from position {} (saturated bounds)",
-                                 accuracy::to_string(rep.accuracy_class), *sat)
-                   : std::string());
-  }
+  print_props_verdict(rep, v, shard);
   if (cmp) fmt::print("{}", cmp->summary());
   if (cmp && !cmp->pass()) return exit_code(Verdict::fail);  // a regression fails whatever else held
   return exit_code(v);

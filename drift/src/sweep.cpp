@@ -73,72 +73,76 @@ ClassBounds class_bounds(DType storage) {
   return cb;
 }
 
-// All measurements of one sample (sweep.hpp, Metrics; DRIFT.md "Metrics").
-void measure_sample(const Setup& s, const SweptKernel& c, const ClassBounds& cb, std::int64_t i, const float* x,
-                    const double* rot, const double* tcos, const double* tsin, Metrics& m, SampleCheck& check,
-                    std::vector<double>& angles, std::vector<float>& fc, std::vector<float>& fs) {
-  const std::int64_t p = s.plan.positions[sz(i)];
-  const DD* ec = s.ecos.data() + i * s.P;
-  const DD* es = s.esin.data() + i * s.P;
-  const std::size_t nc = cb.classes.size();
-  m.samples = 1;
-  m.shift.assign(sz(s.S), Stat{});
-  check.reset();
+// The per-pair class bounds at one position, [class][pair]: their relative part only (the absolute
+// floor is per class, added where an element is checked).
+struct RelativeBounds {
+  std::vector<double> rotated, table;
+};
 
-  // Per-pair class bounds at this position (relative part; the floor is per class).
-  std::vector<double> rel_rot(nc * sz(s.P)), rel_tab(nc * sz(s.P));
+RelativeBounds relative_bounds(const Setup& s, const ClassBounds& cb, std::int64_t p) {
+  const std::size_t nc = cb.classes.size();
+  RelativeBounds rel{std::vector<double>(nc * sz(s.P)), std::vector<double>(nc * sz(s.P))};
   for (int j = 0; j < s.P; ++j) {
     const accuracy::PairAngle a{std::fabs(static_cast<double>(p) * s.w[sz(j)]), s.abs_log_w[sz(j)]};
     for (std::size_t ci = 0; ci < nc; ++ci) {
-      rel_rot[ci * sz(s.P) + sz(j)] = cb.rotated[ci].relative(a);
-      rel_tab[ci * sz(s.P) + sz(j)] = cb.table[ci].relative(a);
+      rel.rotated[ci * sz(s.P) + sz(j)] = cb.rotated[ci].relative(a);
+      rel.table[ci * sz(s.P) + sz(j)] = cb.table[ci].relative(a);
     }
   }
+  return rel;
+}
 
-  // Angles and the recipe's f32 cos / sin.
-  if (c.has_rows()) {
-    c.angle_row(p, angles);
-    c.trig_row(p, fc, fs);
-    for (int j = 0; j < s.P; ++j) {
-      const double e = wrapped_angle_error(angles[sz(j)], ec[j], es[j]);
-      if (std::isnan(e)) {
+// The angles and the recipe's f32 cos / sin at p against the exact ones (ec / es: the sample's exact
+// cos / sin per pair); only kernels with rows (SweptKernel::has_rows) have them.
+void measure_angle_rows(const Setup& s, const SweptKernel& c, std::int64_t p, const DD* ec, const DD* es, Metrics& m,
+                        std::vector<double>& angles, std::vector<float>& fc, std::vector<float>& fs) {
+  c.angle_row(p, angles);
+  c.trig_row(p, fc, fs);
+  for (int j = 0; j < s.P; ++j) {
+    const double e = wrapped_angle_error(angles[sz(j)], ec[j], es[j]);
+    if (std::isnan(e)) {
+      ++m.nonfinite;
+      m.angle.add(kAngleCap);
+    } else {
+      m.angle.add(std::fabs(e));
+    }
+    for (const auto& [v, ex] : {std::pair{fc[sz(j)], ec[j]}, std::pair{fs[sz(j)], es[j]}}) {
+      if (!std::isfinite(v)) {
         ++m.nonfinite;
-        m.angle.add(kAngleCap);
+        m.trig.add(kUnitCap);
       } else {
-        m.angle.add(std::fabs(e));
-      }
-      for (const auto& [v, ex] : {std::pair{fc[sz(j)], ec[j]}, std::pair{fs[sz(j)], es[j]}}) {
-        if (!std::isfinite(v)) {
-          ++m.nonfinite;
-          m.trig.add(kUnitCap);
-        } else {
-          m.trig.add(std::fabs(dd_error(static_cast<double>(v), ex)));
-        }
+        m.trig.add(std::fabs(dd_error(static_cast<double>(v), ex)));
       }
     }
   }
+}
 
-  // The table in the storage dtype (M = 1).
-  if (tcos) {
-    for (int j = 0; j < s.P; ++j)
-      for (int k = 0; k < 2; ++k) {
-        const double v = (k == 0 ? tcos : tsin)[j];
-        const DD& ex = k == 0 ? ec[j] : es[j];
-        double err = kInf;
-        if (!std::isfinite(v)) {
-          ++m.nonfinite;
-          m.table.add(kUnitCap);
-        } else {
-          err = std::fabs(dd_error(v, ex));
-          m.table.add(err);
-        }
-        for (std::size_t ci = 0; ci < nc; ++ci)
-          check.check(ci, err, rel_tab[ci * sz(s.P) + sz(j)] + cb.table[ci].floor, "table", -1, j, k);
+// The table in the storage dtype (M = 1), every element checked against every class.
+void measure_table(const Setup& s, const ClassBounds& cb, const RelativeBounds& rel, const double* tcos,
+                   const double* tsin, const DD* ec, const DD* es, Metrics& m, SampleCheck& check) {
+  const std::size_t nc = cb.classes.size();
+  for (int j = 0; j < s.P; ++j)
+    for (int k = 0; k < 2; ++k) {
+      const double v = (k == 0 ? tcos : tsin)[j];
+      const DD& ex = k == 0 ? ec[j] : es[j];
+      double err = kInf;
+      if (!std::isfinite(v)) {
+        ++m.nonfinite;
+        m.table.add(kUnitCap);
+      } else {
+        err = std::fabs(dd_error(v, ex));
+        m.table.add(err);
       }
-  }
+      for (std::size_t ci = 0; ci < nc; ++ci)
+        check.check(ci, err, rel.table[ci * sz(s.P) + sz(j)] + cb.table[ci].floor, "table", -1, j, k);
+    }
+}
 
-  // Rotated query vectors at p (token 0), every head and rotated channel.
-  const std::int64_t HD = s.heads * s.D;
+// Rotated query vectors at p (token 0), every head and rotated channel, each element checked against
+// every class.
+void measure_rotated(const Setup& s, const ClassBounds& cb, const RelativeBounds& rel, const float* x,
+                     const double* rot, const DD* ec, const DD* es, Metrics& m, SampleCheck& check) {
+  const std::size_t nc = cb.classes.size();
   for (int h = 0; h < s.heads; ++h) {
     const float* xin = x + h * s.D;
     const double* out = rot + h * s.D;
@@ -163,12 +167,15 @@ void measure_sample(const Setup& s, const SweptKernel& c, const ClassBounds& cb,
           m.rot_rel.add(M > 0 ? err / M : 0.0);
         }
         for (std::size_t ci = 0; ci < nc; ++ci)
-          check.check(ci, err, rel_rot[ci * sz(s.P) + sz(j)] * M + cb.rotated[ci].floor, "rotated", h, j, chn);
+          check.check(ci, err, rel.rotated[ci * sz(s.P) + sz(j)] * M + cb.rotated[ci].floor, "rotated", h, j, chn);
       }
     }
   }
+}
 
-  // Relative-shift violation per head: logits <q(p), k(n)> against <q(p+s), k(n+s)>.
+// Relative-shift violation per head: logits <q(p), k(n)> against <q(p+s), k(n+s)>.
+void measure_shifts(const Setup& s, const float* x, const double* rot, Metrics& m) {
+  const std::int64_t HD = s.heads * s.D;
   for (int h = 0; h < s.heads; ++h) {
     const float* q = x + h * s.D;
     const float* kk = x + HD + h * s.D;
@@ -197,6 +204,23 @@ void measure_sample(const Setup& s, const SweptKernel& c, const ClassBounds& cb,
       }
     }
   }
+}
+
+// All measurements of one sample (sweep.hpp, Metrics; DRIFT.md "Metrics").
+void measure_sample(const Setup& s, const SweptKernel& c, const ClassBounds& cb, std::int64_t i, const float* x,
+                    const double* rot, const double* tcos, const double* tsin, Metrics& m, SampleCheck& check,
+                    std::vector<double>& angles, std::vector<float>& fc, std::vector<float>& fs) {
+  const std::int64_t p = s.plan.positions[sz(i)];
+  const DD* ec = s.ecos.data() + i * s.P;
+  const DD* es = s.esin.data() + i * s.P;
+  m.samples = 1;
+  m.shift.assign(sz(s.S), Stat{});
+  check.reset();
+  const RelativeBounds rel = relative_bounds(s, cb, p);
+  if (c.has_rows()) measure_angle_rows(s, c, p, ec, es, m, angles, fc, fs);
+  if (tcos) measure_table(s, cb, rel, tcos, tsin, ec, es, m, check);
+  measure_rotated(s, cb, rel, x, rot, ec, es, m, check);
+  measure_shifts(s, x, rot, m);
 }
 
 KernelResult sweep_kernel(const Setup& s, SweptKernel& c) {
