@@ -248,14 +248,13 @@ int run_compare_and_report(const DriftCliOptions& o, const EncodingSpec& spec,
     fmt::print("PASS: A and B agree within twice the {} bound at every sampled element\n", o.compare_class);
   else
     fmt::print("{}: {}\n", r.verdict == ropecheck::Verdict::fail ? "FAIL" : "NOT TESTED", r.reason);
+  const bool lost = kernel_failed(r.kernel_failures) != 0;  // prints the failures, once
   if (!o.junit.empty()) {
-    const bool lost = kernel_failed(r.kernel_failures) != 0;
     const JunitCase c = drift_compare_junit_case(spec.name, r.a, r.b, lost ? ropecheck::Verdict::fail : r.verdict,
                                                  lost ? "kernel calls failed" : r.reason);
     io::write_file_atomically(o.junit, junit_xml("ropecheck drift", {c}, r.seconds), "--junit");
   }
-  if (kernel_failed(r.kernel_failures) != 0) return ropecheck::exit_code(ropecheck::Verdict::fail);
-  return ropecheck::exit_code(r.verdict);
+  return ropecheck::exit_code(lost ? ropecheck::Verdict::fail : r.verdict);
 }
 
 // A class's breakdown position; "n/t from P" where nothing broke before its bound saturates at P.

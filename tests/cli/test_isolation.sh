@@ -127,16 +127,19 @@ while IFS='|' read -r mode want want2; do
   # drift --compare: the outputs are written, exit 1, kernel_failures in compare.json.
   rm -rf "$TMP/D"
   run drift --preset llama-3.1-8b --compare "hf,plugin:$lib" --dtype f32 --max-pos 512 --no-plots --no-uniqueness \
-    --out "$TMP/D" --kernel-timeout 1
+    --out "$TMP/D" --kernel-timeout 1 --junit "$TMP/D.xml"
   p=""
   [ "$RC" -eq 1 ] || p+="exit code $RC (want 1); "
+  # Once, with --junit too (it printed the failures twice).
+  [ "$(grep -c '^KERNEL FAILURE' "$TMP/out")" -eq 1 ] || p+="KERNEL FAILURE printed $(grep -c '^KERNEL FAILURE' "$TMP/out") times; "
+  grep -q '<failure type="fail" message="kernel calls failed"' "$TMP/D.xml" 2>/dev/null || p+="no failing JUnit case; "
   [ -n "$want" ] || want="returned [0-9]+ non-finite values"
   grep -Eq "^KERNEL FAILURE: [0-9]+ of [0-9]+ kernel calls lost; first: .*($want)" "$TMP/out" ||
     p+="no KERNEL FAILURE line matching '$want': $(grep -m1 KERNEL "$TMP/out"); "
   [ -f "$TMP/D/compare.json" ] && p+=$(json_has "$TMP/D/compare.json" 'len(d["kernel_failures"]) == 1')
   [ -f "$TMP/D/compare.json" ] || p+="no compare.json; "
   ls -a "$TMP" | grep -q partial && p+="a partial folder was left; "
-  check "$mode: drift --compare fails (exit 1), names what happened, writes its outputs" "$p"
+  check "$mode: drift --compare fails (exit 1), names what happened, writes its outputs and JUnit, prints the failure once" "$p"
 done <<<"$CASES"
 
 # The good kernel passes all three, isolated and in-process; an isolated kernel's stdout goes to
