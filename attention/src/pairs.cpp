@@ -1,8 +1,6 @@
 #include "ropecheck/attention/pairs.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <sstream>
 #include <unordered_set>
 
 #include "ropecheck/core/positions.hpp"
@@ -15,23 +13,7 @@ namespace {
   throw SpecError("--pairs: '" + item + "': " + why);
 }
 
-std::int64_t parse_int(const std::string& item, const std::string& s) {
-  std::int64_t v = 0;
-  const char* end = s.data() + s.size();
-  auto [ptr, ec] = std::from_chars(s.data(), end, v);
-  if (s.empty() || ec != std::errc() || ptr != end) bad(item, "'" + s + "' is not an integer");
-  if (v < 0 || v > kMaxPosition) bad(item, std::to_string(v) + " is outside [0, 2^53]");
-  return v;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, sep)) out.push_back(cur);
-  if (!s.empty() && s.back() == sep) out.emplace_back();
-  return out;
-}
+std::int64_t parse_int(const std::string& item, const std::string& s) { return parse_position_number("--pairs", item, s); }
 
 struct PairHash {
   std::size_t operator()(const ScorePair& p) const {
@@ -112,9 +94,9 @@ PairSet parse_pairs(const std::string& argument, std::int64_t max_pairs) {
   set.argument = argument;
   if (argument.empty()) throw SpecError("--pairs: empty list");
   Collector out(set, max_pairs);
-  for (const std::string& item : split(argument, ',')) {
+  for (const std::string& item : split_items(argument, ',')) {
     if (item.empty()) bad(item, "empty item");
-    const std::vector<std::string> c = split(item, ':');
+    const std::vector<std::string> c = split_items(item, ':');
     out.begin_item();
     if (c[0] == "causal" || c[0] == "full") {
       block_item(item, c, out, max_pairs);

@@ -11,16 +11,21 @@ namespace {
   throw SpecError("--positions: '" + item + "': " + why);
 }
 
-std::int64_t parse_int(const std::string& item, const std::string& s) {
+std::int64_t parse_int(const std::string& item, const std::string& s) { return parse_position_number("--positions", item, s); }
+
+}  // namespace
+
+std::int64_t parse_position_number(std::string_view option, const std::string& item, const std::string& s) {
   std::int64_t v = 0;
   const char* end = s.data() + s.size();
   auto [ptr, ec] = std::from_chars(s.data(), end, v);
-  if (s.empty() || ec != std::errc() || ptr != end) bad(item, "'" + s + "' is not an integer");
-  if (v < 0 || v > kMaxPosition) bad(item, std::to_string(v) + " is outside [0, 2^53]");
+  if (s.empty() || ec != std::errc() || ptr != end)
+    throw SpecError(std::string(option) + ": '" + item + "': '" + s + "' is not an integer");
+  if (v < 0 || v > kMaxPosition) throw SpecError(std::string(option) + ": '" + item + "': " + std::to_string(v) + " is outside [0, 2^53]");
   return v;
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
+std::vector<std::string> split_items(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;
   std::istringstream in(s);
@@ -28,8 +33,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   if (!s.empty() && s.back() == sep) out.emplace_back();
   return out;
 }
-
-}  // namespace
 
 PositionSet parse_positions(const std::string& argument, std::int64_t max_tokens) {
   PositionSet set;
@@ -41,11 +44,11 @@ PositionSet parse_positions(const std::string& argument, std::int64_t max_tokens
     if (!(p.t == p.h && p.h == p.w)) set.has_triples = true;
     set.positions.push_back(p);
   };
-  for (const std::string& item : split(argument, ',')) {
+  for (const std::string& item : split_items(argument, ',')) {
     if (item.empty()) bad(item, "empty item");
-    const std::vector<std::string> colon = split(item, ':');
+    const std::vector<std::string> colon = split_items(item, ':');
     if (item.find('/') != std::string::npos) {
-      const std::vector<std::string> parts = split(item, '/');
+      const std::vector<std::string> parts = split_items(item, '/');
       if (parts.size() != 3) bad(item, "a triple is T/H/W");
       push(item, {parse_int(item, parts[0]), parse_int(item, parts[1]), parse_int(item, parts[2])});
     } else if (colon[0] == "log") {

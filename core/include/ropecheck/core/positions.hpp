@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ropecheck/core/spec.hpp"
@@ -29,5 +30,11 @@ struct PositionSet {
 // Throws SpecError (one line, naming the item) on bad syntax, out-of-range values, or more than
 // `max_tokens` positions.
 PositionSet parse_positions(const std::string& argument, std::int64_t max_tokens = std::int64_t{1} << 26);
+
+// The pieces of this grammar that other position grammars reuse (attention's --pairs): `s`, part of
+// `item`, as an integer in [0, 2^53], else SpecError "OPTION: 'ITEM': why"; and `s` split at every
+// `sep` (a trailing separator gives an empty last piece, which the caller refuses).
+std::int64_t parse_position_number(std::string_view option, const std::string& item, const std::string& s);
+std::vector<std::string> split_items(const std::string& s, char sep);
 
 }  // namespace ropecheck
