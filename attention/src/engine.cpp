@@ -20,16 +20,7 @@ std::unique_ptr<MpfrValue> stored_copy(const Real& v) {
   return m;
 }
 
-std::array<double, 3> triple_of(mpfr_srcptr v) {
-  MpfrValue tmp(kStoredBits + 64);
-  std::array<double, 3> out{};
-  mpfr_set(tmp.get(), v, MPFR_RNDN);
-  for (double& part : out) {
-    part = mpfr_get_d(tmp.get(), MPFR_RNDN);
-    mpfr_sub_d(tmp.get(), tmp.get(), part, MPFR_RNDN);  // exact
-  }
-  return out;
-}
+std::array<double, 3> triple_of(mpfr_srcptr v) { return triple_double_of(v, kStoredBits + 64); }
 
 // A stored value is taken as exact when it is a double (an irrational value never is, to 4224 bits).
 bool is_double(mpfr_srcptr v) { return mpfr_cmp_d(v, mpfr_get_d(v, MPFR_RNDN)) == 0; }

@@ -109,6 +109,22 @@ double random_value_of(DType t, std::uint64_t& s, int emin, int emax) {
 
 // MpfrValue (mpfr_value.hpp): the precision it was made with, and a value set through get() reads
 // back through the const get().
+// triple_double_of (mpfr_value.hpp): the parts add up to pi to 2^-150 relative and each part is the
+// double nearest to what the parts before it leave.
+TEST(TripleDouble, PartsSumToTheValue) {
+  ropecheck::MpfrValue pi(600), sum(600), err(600);
+  mpfr_const_pi(pi.get(), MPFR_RNDN);
+  const std::array<double, 3> t = ropecheck::triple_double_of(pi.get(), 664);
+  EXPECT_EQ(t[0], 3.141592653589793);
+  EXPECT_LT(std::fabs(t[1]), 0x1p-52);
+  EXPECT_LT(std::fabs(t[2]), std::fabs(t[1]) * 0x1p-52);
+  mpfr_set_d(sum.get(), t[0], MPFR_RNDN);
+  mpfr_add_d(sum.get(), sum.get(), t[1], MPFR_RNDN);
+  mpfr_add_d(sum.get(), sum.get(), t[2], MPFR_RNDN);
+  mpfr_sub(err.get(), pi.get(), sum.get(), MPFR_RNDN);
+  EXPECT_LT(std::fabs(mpfr_get_d(err.get(), MPFR_RNDN)), 0x1p-150);
+}
+
 TEST(fast_rounding_mpfr_value, KeepsPrecisionAndValue) {
   MpfrValue v(77);
   EXPECT_EQ(mpfr_get_prec(v.get()), 77);

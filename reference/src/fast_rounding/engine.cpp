@@ -47,16 +47,7 @@ std::unique_ptr<MpfrValue> stored_copy(const Real& v) {
   return m;
 }
 
-std::array<double, 3> triple_of(mpfr_srcptr v) {
-  MpfrValue tmp(kStoredBits + 64);
-  std::array<double, 3> out{};
-  mpfr_set(tmp.get(), v, MPFR_RNDN);
-  for (double& part : out) {
-    part = mpfr_get_d(tmp.get(), MPFR_RNDN);
-    mpfr_sub_d(tmp.get(), tmp.get(), part, MPFR_RNDN);  // exact
-  }
-  return out;
-}
+std::array<double, 3> triple_of(mpfr_srcptr v) { return triple_double_of(v, kStoredBits + 64); }
 
 void check_position(std::int64_t p) {
   if (p > kMaxPosition || p < -kMaxPosition)

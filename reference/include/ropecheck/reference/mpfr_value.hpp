@@ -5,6 +5,8 @@
 
 #include <mpfr.h>
 
+#include <array>
+
 namespace ropecheck {
 
 class MpfrValue {
@@ -31,5 +33,19 @@ class MpfrThreadCaches {
   MpfrThreadCaches(const MpfrThreadCaches&) = delete;
   MpfrThreadCaches& operator=(const MpfrThreadCaches&) = delete;
 };
+
+// `v` as three doubles whose sum is v to within about 2^-159 relative (each part the double nearest to
+// what the parts before it leave, the subtractions exact in `bits` >= v's precision + 64): the
+// triple-double form in which the fast paths (fast_rounding.hpp, attention's engine) keep exact values.
+inline std::array<double, 3> triple_double_of(mpfr_srcptr v, mpfr_prec_t bits) {
+  MpfrValue tmp(bits);
+  std::array<double, 3> out{};
+  mpfr_set(tmp.get(), v, MPFR_RNDN);
+  for (double& part : out) {
+    part = mpfr_get_d(tmp.get(), MPFR_RNDN);
+    mpfr_sub_d(tmp.get(), tmp.get(), part, MPFR_RNDN);  // exact
+  }
+  return out;
+}
 
 }  // namespace ropecheck
