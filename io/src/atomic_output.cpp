@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "atomic_internal.hpp"
+#include "ropecheck/io/fd_io.hpp"
 #include "ropecheck/core/spec.hpp"  // SpecError
 
 namespace ropecheck::io {
@@ -141,7 +142,7 @@ void write_whole_file(const fs::path& p, std::string_view bytes, const std::stri
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) fail(what + ": cannot write '" + p.string() + "' (" + errno_text(errno) + ")");
   try {
-    detail::write_all(fd, bytes, what, p.string());
+    write_all(fd, bytes, what, p.string());
   } catch (...) {
     ::close(fd);
     throw;
@@ -201,16 +202,6 @@ int lock_temporary(const fs::path& p) {
     return -1;
   }
   return fd;
-}
-
-void write_all(int fd, std::string_view bytes, const std::string& what, const std::string& shown) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 30));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(what + ": cannot write '" + shown + "' (" + errno_text(n < 0 ? errno : ENOSPC) + ")");
-    done += static_cast<std::size_t>(n);
-  }
 }
 
 }  // namespace detail

@@ -13,12 +13,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <span>
+#include <string_view>
 #include <vector>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "ropecheck/io/atomic_output.hpp"
+#include "ropecheck/io/fd_io.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "temp_root.hpp"
 
@@ -113,6 +116,35 @@ TEST(OutputFolderTest, DotAndRootAreRefused) {
     EXPECT_NE(message_of([&] { OutputFolder f(p, {.overwrite = true, .command = {}}); }).find("names no folder of its own"),
               std::string::npos)
         << p;
+}
+
+// The loops around write() and pread(): all of it written, exactly what was asked read, the end of the
+// file and a full disk errors naming the file.
+TEST(FdIo, WritesAllAndReadsExactlyAt) {
+  Scratch s;
+  const fs::path p = s.dir / "f";
+  const int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  ASSERT_GE(fd, 0);
+  const std::vector<std::uint8_t> bytes = {1, 2, 3, 4, 5, 6};
+  ropecheck::io::write_all(fd, std::span<const std::uint8_t>(bytes), "merge", "f");
+  ropecheck::io::write_all(fd, std::string_view("xy"), "merge", "f");
+  EXPECT_EQ(file_bytes(p), std::string("\1\2\3\4\5\6xy"));
+  std::uint8_t got[3] = {};
+  ropecheck::io::read_exact_at(fd, got, 3, "merge", "f");
+  EXPECT_EQ(got[0], 4);
+  EXPECT_EQ(got[2], 6);
+  try {
+    ropecheck::io::read_exact_at(fd, got, 6, "merge", "f");  // 5 bytes there
+    ADD_FAILURE() << "read past the end";
+  } catch (const ropecheck::InputError& e) {
+    EXPECT_STREQ(e.what(), "merge: cannot read 'f' (Input/output error)");
+  }
+  ::close(fd);
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (full < 0) GTEST_SKIP() << "no /dev/full";
+  EXPECT_EQ(message_of([&] { ropecheck::io::write_all(full, std::string_view("x"), "merge", "out"); }),
+            "merge: cannot write 'out' (No space left on device)");
+  ::close(full);
 }
 
 TEST(OutputFolderTest, ExistingWithoutOverwriteIsRefusedAtOnce) {
