@@ -159,6 +159,18 @@ TEST(Tensor, MisuseIsRejected) {
   expect_reject([&] { validate(t); }, "'bad'", "overflows");
 }
 
+// A zeroed buffer to fill in place (golden's outputs, the checker's kernel outputs), its shape checked.
+TEST(Tensor, MakeZerosIsZeroedAndRefusesBadShapes) {
+  const Tensor t = make_zeros("pe.bf16", TensorDType::bf16, {3, 5});
+  EXPECT_EQ(t.name, "pe.bf16");
+  EXPECT_EQ(t.shape, (std::vector<std::int64_t>{3, 5}));
+  EXPECT_EQ(t.data, Bytes(30, 0));
+  EXPECT_NO_THROW(validate(t));
+  EXPECT_EQ(make_zeros("s", TensorDType::i64, {}).data, Bytes(8, 0));  // a scalar
+  expect_reject([] { make_zeros("x", TensorDType::f64, {-1}); }, "'x'", "invalid shape");
+  expect_reject([] { make_zeros("x", TensorDType::f64, {std::int64_t{1} << 62, 4}); }, "'x'", "overflow");
+}
+
 // ---- safetensors: writing --------------------------------------------------------------------
 
 TEST(Safetensors, ByteExactSmallFile) {
