@@ -196,4 +196,12 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
   return "?";
 }
 
+std::string quoted_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  const std::string k = first_difference(a, b);
+  std::string s = "'" + k + "'";
+  if (a.contains(k) && b.contains(k) && a[k].is_primitive() && b[k].is_primitive())
+    s += " (" + a[k].dump() + " vs " + b[k].dump() + ")";
+  return s;
+}
+
 }  // namespace ropecheck::golden::detail

@@ -162,15 +162,13 @@ void check_one_run(const GoldenMergeOptions& opt, const ShardSet& s) {
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const nlohmann::json other = run_identity(parts[i]);
     if (other == id) continue;
-    const std::string k = first_difference(id, other);
-    std::string detail;
-    if (k == "shard_count")
-      detail = ": " + name_of(opt.parts[0]) + " is shard " + parts[0].shard()->shard.text() + " but " +
-               name_of(opt.parts[i]) + " is shard " + parts[i].shard()->shard.text();
-    else if (id.contains(k) && other.contains(k) && id[k].is_primitive() && other[k].is_primitive())
-      detail = " (" + id[k].dump() + " vs " + other[k].dump() + ")";
+    const std::string what =
+        first_difference(id, other) != "shard_count"
+            ? detail::quoted_difference(id, other)
+            : "'shard_count': " + name_of(opt.parts[0]) + " is shard " + parts[0].shard()->shard.text() + " but " +
+                  name_of(opt.parts[i]) + " is shard " + parts[i].shard()->shard.text();
     throw SpecError("merge: " + name_of(opt.parts[0]) + " and " + name_of(opt.parts[i]) +
-                    " are shards of different runs: they differ in '" + k + "'" + detail);
+                    " are shards of different runs: they differ in " + what);
   }
 }
 
@@ -186,13 +184,10 @@ void order_shards(const GoldenMergeOptions& opt, ShardSet& s) {
       throw SpecError("merge: shard " + parts[i].shard()->shard.text() + " is given twice: " + name_of(opt.parts[it->second]) +
                       " and " + name_of(opt.parts[i]));
   }
-  std::string missing;
-  int n_missing = 0;
-  for (int i = 1; i <= n; ++i)
-    if (!by_index.contains(i) && n_missing++ < 8) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
-  if (n_missing > 0)
-    throw SpecError("merge: " + std::to_string(n_missing) + " of " + std::to_string(n) + " shards missing (" + missing +
-                    (n_missing > 8 ? ", ..." : "") + ")");
+  const MissingShards missing = missing_shards(n, [&](int i) { return by_index.contains(i); });
+  if (missing.count > 0)
+    throw SpecError("merge: " + std::to_string(missing.count) + " of " + std::to_string(n) + " shards missing (" +
+                    missing.listed + ")");
   const std::int64_t set_tokens = parts.front().shard()->set_tokens;
   for (const auto& [index, i] : by_index) {
     const GoldenShardInfo& info = *parts[i].shard();

@@ -36,14 +36,6 @@ std::optional<nlohmann::json> read_json(const fs::path& path) {
   return j;
 }
 
-std::string differs(const nlohmann::json& a, const nlohmann::json& b) {
-  const std::string k = detail::first_difference(a, b);
-  std::string s = "'" + k + "'";
-  if (a.contains(k) && b.contains(k) && a[k].is_primitive() && b[k].is_primitive())
-    s += " (" + a[k].dump() + " vs " + b[k].dump() + ")";
-  return s;
-}
-
 bool is_record_name(const std::string& name) { return name.starts_with("shard-") && name.ends_with(".json"); }
 
 }  // namespace
@@ -75,7 +67,8 @@ fs::path join_shared_staging(const fs::path& out, const nlohmann::json& identity
   if (!theirs) fail(option + ": '" + run.string() + "' is not a run identity written by ropecheck; remove '" + staging.string() + "'");
   if (*theirs != mine)
     fail(option + ": the staging folder '" + staging.string() + "' belongs to another run: it differs in " +
-         differs(*theirs, mine) + "; finish it with `ropecheck merge --shared " + dest.string() + "` or remove it");
+         detail::quoted_difference(*theirs, mine) + "; finish it with `ropecheck merge --shared " + dest.string() +
+         "` or remove it");
   const fs::path set = staging / "set";
   if (::mkdir(set.c_str(), 0777) == 0) {
     // A new set: records left from an earlier one (a merge killed after moving its set) no longer hold.
@@ -125,7 +118,8 @@ nlohmann::json finalize(const SharedMergeOptions& opt) {
     if (!r || r->value("format", "") != kRecordFormat || !r->contains("run") || !r->contains("shard"))
       fail(where + ": '" + name + "' is not a shard record written by ropecheck");
     if ((*r)["run"] != *id)
-      fail(where + ": '" + name + "' is a shard of another run: it differs in " + differs(*id, (*r)["run"]));
+      fail(where + ": '" + name + "' is a shard of another run: it differs in " +
+           detail::quoted_difference(*id, (*r)["run"]));
     const int index = (*r)["shard"].value("index", 0);
     const auto [at, fresh] = records.emplace(index, std::pair{name, *r});
     if (!fresh)
@@ -133,13 +127,11 @@ nlohmann::json finalize(const SharedMergeOptions& opt) {
            at->second.first + "' and '" + name + "'");
   }
   if (ec) fail(where + ": cannot read '" + staging.string() + "' (" + ec.message() + ")");
-  std::string missing;
-  int n_missing = 0;
-  for (int i = 1; i <= n; ++i)
-    if (!records.contains(i) && n_missing++ < 8) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
-  if (n_missing > 0)
-    fail(where + ": " + std::to_string(n_missing) + " of " + std::to_string(n) + " shards have no completion record (" +
-         missing + (n_missing > 8 ? ", ..." : "") + "): not run, still running, or killed; run them (again)");
+  const MissingShards missing = missing_shards(n, [&](int i) { return records.contains(i); });
+  if (missing.count > 0)
+    fail(where + ": " + std::to_string(missing.count) + " of " + std::to_string(n) +
+         " shards have no completion record (" + missing.listed +
+         "): not run, still running, or killed; run them (again)");
   for (const auto& [index, named] : records)
     if (index < 1 || index > n) fail(where + ": '" + named.first + "' names a shard outside 1.." + std::to_string(n));
 

@@ -1,5 +1,5 @@
 // core's storing of an element of a storage format (dtype.hpp: store_element, the inverse of
-// load_element).
+// load_element) and the list of missing shards that merges report (shard.hpp: missing_shards).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/shard.hpp"
 
 namespace ropecheck {
 namespace {
@@ -30,6 +31,21 @@ TEST(StoreElement, IsTheInverseOfLoadElement) {
   EXPECT_EQ(buf[1], 0x7B);
   EXPECT_THROW(store_element(buf, 1.0 + std::ldexp(1.0, -11), DType::f16), std::invalid_argument);
   EXPECT_THROW(store_element(buf, 257.0, DType::bf16), std::invalid_argument);
+}
+
+TEST(MissingShards, CountsAllAndListsTheFirstEight) {
+  MissingShards m = missing_shards(4, [](int i) { return i != 2 && i != 4; });
+  EXPECT_EQ(m.count, 2);
+  EXPECT_EQ(m.listed, "2, 4");
+  m = missing_shards(3, [](int) { return true; });
+  EXPECT_EQ(m.count, 0);
+  EXPECT_EQ(m.listed, "");
+  m = missing_shards(8, [](int) { return false; });
+  EXPECT_EQ(m.count, 8);
+  EXPECT_EQ(m.listed, "1, 2, 3, 4, 5, 6, 7, 8");
+  m = missing_shards(20, [](int i) { return i == 3; });
+  EXPECT_EQ(m.count, 19);
+  EXPECT_EQ(m.listed, "1, 2, 4, 5, 6, 7, 8, 9, ...");
 }
 
 }  // namespace
