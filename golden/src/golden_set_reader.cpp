@@ -102,10 +102,7 @@ const std::vector<std::string>& GoldenSet::dtypes() const { return s_->dtypes; }
 const std::vector<ManifestFile>& GoldenSet::files() const { return s_->files; }
 const std::vector<ManifestTensor>& GoldenSet::tensors() const { return s_->tensors; }
 
-const ManifestTensor* GoldenSet::find(std::string_view name) const {
-  const auto it = s_->by_name.find(name);
-  return it == s_->by_name.end() ? nullptr : &s_->tensors[it->second];
-}
+const ManifestTensor* GoldenSet::find(std::string_view name) const { return s_->find(name); }
 
 std::vector<std::string> GoldenSet::output_names() const {
   std::vector<std::string> out;
@@ -180,10 +177,6 @@ struct ManifestReader {
   std::string dwhere = sanitize(s.dir.string());
   std::string where = manifest_where(s.dir);
 
-  const ManifestTensor* find(const std::string& name) const {
-    const auto it = s.by_name.find(name);
-    return it == s.by_name.end() ? nullptr : &s.tensors[it->second];
-  }
   bool rope() const { return s.spec.family == Family::rope; }
 
   // The folder and its manifest.json, parsed (depth-limited, at most 64 MiB).
@@ -328,7 +321,7 @@ struct ManifestReader {
   }
 
   void require(const std::string& name, TensorDType dt, const std::vector<std::int64_t>& shape, const char* role) const {
-    const ManifestTensor* t = find(name);
+    const ManifestTensor* t = s.find(name);
     if (t == nullptr) fail(where, "missing tensor " + quote_name(name));
     if (t->dtype != dt || t->shape != shape || t->role != role)
       fail(where, "tensor " + quote_name(name) + " is " + std::string(to_string(t->dtype)) + " " +
@@ -346,7 +339,7 @@ struct ManifestReader {
         require("pe." + d, *parse_tensor_dtype(d), {T, s.spec.sinusoidal.d_model}, "output");
       return;
     }
-    const ManifestTensor* q = find("q");
+    const ManifestTensor* q = s.find("q");
     if (q == nullptr) fail(where, "missing tensor 'q'");
     if (q->shape.size() != 3 || q->shape[1] < 1) fail(where, "tensor 'q' must have shape [tokens, heads, head_dim]");
     s.heads = static_cast<int>(std::min<std::int64_t>(q->shape[1], 1 << 20));
