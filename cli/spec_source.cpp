@@ -4,7 +4,7 @@
 #include <iostream>
 #include <vector>
 
-#include "ropecheck/golden/hf_config_file.hpp"
+#include "ropecheck/io/hf_config_file.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/core/spec_json.hpp"
 
@@ -48,7 +48,7 @@ EncodingSpec SpecSource::load() const {
   else if (!layout.empty())
     throw SpecError("--layout must be half_split or interleaved, got '" + layout + "'");
   std::vector<std::string> ignored;
-  EncodingSpec spec = golden::load_recorded_hf_config(hf_config, opt, &ignored);
+  EncodingSpec spec = io::load_recorded_hf_config(hf_config, opt, &ignored);
   for (const std::string& w : ignored) std::cerr << "ropecheck: warning: --hf-config: " << one_line(w) << "\n";
   return spec;
 }

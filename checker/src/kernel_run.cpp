@@ -57,9 +57,7 @@ class Runner {
   Tensor output_like(const std::string& name, DType d) const {
     const ManifestTensor* m = g_.find(name);
     if (!m) throw InputError("golden set " + sanitize(g_.dir().string()) + ": no tensor " + quote_name(name));
-    Tensor t{name, tensor_dtype(d), m->shape, {}};
-    t.data.assign(static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype), 0);
-    return t;
+    return io::make_zeros(name, tensor_dtype(d), m->shape);
   }
   // The problem, for messages: "q_rot.f32: input q, 2048 tokens x 8 heads, f32 output, spec llama-3.1-8b";
   // remembered with the outputs it is for, so a late write reported by finish() fails the right outputs.

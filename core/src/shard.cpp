@@ -39,4 +39,12 @@ std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t n, const Shard& s
   return {at(s.index - 1), at(s.index)};
 }
 
+MissingShards missing_shards(int count, const std::function<bool(int)>& present) {
+  MissingShards m;
+  for (int i = 1; i <= count; ++i)
+    if (!present(i) && m.count++ < 8) m.listed += (m.listed.empty() ? "" : ", ") + std::to_string(i);
+  if (m.count > 8) m.listed += ", ...";
+  return m;
+}
+
 }  // namespace ropecheck

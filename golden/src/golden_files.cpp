@@ -1,10 +1,5 @@
 #include <mpfr.h>
 
-#include <algorithm>
-#include <atomic>
-#include <future>
-#include <thread>
-
 #include "golden_files.hpp"
 #include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/golden/input_generator.hpp"
@@ -65,33 +60,10 @@ GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const E
 std::filesystem::path GoldenFiles::path(std::size_t g) const { return dir_ / names_.at(g); }
 
 nlohmann::json GoldenFiles::finish(const GoldenMeta& meta) {
-  if (!writers_.empty()) {
-    // The files are read back and hashed in parallel: SHA-256 of one file is sequential, so the
-    // largest file sets the time when there are cores enough.
-    // Largest first, so that the last file started is a small one.
-    std::vector<std::size_t> order(writers_.size());
-    std::vector<std::uint64_t> bytes(writers_.size(), 0);
-    for (std::size_t g = 0; g < order.size(); ++g) {
-      order[g] = g;
-      for (const TensorInfo& t : layout_[g]) bytes[g] += t.data_bytes();
-    }
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bytes[a] > bytes[b]; });
-    const std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, writers_.size());
-    std::atomic<std::size_t> next{0};
-    std::vector<std::future<void>> pool;
-    for (std::size_t w = 0; w < workers; ++w)
-      pool.push_back(std::async(std::launch::async, [&] {
-        for (std::size_t i; (i = next.fetch_add(1)) < order.size();) finished_[order[i]] = writers_[order[i]]->finish();
-      }));
-    std::exception_ptr error;
-    for (auto& f : pool) {
-      try {
-        f.get();
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
+  if (!writers_.empty()) {  // read back and hashed in parallel, largest file first (tensor_file_writer.hpp)
+    std::vector<TensorFileWriter*> writers;
+    for (const auto& w : writers_) writers.push_back(w.get());
+    finished_ = finish_in_parallel(writers);
   }
   nlohmann::json files = nlohmann::json::array();
   for (std::size_t g = 0; g < layout_.size(); ++g)
@@ -194,6 +166,14 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
   for (const auto& [k, v] : b.items())
     if (!a.contains(k)) return k;
   return "?";
+}
+
+std::string quoted_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  const std::string k = first_difference(a, b);
+  std::string s = "'" + k + "'";
+  if (a.contains(k) && b.contains(k) && a[k].is_primitive() && b[k].is_primitive())
+    s += " (" + a[k].dump() + " vs " + b[k].dump() + ")";
+  return s;
 }
 
 }  // namespace ropecheck::golden::detail

@@ -78,5 +78,7 @@ nlohmann::json run_identity(nlohmann::json manifest, int shard_count, const std:
 
 // The first key in which two run identities differ, the run's definition before its consequences.
 std::string first_difference(const nlohmann::json& a, const nlohmann::json& b);
+// That key quoted, with both values when they are plain ("'seq_len' (8 vs 16)"), for messages.
+std::string quoted_difference(const nlohmann::json& a, const nlohmann::json& b);
 
 }  // namespace ropecheck::golden::detail

@@ -12,6 +12,7 @@
 
 #include "golden_files.hpp"
 #include "ropecheck/io/atomic_output.hpp"
+#include "ropecheck/io/fd_io.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/io/memory_budget.hpp"
 #include "ropecheck/io/sha256.hpp"
@@ -50,18 +51,6 @@ struct PartFile {
   throw InputError(std::string("merge: cannot ") + what + " '" + name_of(p) + "' (" + std::strerror(errno) + ")");
 }
 
-void read_exact(int fd, std::uint8_t* buf, std::size_t n, std::uint64_t at, const std::filesystem::path& p) {
-  for (std::size_t done = 0; done < n;) {
-    const ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(at + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      if (r == 0) errno = EIO;
-      io_fail(p, "read");
-    }
-    done += static_cast<std::size_t>(r);
-  }
-}
-
 // A safetensors group merged without holding it: the merged file is written in file order (header,
 // then each tensor's rows shard by shard), hashing its bytes, and every part is read front to back,
 // hashing its bytes too (on a second thread): a part that no longer matches its manifest fails.
@@ -80,25 +69,17 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
   std::uint64_t written = 0;
   auto emit = [&](std::span<const std::uint8_t> b) {
     merged.update(b);
-    for (std::size_t done = 0; done < b.size();) {
-      const ssize_t w = ::write(ofd, b.data() + done, b.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        if (w == 0) errno = ENOSPC;
-        io_fail(out, "write");
-      }
-      done += static_cast<std::size_t>(w);
-    }
+    write_all(ofd, b, "merge", name_of(out));
     written += b.size();
   };
   emit(h.bytes);
   for (auto& p : parts) {  // each part's header: where its tensors lie
     std::uint8_t len[8];
-    read_exact(p->fd, len, 8, 0, p->path);
+    read_exact_at(p->fd, len, 0, "merge", name_of(p->path));
     const std::uint64_t n = detail::load_u64(len);
     if (n > (std::uint64_t{100} << 20) || 8 + n > p->bytes) throw InputError("manifest hash mismatch for " + name_of(p->path) + " (its header is not what ropecheck wrote)");
     std::vector<std::uint8_t> head(8 + n);
-    read_exact(p->fd, head.data(), head.size(), 0, p->path);
+    read_exact_at(p->fd, head, 0, "merge", name_of(p->path));
     p->hash.update(head);
     p->data_base = p->cursor = 8 + n;
     nlohmann::json j;
@@ -110,13 +91,13 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
       throw InputError("manifest hash mismatch for " + name_of(p->path) + " (its header is not what ropecheck wrote)");
     }
   }
-  std::vector<std::uint8_t> a(std::size_t{8} << 20), b(a.size());
+  std::vector<std::uint8_t> a(std::size_t{8} << 20);
   auto copy = [&](PartFile& p, std::uint64_t begin, std::uint64_t end) {
     if (p.data_base + begin != p.cursor || end < begin || p.data_base + end > p.bytes)
       throw InputError("merge: '" + name_of(p.path) + "' is not laid out as ropecheck writes it");
     for (std::uint64_t at = begin; at < end;) {
       const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(end - at, a.size()));
-      read_exact(p.fd, a.data(), n, p.data_base + at, p.path);
+      read_exact_at(p.fd, {a.data(), n}, p.data_base + at, "merge", name_of(p.path));
       const std::span<const std::uint8_t> piece(a.data(), n);
       std::future<void> part_hash = std::async(std::launch::async, [&] { p.hash.update(piece); });
       emit(piece);
@@ -181,15 +162,13 @@ void check_one_run(const GoldenMergeOptions& opt, const ShardSet& s) {
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const nlohmann::json other = run_identity(parts[i]);
     if (other == id) continue;
-    const std::string k = first_difference(id, other);
-    std::string detail;
-    if (k == "shard_count")
-      detail = ": " + name_of(opt.parts[0]) + " is shard " + parts[0].shard()->shard.text() + " but " +
-               name_of(opt.parts[i]) + " is shard " + parts[i].shard()->shard.text();
-    else if (id.contains(k) && other.contains(k) && id[k].is_primitive() && other[k].is_primitive())
-      detail = " (" + id[k].dump() + " vs " + other[k].dump() + ")";
+    const std::string what =
+        first_difference(id, other) != "shard_count"
+            ? detail::quoted_difference(id, other)
+            : "'shard_count': " + name_of(opt.parts[0]) + " is shard " + parts[0].shard()->shard.text() + " but " +
+                  name_of(opt.parts[i]) + " is shard " + parts[i].shard()->shard.text();
     throw SpecError("merge: " + name_of(opt.parts[0]) + " and " + name_of(opt.parts[i]) +
-                    " are shards of different runs: they differ in '" + k + "'" + detail);
+                    " are shards of different runs: they differ in " + what);
   }
 }
 
@@ -205,13 +184,10 @@ void order_shards(const GoldenMergeOptions& opt, ShardSet& s) {
       throw SpecError("merge: shard " + parts[i].shard()->shard.text() + " is given twice: " + name_of(opt.parts[it->second]) +
                       " and " + name_of(opt.parts[i]));
   }
-  std::string missing;
-  int n_missing = 0;
-  for (int i = 1; i <= n; ++i)
-    if (!by_index.contains(i) && n_missing++ < 8) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
-  if (n_missing > 0)
-    throw SpecError("merge: " + std::to_string(n_missing) + " of " + std::to_string(n) + " shards missing (" + missing +
-                    (n_missing > 8 ? ", ..." : "") + ")");
+  const MissingShards missing = missing_shards(n, [&](int i) { return by_index.contains(i); });
+  if (missing.count > 0)
+    throw SpecError("merge: " + std::to_string(missing.count) + " of " + std::to_string(n) + " shards missing (" +
+                    missing.listed + ")");
   const std::int64_t set_tokens = parts.front().shard()->set_tokens;
   for (const auto& [index, i] : by_index) {
     const GoldenShardInfo& info = *parts[i].shard();

@@ -2,14 +2,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
+#include <exception>
 #include <mutex>
-#include <set>
-#include <sstream>
 
 #include "ropecheck/golden/golden_set.hpp"
-#include "ropecheck/io/npy.hpp"
-#include "ropecheck/io/safetensors.hpp"
 #include "ropecheck/io/sha256.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/spec_json.hpp"
@@ -106,10 +102,7 @@ const std::vector<std::string>& GoldenSet::dtypes() const { return s_->dtypes; }
 const std::vector<ManifestFile>& GoldenSet::files() const { return s_->files; }
 const std::vector<ManifestTensor>& GoldenSet::tensors() const { return s_->tensors; }
 
-const ManifestTensor* GoldenSet::find(std::string_view name) const {
-  const auto it = s_->by_name.find(name);
-  return it == s_->by_name.end() ? nullptr : &s_->tensors[it->second];
-}
+const ManifestTensor* GoldenSet::find(std::string_view name) const { return s_->find(name); }
 
 std::vector<std::string> GoldenSet::output_names() const {
   std::vector<std::string> out;
@@ -118,56 +111,35 @@ std::vector<std::string> GoldenSet::output_names() const {
   return out;
 }
 
-namespace {
-
-// Reads, re-verifies and parses one file; checks its tensors against the manifest.
-std::vector<Tensor> load_file(const GoldenSet& set, const ManifestFile& mf) {
-  const std::filesystem::path p = set.dir() / mf.file;
-  const std::string where = sanitize(p.string());
-  const std::vector<std::uint8_t> bytes = detail::read_file(p);
-  if (bytes.size() != mf.bytes || sha256_hex(bytes) != mf.sha256)
-    throw InputError("manifest hash mismatch for " + where + " (the file changed after it was verified)");
-  std::vector<Tensor> tensors;
-  const std::string ext = p.extension().string();
-  if (ext == ".safetensors")
-    tensors = parse_safetensors(bytes, where);
-  else if (ext == ".npz")
-    tensors = parse_npz(bytes, where, /*u2_is_bf16=*/true);
-  else if (ext == ".npy")
-    tensors.push_back(parse_npy(bytes, p.stem().string(), where, /*u2_is_bf16=*/true));
-  else
-    fail(where, "unsupported file type '" + sanitize(ext) + "' (expected .safetensors, .npz or .npy)");
-  std::set<std::string> seen;
-  for (const Tensor& t : tensors) {
-    const ManifestTensor* m = set.find(t.name);
-    if (m == nullptr || m->file != mf.file)
-      fail(where, "tensor " + quote_name(t.name) + " is not listed for this file in the manifest");
-    if (m->dtype != t.dtype || m->shape != t.shape)
-      fail(where, "tensor " + quote_name(t.name) + " is " + std::string(to_string(t.dtype)) + " " +
-                      io::shape_for_message(t.shape) + " but the manifest says " + std::string(to_string(m->dtype)) +
-                      " " + io::shape_for_message(m->shape));
-    seen.insert(t.name);
-  }
-  for (const ManifestTensor& m : set.tensors())
-    if (m.file == mf.file && !seen.count(m.name))
-      fail(where, "the manifest lists tensor " + quote_name(m.name) + " but the file does not hold it");
-  return tensors;
-}
-
-}  // namespace
-
 const Tensor& GoldenSet::tensor(std::string_view name) const {
-  const ManifestTensor* m = find(name);
-  if (m == nullptr) throw InputError(sanitize(s_->dir.string()) + ": the golden set has no tensor " + quote_name(name));
+  const TensorRef ref = locate(name);  // its file's tensors checked against the manifest
   std::lock_guard<std::mutex> lock(s_->mutex);
-  if (!s_->loaded_files.count(m->file)) {
-    const auto fit = std::find_if(s_->files.begin(), s_->files.end(), [&](const ManifestFile& f) { return f.file == m->file; });
-    std::vector<Tensor> ts = load_file(*this, *fit);
+  if (!s_->loaded_files.count(ref.file->file)) {
+    // Every tensor of the file copied out of its reader, then what was read hashed: a file changed
+    // after it was verified is refused, not loaded, and named as changed even when its reader
+    // refused it first (an .npz member's CRC).
+    std::vector<Tensor> ts;
+    std::exception_ptr unreadable;
+    try {
+      for (std::size_t i = 0; i < ref.reader->tensors().size(); ++i) {
+        const io::TensorReader::Entry& e = ref.reader->tensors()[i];
+        std::vector<std::uint8_t> buffer;
+        const std::span<const std::uint8_t> b = ref.reader->elements(i, 0, e.numel, buffer);
+        ts.push_back({e.name, e.dtype, e.shape, {b.begin(), b.end()}});
+        ref.reader->release(i, 0, e.numel);
+      }
+    } catch (const InputError&) {
+      unreadable = std::current_exception();
+    }
+    if (sha256_mapped(ref.reader->file()) != ref.file->sha256)
+      throw InputError("manifest hash mismatch for " + sanitize((s_->dir / ref.file->file).string()) +
+                       " (the file changed after it was verified)");
+    if (unreadable) std::rethrow_exception(unreadable);
     for (Tensor& t : ts) {
       std::string n = t.name;
       s_->loaded.insert_or_assign(std::move(n), std::move(t));
     }
-    s_->loaded_files.insert(m->file);
+    s_->loaded_files.insert(ref.file->file);
   }
   return s_->loaded.find(name)->second;
 }
@@ -205,10 +177,6 @@ struct ManifestReader {
   std::string dwhere = sanitize(s.dir.string());
   std::string where = manifest_where(s.dir);
 
-  const ManifestTensor* find(const std::string& name) const {
-    const auto it = s.by_name.find(name);
-    return it == s.by_name.end() ? nullptr : &s.tensors[it->second];
-  }
   bool rope() const { return s.spec.family == Family::rope; }
 
   // The folder and its manifest.json, parsed (depth-limited, at most 64 MiB).
@@ -353,7 +321,7 @@ struct ManifestReader {
   }
 
   void require(const std::string& name, TensorDType dt, const std::vector<std::int64_t>& shape, const char* role) const {
-    const ManifestTensor* t = find(name);
+    const ManifestTensor* t = s.find(name);
     if (t == nullptr) fail(where, "missing tensor " + quote_name(name));
     if (t->dtype != dt || t->shape != shape || t->role != role)
       fail(where, "tensor " + quote_name(name) + " is " + std::string(to_string(t->dtype)) + " " +
@@ -371,7 +339,7 @@ struct ManifestReader {
         require("pe." + d, *parse_tensor_dtype(d), {T, s.spec.sinusoidal.d_model}, "output");
       return;
     }
-    const ManifestTensor* q = find("q");
+    const ManifestTensor* q = s.find("q");
     if (q == nullptr) fail(where, "missing tensor 'q'");
     if (q->shape.size() != 3 || q->shape[1] < 1) fail(where, "tensor 'q' must have shape [tokens, heads, head_dim]");
     s.heads = static_cast<int>(std::min<std::int64_t>(q->shape[1], 1 << 20));

@@ -11,7 +11,8 @@ namespace ropecheck::golden {
 
 namespace {
 
-// The tensors of file `mf` as the manifest lists them, or InputError naming the file (load_file's checks).
+// The tensors of file `mf` as the manifest lists them, or InputError naming the file (what locate() and
+// through it tensor() check).
 void check_against_manifest(const GoldenSet& set, const ManifestFile& mf, const io::TensorReader& r,
                             const std::string& where) {
   std::set<std::string> seen;

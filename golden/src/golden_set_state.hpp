@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ropecheck/golden/golden_set.hpp"
@@ -32,6 +33,11 @@ struct ManifestContents {
   std::vector<ManifestFile> files;
   std::vector<ManifestTensor> tensors;
   std::map<std::string, std::size_t, std::less<>> by_name;  // index into tensors
+
+  const ManifestTensor* find(std::string_view name) const {  // nullptr when not listed
+    const auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : &tensors[it->second];
+  }
 };
 }  // namespace detail
 

@@ -1,8 +1,6 @@
 #include "ropecheck/golden/golden_shared.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -27,48 +25,6 @@ constexpr const char* kRecordFormat = "ropecheck-golden-shared-shard";
 
 std::string errno_text() { return std::strerror(errno); }
 
-// `out` made absolute, trailing slashes dropped; "/", "." and ".." refused (as OutputFolder does).
-fs::path normalized(const fs::path& out, const std::string& option) {
-  std::string given = out.string();
-  if (given.empty()) fail(option + ": missing output folder");
-  while (given.size() > 1 && given.back() == '/') given.pop_back();
-  const fs::path trimmed(given);
-  const std::string last = trimmed.filename().string();
-  if (given == "/" || last == "." || last == "..")
-    fail(option + ": '" + out.string() + "' names no folder of its own; give the name of the folder to write");
-  std::error_code ec;
-  fs::path abs = fs::absolute(trimmed, ec);
-  if (ec) fail(option + ": '" + out.string() + "': " + ec.message());
-  return abs;
-}
-
-// Writes `bytes` to `path` and flushes it to the disk.
-void write_durably(const fs::path& path, const std::string& bytes, const std::string& option) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) fail(option + ": cannot write '" + path.string() + "' (" + errno_text() + ")");
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = ENOSPC;
-      const std::string why = errno_text();
-      ::close(fd);
-      fail(option + ": cannot write '" + path.string() + "' (" + why + ")");
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) fail(option + ": cannot write '" + path.string() + "' (" + errno_text() + ")");
-}
-
-void sync_folder(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 // A JSON file of the staging folder; nullopt when it cannot be read or parsed.
 std::optional<nlohmann::json> read_json(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -80,30 +36,12 @@ std::optional<nlohmann::json> read_json(const fs::path& path) {
   return j;
 }
 
-std::string differs(const nlohmann::json& a, const nlohmann::json& b) {
-  const std::string k = detail::first_difference(a, b);
-  std::string s = "'" + k + "'";
-  if (a.contains(k) && b.contains(k) && a[k].is_primitive() && b[k].is_primitive())
-    s += " (" + a[k].dump() + " vs " + b[k].dump() + ")";
-  return s;
-}
-
-// Names temporaries uniquely among the hosts that share the folder (PIDs alone may repeat).
-std::string unique_suffix() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
-  std::string s = host;
-  s += '-';
-  s += std::to_string(::getpid());
-  return s;
-}
-
 bool is_record_name(const std::string& name) { return name.starts_with("shard-") && name.ends_with(".json"); }
 
 }  // namespace
 
 fs::path shared_staging_folder(const fs::path& out, const std::string& option) {
-  fs::path p = normalized(out, option);
+  fs::path p = output_folder_path(out, option);
   p += ".staging";
   return p;
 }
@@ -114,7 +52,7 @@ std::string shard_record_name(const Shard& shard) {
 
 fs::path join_shared_staging(const fs::path& out, const nlohmann::json& identity, const Shard& shard, bool overwrite) {
   const std::string option = "--shared-out";
-  const fs::path dest = normalized(out, option), staging = shared_staging_folder(out, option);
+  const fs::path dest = output_folder_path(out, option), staging = shared_staging_folder(out, option);
   std::error_code ec;
   if (fs::exists(fs::symlink_status(dest, ec)) && !overwrite)
     fail(option + ": '" + out.string() + "' already exists (use --overwrite to replace it)");
@@ -124,20 +62,13 @@ fs::path join_shared_staging(const fs::path& out, const nlohmann::json& identity
   // shards of different runs starting together, exactly one owns the folder.
   const fs::path run = staging / "run.json";
   const nlohmann::json mine = nlohmann::json::parse(identity.dump());
-  {
-    const fs::path tmp = staging / (".run.json.tmp-" + unique_suffix());
-    write_durably(tmp, mine.dump(2) + "\n", option);
-    const bool linked = ::link(tmp.c_str(), run.c_str()) == 0;
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    if (!linked && e != EEXIST)
-      fail(option + ": cannot write '" + run.string() + "' (" + std::strerror(e) + ")");
-  }
+  write_file_durably(run, mine.dump(2) + "\n", option, /*replace=*/false);
   const std::optional<nlohmann::json> theirs = read_json(run);
   if (!theirs) fail(option + ": '" + run.string() + "' is not a run identity written by ropecheck; remove '" + staging.string() + "'");
   if (*theirs != mine)
     fail(option + ": the staging folder '" + staging.string() + "' belongs to another run: it differs in " +
-         differs(*theirs, mine) + "; finish it with `ropecheck merge --shared " + dest.string() + "` or remove it");
+         detail::quoted_difference(*theirs, mine) + "; finish it with `ropecheck merge --shared " + dest.string() +
+         "` or remove it");
   const fs::path set = staging / "set";
   if (::mkdir(set.c_str(), 0777) == 0) {
     // A new set: records left from an earlier one (a merge killed after moving its set) no longer hold.
@@ -153,22 +84,10 @@ fs::path join_shared_staging(const fs::path& out, const nlohmann::json& identity
 
 void write_shard_record(const fs::path& out, const Shard& shard, const nlohmann::json& record) {
   const std::string option = "--shared-out";
-  const fs::path staging = shared_staging_folder(out, option);
-  const fs::path path = staging / shard_record_name(shard);
-  std::string tmp_name(".");  // appended piecewise (GCC 12 warns falsely on `"." + s + ...`, bug 105329)
-  tmp_name += shard_record_name(shard);
-  tmp_name += ".tmp-";
-  tmp_name += unique_suffix();
-  const fs::path tmp = staging / tmp_name;
   nlohmann::json r = record;
   r["format"] = kRecordFormat;
-  write_durably(tmp, r.dump(2) + "\n", option);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    fail(option + ": cannot write '" + path.string() + "' (" + why + ")");
-  }
-  sync_folder(staging);
+  write_file_durably(shared_staging_folder(out, option) / shard_record_name(shard), r.dump(2) + "\n", option,
+                     /*replace=*/true);
 }
 
 namespace {
@@ -176,7 +95,7 @@ namespace {
 // merge --shared; JSON errors in run.json or a record are reported by the caller.
 nlohmann::json finalize(const SharedMergeOptions& opt) {
   const std::string option = "--shared";
-  const fs::path dest = normalized(opt.out, option), staging = shared_staging_folder(opt.out, option);
+  const fs::path dest = output_folder_path(opt.out, option), staging = shared_staging_folder(opt.out, option);
   const std::string where = "merge --shared " + opt.out.string();
   std::error_code ec;
   if (!fs::is_directory(staging, ec) || !fs::is_directory(staging / "set", ec))
@@ -199,7 +118,8 @@ nlohmann::json finalize(const SharedMergeOptions& opt) {
     if (!r || r->value("format", "") != kRecordFormat || !r->contains("run") || !r->contains("shard"))
       fail(where + ": '" + name + "' is not a shard record written by ropecheck");
     if ((*r)["run"] != *id)
-      fail(where + ": '" + name + "' is a shard of another run: it differs in " + differs(*id, (*r)["run"]));
+      fail(where + ": '" + name + "' is a shard of another run: it differs in " +
+           detail::quoted_difference(*id, (*r)["run"]));
     const int index = (*r)["shard"].value("index", 0);
     const auto [at, fresh] = records.emplace(index, std::pair{name, *r});
     if (!fresh)
@@ -207,13 +127,11 @@ nlohmann::json finalize(const SharedMergeOptions& opt) {
            at->second.first + "' and '" + name + "'");
   }
   if (ec) fail(where + ": cannot read '" + staging.string() + "' (" + ec.message() + ")");
-  std::string missing;
-  int n_missing = 0;
-  for (int i = 1; i <= n; ++i)
-    if (!records.contains(i) && n_missing++ < 8) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
-  if (n_missing > 0)
-    fail(where + ": " + std::to_string(n_missing) + " of " + std::to_string(n) + " shards have no completion record (" +
-         missing + (n_missing > 8 ? ", ..." : "") + "): not run, still running, or killed; run them (again)");
+  const MissingShards missing = missing_shards(n, [&](int i) { return records.contains(i); });
+  if (missing.count > 0)
+    fail(where + ": " + std::to_string(missing.count) + " of " + std::to_string(n) +
+         " shards have no completion record (" + missing.listed +
+         "): not run, still running, or killed; run them (again)");
   for (const auto& [index, named] : records)
     if (index < 1 || index > n) fail(where + ": '" + named.first + "' names a shard outside 1.." + std::to_string(n));
 

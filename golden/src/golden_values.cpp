@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -21,31 +20,6 @@ namespace ropecheck::golden::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Stores an already-rounded value (exactly representable in t) little-endian at dst.
-void store(std::uint8_t* dst, double v, DType t) {
-  switch (t) {
-    case DType::f64: std::memcpy(dst, &v, 8); return;
-    case DType::f32: {
-      const float f = static_cast<float>(v);
-      std::memcpy(dst, &f, 4);
-      return;
-    }
-    default: {
-      const auto bits = static_cast<std::uint16_t>(double_to_bits(v, t));
-      std::memcpy(dst, &bits, 2);
-    }
-  }
-}
-
-Tensor empty_tensor(std::string name, TensorDType dt, std::vector<std::int64_t> shape) {
-  Tensor t;
-  t.name = std::move(name);
-  t.dtype = dt;
-  t.shape = std::move(shape);
-  t.data.assign(static_cast<std::size_t>(t.numel()) * dtype_size(dt), 0);
-  return t;
-}
 
 // Output buffers of one dtype.
 struct DtypeOutputs {
@@ -170,9 +144,9 @@ class ValueWriter {
     const std::int64_t H = plan_.H, D = plan_.D, P = plan_.P;
     for (DType d : plan_.dtypes) {
       const std::string s(to_string(d));
-      blk.outs.push_back({d, empty_tensor("cos." + s, tensor_dtype(d), {bt, P}), empty_tensor("sin." + s, tensor_dtype(d), {bt, P}),
-                          empty_tensor("q_rot." + s, tensor_dtype(d), {bt, H, D}),
-                          empty_tensor("k_rot." + s, tensor_dtype(d), {bt, H, D}), {}});
+      blk.outs.push_back({d, make_zeros("cos." + s, tensor_dtype(d), {bt, P}), make_zeros("sin." + s, tensor_dtype(d), {bt, P}),
+                          make_zeros("q_rot." + s, tensor_dtype(d), {bt, H, D}),
+                          make_zeros("k_rot." + s, tensor_dtype(d), {bt, H, D}), {}});
     }
     run_block(blk, [&](std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) { rope_tokens(blk, b, e, done); });
     const std::uint64_t in_at = static_cast<std::uint64_t>(plan_.at_token() + tb) * hd_ * 4;
@@ -211,12 +185,12 @@ class ValueWriter {
         const std::size_t sz = dtype_size(o.cos.dtype);
         const std::size_t row = static_cast<std::size_t>(t) * P * sz;
         for (std::size_t j = 0; j < P; ++j) {
-          store(o.cos.data.data() + row + j * sz, c[d][j], o.dtype);
-          store(o.sin.data.data() + row + j * sz, s[d][j], o.dtype);
+          store_element(o.cos.data.data() + row + j * sz, c[d][j], o.dtype);
+          store_element(o.sin.data.data() + row + j * sz, s[d][j], o.dtype);
         }
         for (std::size_t i = 0; i < hd; ++i) {
-          store(o.q_rot.data.data() + (base + i) * sz, rot[d][i], o.dtype);
-          store(o.k_rot.data.data() + (base + i) * sz, rot[d][hd + i], o.dtype);
+          store_element(o.q_rot.data.data() + (base + i) * sz, rot[d][i], o.dtype);
+          store_element(o.k_rot.data.data() + (base + i) * sz, rot[d][hd + i], o.dtype);
         }
       }
       done.fetch_add(1, std::memory_order_relaxed);
@@ -229,7 +203,7 @@ class ValueWriter {
     Block blk{tb, bt, {}, {}, {}};
     const int dm = opt_.spec.sinusoidal.d_model;
     for (DType d : plan_.dtypes)
-      blk.outs.push_back({d, {}, {}, {}, {}, empty_tensor("pe." + std::string(to_string(d)), tensor_dtype(d), {bt, dm})});
+      blk.outs.push_back({d, {}, {}, {}, {}, make_zeros("pe." + std::string(to_string(d)), tensor_dtype(d), {bt, dm})});
     run_block(blk, [&](std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) { sinusoidal_tokens(blk, b, e, done); });
     for (std::size_t d = 0; d < blk.outs.size(); ++d)
       files_.group(1 + d).write(0, static_cast<std::uint64_t>(plan_.at_token() + tb) * static_cast<std::uint64_t>(dm) * dtype_size(blk.outs[d].pe.dtype),
@@ -248,7 +222,7 @@ class ValueWriter {
         DtypeOutputs& o = blk.outs[d];
         const std::size_t sz = dtype_size(o.pe.dtype);
         for (std::size_t c = 0; c < dm; ++c)
-          store(o.pe.data.data() + (static_cast<std::size_t>(t) * dm + c) * sz, row[d][c], o.dtype);
+          store_element(o.pe.data.data() + (static_cast<std::size_t>(t) * dm + c) * sz, row[d][c], o.dtype);
       }
       done.fetch_add(1, std::memory_order_relaxed);
     }

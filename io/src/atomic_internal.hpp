@@ -3,7 +3,6 @@
 
 #include <filesystem>
 #include <string>
-#include <string_view>
 
 namespace ropecheck::io::detail {
 
@@ -21,8 +20,5 @@ std::string temporary_name(const std::string& name, const char* kind);
 // removes only temporaries nobody holds (a PID says nothing across PID namespaces: another container
 // on the same volume). -1 when it cannot be opened or locked.
 int lock_temporary(const std::filesystem::path& p);
-
-// Writes all of `bytes` to `fd`; throws naming `what` and `shown` with the system's reason.
-void write_all(int fd, std::string_view bytes, const std::string& what, const std::string& shown);
 
 }  // namespace ropecheck::io::detail

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "atomic_internal.hpp"
+#include "ropecheck/io/fd_io.hpp"
 #include "ropecheck/core/spec.hpp"  // SpecError
 
 namespace ropecheck::io {
@@ -136,17 +137,29 @@ long pid_after(const std::string& name, const std::string& prefix) {
   return v;
 }
 
-// Writes all of `bytes` to a new file `p`; throws naming `what` and the system's reason.
-void write_whole_file(const fs::path& p, std::string_view bytes, const std::string& what) {
+// Writes all of `bytes` to a new file `p`, flushed to the disk (fsync) when `durable`; throws naming
+// `what` and the system's reason.
+void write_whole_file(const fs::path& p, std::string_view bytes, const std::string& what, bool durable = false) {
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) fail(what + ": cannot write '" + p.string() + "' (" + errno_text(errno) + ")");
   try {
-    detail::write_all(fd, bytes, what, p.string());
+    write_all(fd, bytes, what, p.string());
   } catch (...) {
     ::close(fd);
     throw;
   }
-  if (::close(fd) != 0) fail(what + ": cannot write '" + p.string() + "' (" + errno_text(errno) + ")");
+  const int synced = durable ? ::fsync(fd) : 0, sync_errno = errno;
+  if (::close(fd) != 0 || synced != 0)
+    fail(what + ": cannot write '" + p.string() + "' (" + errno_text(synced != 0 ? sync_errno : errno) + ")");
+}
+
+// Flushes the folder's entries (a file renamed or linked into it) to the disk; best effort.
+void sync_folder(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
 }
 
 // What marks a folder as ropecheck's own output (a golden set or shard, a drift folder): only such a
@@ -203,16 +216,6 @@ int lock_temporary(const fs::path& p) {
   return fd;
 }
 
-void write_all(int fd, std::string_view bytes, const std::string& what, const std::string& shown) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 30));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(what + ": cannot write '" + shown + "' (" + errno_text(n < 0 ? errno : ENOSPC) + ")");
-    done += static_cast<std::size_t>(n);
-  }
-}
-
 }  // namespace detail
 
 int remove_stale_temporaries(const fs::path& out) {
@@ -241,23 +244,44 @@ int remove_stale_temporaries(const fs::path& out) {
   return removed;
 }
 
+bool write_file_durably(const fs::path& path, std::string_view bytes, const std::string& option, bool replace) {
+  // Unique among the hosts that share the folder (PIDs alone may repeat): ".NAME.tmp-HOST-PID".
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  const std::string kind = std::string(".tmp-") + host + "-";
+  const fs::path tmp = path.parent_path() / temporary_name(path.filename().string(), kind.c_str());
+  write_whole_file(tmp, bytes, option, /*durable=*/true);
+  const bool published = (replace ? ::rename(tmp.c_str(), path.c_str()) : ::link(tmp.c_str(), path.c_str())) == 0;
+  const int e = errno;
+  if (!published || !replace) ::unlink(tmp.c_str());
+  if (!published && (replace || e != EEXIST)) fail(option + ": cannot write '" + path.string() + "' (" + errno_text(e) + ")");
+  if (published) sync_folder(path.parent_path());
+  return published;
+}
+
 // ---- Folders -----------------------------------------------------------------------------------
+
+fs::path output_folder_path(const fs::path& out, const std::string& option) {
+  std::string given = out.string();
+  if (given.empty()) fail(option + ": missing output folder");
+  while (given.size() > 1 && given.back() == '/') given.pop_back();  // `--out DIR/` is DIR
+  const fs::path trimmed(given);
+  const std::string last = trimmed.filename().string();
+  if (given == "/" || last == "." || last == "..")
+    fail(option + ": '" + out.string() + "' names no folder of its own; give the name of the folder to write");
+  std::error_code ec;
+  fs::path abs = fs::absolute(trimmed, ec);
+  if (ec) fail(option + ": '" + out.string() + "': " + ec.message());
+  return abs;
+}
 
 OutputFolder::OutputFolder(const fs::path& out, Options options) : OutputFolder(out, std::move(options), {}) {}
 
 OutputFolder::OutputFolder(const fs::path& out, Options options, fs::path adopt)
     : options_(std::move(options)), adopt_(std::move(adopt)) {
   const std::string& opt = options_.option;
-  std::string given = out.string();
-  if (given.empty()) fail(opt + ": missing output folder");
-  while (given.size() > 1 && given.back() == '/') given.pop_back();  // `--out DIR/` is DIR
-  const fs::path trimmed(given);
-  const std::string last = trimmed.filename().string();
-  if (given == "/" || last == "." || last == "..")
-    fail(opt + ": '" + out.string() + "' names no folder of its own; give the name of the folder to write");
+  out_ = output_folder_path(out, opt);
   std::error_code ec;
-  out_ = fs::absolute(trimmed, ec);
-  if (ec) fail(opt + ": '" + out.string() + "': " + ec.message());
   if (fs::exists(fs::symlink_status(out_, ec)) && !options_.overwrite)
     fail(opt + ": '" + out.string() + "' already exists (use --overwrite to replace it)");
   refuse_foreign(out_, out.string(), opt);

@@ -11,6 +11,7 @@
 
 #include "atomic_internal.hpp"
 #include "ropecheck/io/atomic_output.hpp"
+#include "ropecheck/io/fd_io.hpp"
 
 namespace ropecheck::io {
 namespace fs = std::filesystem;
@@ -96,7 +97,7 @@ void write_through(const fs::path& path, std::string_view bytes, const std::stri
   const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);  // a FIFO waits for its reader
   if (fd < 0) fail(where + ": cannot open it for writing (" + errno_text(errno) + ")");
   try {
-    detail::write_all(fd, bytes, where, path.string());
+    write_all(fd, bytes, where, path.string());
   } catch (...) {
     ::close(fd);
     throw;
@@ -115,7 +116,7 @@ void replace_atomically(const fs::path& path, std::string_view bytes, const std:
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) fail(where + ": cannot write '" + tmp.string() + "' (" + errno_text(errno) + ")");
     ::flock(fd, LOCK_EX | LOCK_NB);  // held until the rename: the temporary is in use
-    detail::write_all(fd, bytes, where, tmp.string());
+    write_all(fd, bytes, where, tmp.string());
     const int r = replace ? ::rename(tmp.c_str(), path.c_str())
                           : ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
     if (r != 0 && !replace && errno == EEXIST)
@@ -145,7 +146,7 @@ void write_file_atomically(const fs::path& path, std::string_view bytes, const s
   switch (kind) {
     case Kind::stdout_: {
       claim_stdout(option, path);
-      detail::write_all(g_stdout_fd, bytes, where, "standard output");
+      write_all(g_stdout_fd, bytes, where, "standard output");
       return;
     }
     case Kind::write_through: write_through(path, bytes, where); return;

@@ -305,6 +305,14 @@ Tensor make_i32(std::string name, std::vector<std::int64_t> shape, const std::ve
   return make_le(std::move(name), TensorDType::i32, std::move(shape), v);
 }
 
+Tensor make_zeros(std::string name, TensorDType dt, std::vector<std::int64_t> shape) {
+  Tensor t{std::move(name), dt, std::move(shape), {}};
+  const std::optional<std::uint64_t> bytes = detail::checked_byte_size(t.shape, dtype_size(dt));
+  if (!bytes) tensor_fail(t, "invalid shape " + shape_for_message(t.shape) + " (negative dimension or overflow)");
+  t.data.assign(static_cast<std::size_t>(*bytes), 0);
+  return t;
+}
+
 std::string shape_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {

@@ -9,6 +9,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <future>
+#include <thread>
 
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/io/sha256.hpp"
@@ -192,6 +195,37 @@ TensorFileWriter::Finished TensorFileWriter::finish() {
   f.bytes = std::filesystem::file_size(path_);
   f.sha256 = sha256_own_file(path_);
   return f;
+}
+
+std::vector<TensorFileWriter::Finished> finish_in_parallel(const std::vector<TensorFileWriter*>& writers) {
+  // The files are read back and hashed in parallel: SHA-256 of one file is sequential, so the
+  // largest file sets the time when there are cores enough.
+  // Largest first, so that the last file started is a small one.
+  std::vector<std::size_t> order(writers.size());
+  std::vector<std::uint64_t> bytes(writers.size(), 0);
+  for (std::size_t g = 0; g < order.size(); ++g) {
+    order[g] = g;
+    for (const TensorInfo& t : writers[g]->tensors()) bytes[g] += t.data_bytes();
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bytes[a] > bytes[b]; });
+  std::vector<TensorFileWriter::Finished> finished(writers.size());
+  const std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, writers.size());
+  std::atomic<std::size_t> next{0};
+  std::vector<std::future<void>> pool;
+  for (std::size_t w = 0; w < workers; ++w)
+    pool.push_back(std::async(std::launch::async, [&] {
+      for (std::size_t i; (i = next.fetch_add(1)) < order.size();) finished[order[i]] = writers[order[i]]->finish();
+    }));
+  std::exception_ptr error;
+  for (auto& f : pool) {
+    try {
+      f.get();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return finished;
 }
 
 }  // namespace ropecheck::io::detail

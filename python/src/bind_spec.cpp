@@ -10,7 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "ropecheck/core/spec_json.hpp"
-#include "ropecheck/golden/hf_config_file.hpp"
+#include "ropecheck/io/hf_config_file.hpp"
 #include "ropecheck/io/memory_budget.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/resolve.hpp"
@@ -28,7 +28,7 @@ std::optional<RopeLayout> layout_of(const std::string& layout) {
   throw SpecError("layout must be half_split or interleaved, got '" + layout + "'");
 }
 
-// A Hugging Face config file, recorded as `ropecheck --hf-config` records it (golden/hf_config_file.hpp),
+// A Hugging Face config file, recorded as `ropecheck --hf-config` records it (io/hf_config_file.hpp),
 // so that a golden set written from Python has the CLI's bytes.
 std::tuple<Spec, std::vector<std::string>> hf_config_file(const std::string& path, const std::string& layout,
                                                           const std::string& layer_type, bool strict) {
@@ -37,7 +37,7 @@ std::tuple<Spec, std::vector<std::string>> hf_config_file(const std::string& pat
   opt.strict = strict;
   opt.layout = layout_of(layout);
   std::vector<std::string> ignored;
-  EncodingSpec spec = golden::load_recorded_hf_config(path, opt, &ignored);
+  EncodingSpec spec = io::load_recorded_hf_config(path, opt, &ignored);
   return {Spec{std::move(spec)}, ignored};
 }
 

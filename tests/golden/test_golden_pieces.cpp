@@ -106,6 +106,23 @@ TEST(GoldenPieces, TensorBytesViewTheMappedFile) {
   EXPECT_NE(error_of([&] { g.tensor_bytes("q"); }).find("manifest hash mismatch for"), std::string::npos);
 }
 
+// tensor() loads a file through the reader locate() opened and hashes what it read: a file changed
+// after the set was loaded, even after locate() opened it, is refused, in either format.
+TEST(GoldenPieces, TensorRefusesAFileChangedAfterLoading) {
+  for (const auto& [name, format] : {std::pair{"st", io::FileFormat::safetensors}, std::pair{"npz", io::FileFormat::npz}}) {
+    const fs::path changed = root() / (std::string(name) + "_changed_whole");
+    fs::copy(make(name, "llama-3.1-8b", "0:40", format), changed);
+    const GoldenSet g = load_golden_set(changed);
+    (void)g.locate("q");
+    const fs::path inputs = changed / (format == io::FileFormat::npz ? "inputs.npz" : "inputs.safetensors");
+    flip_byte(inputs, fs::file_size(inputs) / 2);  // inside q's or k's data
+    EXPECT_EQ(error_of([&] { (void)g.tensor("k"); }),
+              "manifest hash mismatch for " + inputs.string() + " (the file changed after it was verified)")
+        << name;
+    EXPECT_EQ(g.tensor("cos.f64").shape, (std::vector<std::int64_t>{40, 64})) << name;  // other files still load
+  }
+}
+
 TEST(GoldenPieces, VerifiesTheFilesHashesOnWorkerThreads) {
   const fs::path dir = make("hashes", "llama-3.1-8b", "0:40");
   const GoldenSet g = load_golden_set(dir);

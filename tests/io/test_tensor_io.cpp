@@ -1,4 +1,4 @@
-// Tensor file I/O (golden/): safetensors, .npy and .npz.
+// Tensor file I/O (io/): safetensors, .npy and .npz, whole or written piece by piece (TensorFileWriter).
 //
 // Expected bytes are written out here by hand or copied from the reference implementations'
 // own tests (the safetensors crate's tensor.rs test vectors; np.save's header for a (2, 3)
@@ -15,6 +15,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@
 #include "ropecheck/io/npy.hpp"
 #include "ropecheck/io/safetensors.hpp"
 #include "ropecheck/io/tensor.hpp"
+#include "ropecheck/io/tensor_file_writer.hpp"
+#include "ropecheck/io/sha256.hpp"
 
 namespace ropecheck::golden {
 using namespace ropecheck::io;
@@ -157,6 +160,18 @@ TEST(Tensor, MisuseIsRejected) {
   t.shape = {std::int64_t{1} << 62, 4, 0};  // the product is 0, but a prefix leaves int64
   t.data.clear();
   expect_reject([&] { validate(t); }, "'bad'", "overflows");
+}
+
+// A zeroed buffer to fill in place (golden's outputs, the checker's kernel outputs), its shape checked.
+TEST(Tensor, MakeZerosIsZeroedAndRefusesBadShapes) {
+  const Tensor t = make_zeros("pe.bf16", TensorDType::bf16, {3, 5});
+  EXPECT_EQ(t.name, "pe.bf16");
+  EXPECT_EQ(t.shape, (std::vector<std::int64_t>{3, 5}));
+  EXPECT_EQ(t.data, Bytes(30, 0));
+  EXPECT_NO_THROW(validate(t));
+  EXPECT_EQ(make_zeros("s", TensorDType::i64, {}).data, Bytes(8, 0));  // a scalar
+  expect_reject([] { make_zeros("x", TensorDType::f64, {-1}); }, "'x'", "invalid shape");
+  expect_reject([] { make_zeros("x", TensorDType::f64, {std::int64_t{1} << 62, 4}); }, "'x'", "overflow");
 }
 
 // ---- safetensors: writing --------------------------------------------------------------------
@@ -729,6 +744,41 @@ TEST(Npz, FileRead) {
   }
   EXPECT_EQ(by_name(read_npz(dir / "x.npz")), by_name(all_dtypes()));
   expect_reject([&] { read_npz(dir / "y.npz"); }, "y.npz", "no such file");
+  std::filesystem::remove_all(dir);
+}
+
+// ---- tensor files written piece by piece ------------------------------------------------------
+
+// Several files finished at once (the files of a golden set): each one's bytes and hash are what the
+// whole-file writers give for its tensors, whatever order the threads take them in; a writer's
+// error comes back.
+TEST(TensorFileWriter, FinishInParallelEqualsTheWholeFileWriters) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ropecheck_finish_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<std::unique_ptr<detail::TensorFileWriter>> owned;
+  std::vector<detail::TensorFileWriter*> writers;
+  std::vector<Bytes> expected;
+  for (int g = 0; g < 5; ++g) {
+    const auto n = static_cast<std::size_t>(g * 1000 + 1);
+    const Tensor t = make_f32("t", {static_cast<std::int64_t>(n)}, std::vector<float>(n, static_cast<float>(g)));
+    const bool npz = g % 2 == 1;
+    owned.push_back(std::make_unique<detail::TensorFileWriter>(
+        dir / ("f" + std::to_string(g) + (npz ? ".npz" : ".safetensors")),
+        std::vector<detail::TensorInfo>{{t.name, t.dtype, t.shape}}, npz ? FileFormat::npz : FileFormat::safetensors,
+        std::map<std::string, std::string>{}, "test"));
+    owned.back()->write(0, 0, t.data);
+    writers.push_back(owned.back().get());
+    expected.push_back(npz ? serialize_npz({t}) : serialize_safetensors({t}, {}));
+  }
+  const std::vector<detail::TensorFileWriter::Finished> finished = detail::finish_in_parallel(writers);
+  ASSERT_EQ(finished.size(), writers.size());
+  for (std::size_t g = 0; g < writers.size(); ++g) {
+    EXPECT_EQ(finished[g].bytes, expected[g].size()) << g;
+    EXPECT_EQ(finished[g].sha256, sha256_hex(expected[g])) << g;
+  }
+  detail::TensorFileWriter unwritten(dir / "u.safetensors", {{"u", TensorDType::f64, {4}}}, FileFormat::safetensors, {},
+                                     "test");
+  EXPECT_THROW(detail::finish_in_parallel({&unwritten}), std::logic_error);
   std::filesystem::remove_all(dir);
 }
 

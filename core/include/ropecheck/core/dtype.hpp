@@ -94,6 +94,25 @@ void decode(const void* data, DType t, std::span<double> out);
 // pattern; std::invalid_argument if v is not exactly representable in t. NaN -> canonical.
 std::uint64_t double_to_bits(double v, DType t);
 
+// Stores v, a value of format t (a correctly rounded result), at p (native byte order, storage_bits
+// wide): the inverse of load_element, inline for the per-element loops that write outputs. f64 and f32
+// are stored as converted; f16 and bf16 through double_to_bits (std::invalid_argument when v is not a
+// value of t).
+inline void store_element(void* p, double v, DType t) {
+  switch (t) {
+    case DType::f64: std::memcpy(p, &v, 8); return;
+    case DType::f32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      return;
+    }
+    default: {
+      const auto bits = static_cast<std::uint16_t>(double_to_bits(v, t));
+      std::memcpy(p, &bits, 2);
+    }
+  }
+}
+
 // Spacing of format t around the finite value v: 2^(e - p + 1) for |v| in [2^e, 2^(e+1)),
 // and the subnormal spacing 2^(min_normal_exp - p + 1) for |v| < 2^min_normal_exp (v = 0
 // included). At a power of two this is the gap above |v|. Beyond max_finite the exponent is

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,5 +28,13 @@ Shard parse_shard(std::string_view text, std::string_view option = "--shard");
 // n < s.count (some shard would be empty: ask for fewer shards).
 std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t n, const Shard& s, std::string_view what,
                                                   std::string_view option = "--shard");
+
+// Of shards 1..count, those `present` denies: how many, and the first eight as "1, 2, 3" (then ", ..."
+// when there are more), for the message of a merge that lacks some.
+struct MissingShards {
+  int count = 0;
+  std::string listed;
+};
+MissingShards missing_shards(int count, const std::function<bool(int)>& present);
 
 }  // namespace ropecheck

@@ -127,14 +127,16 @@ class GoldenSet {
   // Every token's position (all three streams; equal streams for non-multimodal sets).
   const std::vector<Position>& positions() const;
 
-  // The tensor (loading its file on first use; thread-safe). InputError when the manifest does
-  // not list it or its file fails the checks above. The reference stays valid while the set lives.
+  // The tensor (loading its file on first use through locate(), then checking the hash of what was
+  // read; thread-safe). InputError when the manifest does not list it or its file fails the checks
+  // above. The reference stays valid while the set lives.
   const io::Tensor& tensor(std::string_view name) const;
 
   // Reading in pieces (golden_set_rows.cpp), for the streaming check and anything that must not hold a
   // whole tensor. The file holding tensor `name`, opened once (thread-safe) for reading by ranges of
   // elements (io/tensor_reader.hpp: mapped for safetensors), with its tensors checked against the
-  // manifest as tensor() checks them; not its hash: that is verify_files'. InputError as tensor().
+  // manifest (the checks tensor() makes); not its hash: that is verify_files' (and tensor()'s).
+  // InputError as tensor().
   struct TensorRef {
     const io::TensorReader* reader = nullptr;
     std::size_t index = 0;  // in reader->tensors()

@@ -39,6 +39,19 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view b
 // Returns how many were removed.
 int remove_stale_temporaries(const std::filesystem::path& out);
 
+// For a folder that processes on several hosts write together (golden's shared staging folder, where no
+// flock or PID tells whose a temporary is): writes `bytes` to a temporary sibling of `path` named with
+// the host and the PID, flushes it to the disk (fsync) and moves it to `path` (rename: a file there is
+// replaced), or without `replace` links it there (link() never replaces a file: false, and nothing
+// written, when `path` exists); then flushes the folder. SpecError "OPTION: cannot write 'FILE' (reason)".
+bool write_file_durably(const std::filesystem::path& path, std::string_view bytes, const std::string& option,
+                        bool replace);
+
+// The absolute path of the folder `out` names, trailing slashes dropped (`--out DIR/` is DIR): what an
+// OutputFolder writes. SpecError naming `option` when `out` is empty or names no folder of its own
+// ("/", ".", "..").
+std::filesystem::path output_folder_path(const std::filesystem::path& out, const std::string& option);
+
 // A folder output: files are written into a temporary sibling, commit() moves it into place.
 class OutputFolder {
  public:

@@ -53,6 +53,8 @@ Tensor make_bits16(std::string name, TensorDType f16_or_bf16, std::vector<std::i
                    const std::vector<std::uint16_t>& bits);
 Tensor make_i64(std::string name, std::vector<std::int64_t> shape, const std::vector<std::int64_t>& v);
 Tensor make_i32(std::string name, std::vector<std::int64_t> shape, const std::vector<std::int32_t>& v);
+// Every element zero (all bytes 0): a buffer to fill in place (outputs being computed).
+Tensor make_zeros(std::string name, TensorDType dt, std::vector<std::int64_t> shape);
 
 std::string shape_string(const std::vector<std::int64_t>& shape);  // "[131072, 64]"
 // shape_string() for messages: at most 16 dimensions, then "... (N dims)".

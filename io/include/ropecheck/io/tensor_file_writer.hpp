@@ -84,4 +84,9 @@ class TensorFileWriter {
   std::vector<std::optional<std::uint32_t>> data_crc_;  // shared_finish, .npz: per tensor
 };
 
+// finish() of every writer (golden's files of a set), one file per thread on up to hardware-concurrency
+// threads, the largest file first; the results in the writers' order. The first exception a writer
+// threw is rethrown once every thread has stopped.
+std::vector<TensorFileWriter::Finished> finish_in_parallel(const std::vector<TensorFileWriter*>& writers);
+
 }  // namespace ropecheck::io::detail
