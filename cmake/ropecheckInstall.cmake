@@ -25,7 +25,8 @@ set(ROPECHECK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/ropecheck" CACHE STRING
 
 # The exported libraries: <target> -> ropecheck::<export name>. kernels/ is exported when it is
 # built (its hf-fp32 recipes are handy beside the suite; it needs reference/ only).
-set(ropecheck_export_libraries ropecheck_core ropecheck_accuracy ropecheck_formulas ropecheck_reference ropecheck_props)
+set(ropecheck_export_libraries ropecheck_core ropecheck_accuracy ropecheck_formulas ropecheck_reference ropecheck_attention
+    ropecheck_props)
 if(TARGET ropecheck_kernels)
   list(APPEND ropecheck_export_libraries ropecheck_kernels ropecheck_kut)  # props links kut
 endif()
