@@ -157,6 +157,7 @@ void KernelBlocks::State::probe(const kut::Capabilities& caps) {
       for (std::size_t i : c.outputs) names.push_back(tensors[i].name);
       failures.push_back({names, r.message});
       c.failed = true;
+      for (std::size_t i : c.outputs) fill_nan(out[i], dtypes[i]);  // as on every later block
     }
     return true;
   };
