@@ -225,6 +225,22 @@ TEST(CheckStream, AKernelCallFailingOnALaterBlockIsListedOnceAndReadsNaN) {
   EXPECT_EQ(k->calls, 4 * 9 + 2 * 6);
 }
 
+// A call failing on the first block (run_kernel: the whole set is one) reads as NaN there too, whatever
+// the kernel left in its output (the CPU kernel is not called: its zeros would pass as values).
+TEST(CheckStream, AKernelCallFailingOnTheFirstBlockReadsNaN) {
+  const fs::path dir = make_set("llama", "llama-3.1-8b", "0:20,65000:65010,131060:131071");
+  const GoldenSet g = golden::load_golden_set(dir);
+  Counting k(kernels::Recipe::hf);
+  k.fail_from = 0;
+  const KernelRun run = run_kernel(k, g);
+  ASSERT_EQ(run.failures.size(), 3u);  // q_rot of f64, f32, bf16
+  for (const io::Tensor& t : run.tensors) {
+    std::int64_t nan = 0;
+    for (std::int64_t i = 0; i < t.numel(); ++i) nan += std::isnan(t.value(i));
+    EXPECT_EQ(nan, t.name.starts_with("q_rot") ? t.numel() : 0) << t.name;
+  }
+}
+
 TEST(CheckStream, AChangedGoldenFileIsAHashMismatchNotAVerdict) {
   const fs::path dir = make_set("llama", "llama-3.1-8b", "0:20,65000:65010,131060:131071");
   const fs::path bad = root() / "llama_bad";
