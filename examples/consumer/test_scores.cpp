@@ -31,11 +31,19 @@ TEST(MyScores, TruthOfOnePair) {
   const ropecheck::EncodingSpec spec = ropecheck::load_preset("llama-3-8b");  // base 500000, head_dim 128
   const ra::AttentionEngine engine(spec.rope, std::nullopt, ra::AttentionSpec{}, 1 << 20);
   // With q and k constant, each pair j adds (q_a k_a + q_b k_b) cos(d w_j) = 0.25 cos(d w_j), and the
-  // scale is 1 / sqrt(128): a double evaluation agrees to about 1e-13 at d = 2.
-  double mine = 0;
-  for (int j = 0; j < 64; ++j) mine += 0.25 * std::cos(2.0 * std::pow(500000.0, -j / 64.0));
+  // scale is 1 / sqrt(128). Error of this double evaluation at d = 2: w_j from pow (1 ulp) makes the
+  // angle 2 w_j <= 2 off by 2^-52 at most, cos adds 1 ulp, the 64-term sum 63 u times the sum of |terms|,
+  // the square root and the division 2 u: within (64 + 8) u sum|terms| / sqrt(128) of the truth, which
+  // the engine's f64 value is within half an ulp of.
+  double mine = 0, sum_abs = 0;
+  for (int j = 0; j < 64; ++j) {
+    const double t = 0.25 * std::cos(2.0 * std::pow(500000.0, -j / 64.0));
+    mine += t;
+    sum_abs += std::fabs(t);
+  }
   mine /= std::sqrt(128.0);
-  EXPECT_NEAR(score(engine, 5, 3), mine, 1e-12 * std::fabs(mine));
+  const double bound = (64 + 8) * 0x1p-53 * sum_abs / std::sqrt(128.0) + 0x1p-53 * std::fabs(mine);
+  EXPECT_NEAR(score(engine, 5, 3), mine, bound);
   // The truth depends only on the distance, bit for bit.
   EXPECT_EQ(score(engine, 5, 3), score(engine, 1000005, 1000003));
   EXPECT_NE(score(engine, 5, 3), score(engine, 5, 5));
