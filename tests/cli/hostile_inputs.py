@@ -387,6 +387,12 @@ def destination_cases(c):
     output_destination_cases(c)
     c.case("check --report a directory", ["check", "--golden", "G", "--kernel", "builtin:accurate", "--report",
                                           "slash"], 2, ["is a directory"], dest="slash")
+    c.case("check --max-memory not a size", ["check", "--golden", "G", "--kernel", "builtin:accurate", "--max-memory",
+                                             "lots", "--report", "mm-report.json"], 2,
+           ["--max-memory: 'lots' is not a size"], dest="mm-report.json")
+    c.case("check --map without a candidate name", ["check", "--golden", "G", "--kernel", "builtin:accurate", "--map",
+                                                    "q_rot.f32=", "--report", "mm-report.json"], 2,
+           ["--map 'q_rot.f32=': expected GOLDEN_NAME=CANDIDATE_NAME"], dest="mm-report.json")
 
 
 def output_destination_cases(c):
