@@ -29,6 +29,7 @@ struct GoldenCliOptions {
   std::string max_memory;
   std::string shard;
   std::string shared_out;
+  std::string scores;
 };
 
 std::vector<DType> parse_dtypes(const std::string& list) {
@@ -74,6 +75,10 @@ Command add_golden_command(CLI::App& app) {
                   "shared with the other shards (one filesystem); `ropecheck merge --shared DIR` finishes the set "
                   "once every shard has")
       ->excludes(out);
+  cmd->add_option("--scores", o->scores,
+                  "PAIRS: also write the correctly rounded attention scores of these (query, key) position pairs for "
+                  "one head group (the query heads of token 0's q, head 0 of its k): causal:S:N[:W], full:S:N, "
+                  "dist:MAX:K[:Q], tail:L:N[:S], pair:M:N; comma-separated");
   add_max_memory_option(*cmd, o->max_memory);
   cmd->add_flag("--quiet", o->quiet, "no progress display");
   return {cmd, [o] {
@@ -87,6 +92,7 @@ Command add_golden_command(CLI::App& app) {
             g.positions = parse_positions(o->positions);
             g.out = o->shared_out.empty() ? o->out : o->shared_out;
             g.shared_out = !o->shared_out.empty();
+            g.scores = o->scores;
             g.dtypes = parse_dtypes(o->dtypes);
             g.heads = o->heads;
             g.seed = o->seed;
@@ -114,6 +120,9 @@ Command add_golden_command(CLI::App& app) {
               fmt::print("wrote {}{}: {} tokens, dtypes {}, {} files\n", o->out,
                        m.contains("shard") ? " (shard " + g.shard->text() + ", merge with `ropecheck merge`)" : "",
                        m["positions"]["tokens"].get<std::int64_t>(), m["dtypes"].dump(), m["files"].size());
+            if (m.contains("scores"))
+              fmt::print("scores: {} pairs x group {} in {}\n", m["scores"]["pairs"].get<std::int64_t>(),
+                         m["scores"]["group"].get<std::int64_t>(), m["scores"]["file"].get<std::string>());
             fmt::print("correct rounding: {} values on the fast path, {} recomputed with MPFR; compute {:.2f} s, write {:.2f} s\n",
                        s.fast_values, s.fallback_values, s.compute_seconds, s.write_seconds);
             return 0;

@@ -12,9 +12,21 @@ namespace ropecheck::golden::detail {
 using namespace ropecheck::io;  // tensors and files are this module's material
 using namespace ropecheck::io::detail;  // the tensor files\' layout and writer
 
+namespace {
+// What the scores file's tensors mean (manifest "meaning"; GOLDEN_FORMAT.md, "Attention scores").
+std::string score_meaning(const std::string& name) {
+  if (name == "score_positions") return "(query position, key position) of each scored pair";
+  if (name == "score_q") return "the query heads of the scores: q[0] (token 0's q, every head), one head group";
+  if (name == "score_k") return "the key of the scores: k[0, 0] (token 0's k, head 0), the group's key / value head";
+  return "attention logit scale * <R(m) score_q[h], R(n) score_k> of each pair [group, pairs], R the spec's rotation "
+         "with its attention factor, correctly rounded once to " + name.substr(name.find('.') + 1);
+}
+}  // namespace
+
 GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const EncodingSpec& spec, std::int64_t tokens,
-                         int heads, std::vector<DType> dtypes, FileFormat format, FilesMode mode)
-    : dir_(std::move(dir)), spec_(spec), heads_(heads), dtypes_(std::move(dtypes)), format_(format) {
+                         int heads, std::vector<DType> dtypes, FileFormat format, FilesMode mode, ScoreShape scores)
+    : dir_(std::move(dir)), spec_(spec), heads_(heads), dtypes_(std::move(dtypes)), has_scores_(scores.pairs > 0),
+      format_(format) {
   const bool rope = spec.family == Family::rope;
   const std::string ext = format == FileFormat::safetensors ? ".safetensors" : ".npz";
   metadata_ = {{"producer", "ropecheck " ROPECHECK_VERSION}, {"spec", spec.name}};
@@ -44,6 +56,15 @@ GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const E
       group = {{"pe." + s, t, {tokens, spec.sinusoidal.d_model}}};
     }
     names_.push_back("outputs_" + s + ext);
+    layout_.push_back(std::move(group));
+  }
+  if (has_scores_) {
+    const std::int64_t D = spec.rope.head_dim, G = scores.group, N = scores.pairs;
+    std::vector<TensorInfo> group = {{"score_positions", TensorDType::i64, {N, 2}},
+                                     {"score_q", TensorDType::f32, {G, D}},
+                                     {"score_k", TensorDType::f32, {D}}};
+    for (DType d : dtypes_) group.push_back({"scores." + std::string(to_string(d)), tensor_dtype(d), {G, N}});
+    names_.push_back("scores" + ext);
     layout_.push_back(std::move(group));
   }
   finished_.resize(layout_.size());
@@ -85,6 +106,10 @@ nlohmann::json GoldenFiles::manifest(const GoldenMeta& meta, nlohmann::json file
   std::int64_t tokens = 0;
   for (std::size_t g = 0; g < layout_.size(); ++g) {
     const std::string& file = names_[g];
+    if (has_scores_ && g + 1 == layout_.size()) {
+      for (const TensorInfo& t : layout_[g]) describe(t, file, "score", score_meaning(t.name), false);
+      continue;
+    }
     for (const TensorInfo& t : layout_[g]) {
       if (g == 0) {
         if (t.name == "positions") {
@@ -145,6 +170,7 @@ nlohmann::json GoldenFiles::manifest(const GoldenMeta& meta, nlohmann::json file
       {"files", files},
       {"tensors", tensors}};
   if (!meta.shard.is_null()) m["shard"] = meta.shard;
+  if (!meta.scores.is_null()) m["scores"] = meta.scores;
   return m;
 }
 

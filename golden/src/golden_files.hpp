@@ -29,6 +29,13 @@ struct GoldenMeta {
   std::uint64_t seed = 0;
   std::int64_t fast_values = 0, fallback_values = 0;
   nlohmann::json shard;  // null for a whole set; else {"index", "count", "first_token", "set_tokens"}
+  nlohmann::json scores;  // null without --scores; else the manifest's "scores" record
+};
+
+// --scores: the size of the scores file (pairs 0: no scores file).
+struct ScoreShape {
+  std::int64_t pairs = 0;
+  int group = 0;
 };
 
 // How GoldenFiles opens its files.
@@ -42,10 +49,11 @@ enum class FilesMode {
 class GoldenFiles {
  public:
   // The files in folder `dir`: group 0 is the inputs file (positions, then q, k for RoPE), group 1 + d
-  // the outputs of dtypes[d] (cos, sin, q_rot, k_rot; or pe), all with `tokens` tokens. `context`
-  // starts error messages ("--out DIR").
+  // the outputs of dtypes[d] (cos, sin, q_rot, k_rot; or pe), all with `tokens` tokens; with scores, a
+  // last group: the scores file (score_positions, score_q, score_k, scores.<dt>). `context` starts error
+  // messages ("--out DIR").
   GoldenFiles(std::filesystem::path dir, std::string context, const EncodingSpec& spec, std::int64_t tokens, int heads,
-              std::vector<DType> dtypes, FileFormat format, FilesMode mode = FilesMode::create);
+              std::vector<DType> dtypes, FileFormat format, FilesMode mode = FilesMode::create, ScoreShape scores = {});
   const TensorFileWriter& group(std::size_t g) const { return *writers_.at(g); }
   TensorFileWriter& group(std::size_t g) { return *writers_.at(g); }
   const std::string& file_name(std::size_t g) const { return names_.at(g); }
@@ -64,6 +72,7 @@ class GoldenFiles {
   EncodingSpec spec_;
   int heads_;
   std::vector<DType> dtypes_;
+  bool has_scores_ = false;  // the last group is the scores file
   FileFormat format_;
   std::map<std::string, std::string> metadata_;
   std::vector<std::string> names_;

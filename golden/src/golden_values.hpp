@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "golden_files.hpp"
+#include "ropecheck/attention/pairs.hpp"
 #include "ropecheck/core/shard.hpp"
 
 namespace ropecheck::golden::detail {
@@ -29,6 +31,7 @@ struct RunPlan {
   std::int64_t H = 0, D = 0, P = 0;  // RoPE: heads, head_dim, pairs (0 for sinusoidal)
   int streams = 1;                   // position streams: 3 for multimodal RoPE
   std::int64_t block = 1;            // tokens computed and written at a time
+  std::optional<attention::PairSet> scores;  // --scores: the pairs whose scores the run also writes
   // A shared file holds the whole set: this run's tokens start at token at_token() of its files.
   std::int64_t file_tokens() const { return shared ? set_tokens : tokens; }
   std::int64_t at_token() const { return shared ? first : 0; }
@@ -41,5 +44,13 @@ struct ValueCounts {
 // Writes the run's positions, then computes its values block by block on plan.threads threads and
 // writes them (the inputs q, k for RoPE, every dtype's outputs); calls opt.progress now and then.
 ValueCounts write_values(const GoldenOptions& opt, const RunPlan& plan, GoldenFiles& files);
+
+// --scores (golden_scores.cpp): the most scores per dtype (pairs x group) a set holds, and the pairs
+// parsed and checked against the options (SpecError naming --scores).
+inline constexpr std::int64_t kMaxScores = std::int64_t{1} << 22;
+attention::PairSet plan_scores(const GoldenOptions& opt, const RunPlan& plan);
+// Computes the plan's scores with the attention engine and writes them into the files' last group;
+// returns the manifest's "scores" record.
+nlohmann::json write_scores(const GoldenOptions& opt, const RunPlan& plan, GoldenFiles& files);
 
 }  // namespace ropecheck::golden::detail

@@ -72,6 +72,7 @@ RunPlan plan_tokens(const GoldenOptions& opt) {
   plan.D = plan.rope ? spec.rope.head_dim : 0;
   plan.P = plan.rope ? rope_pairs(spec.rope) : 0;
   plan.streams = plan.rope && spec.rope.mrope != MropeMode::none ? 3 : 1;
+  if (!opt.scores.empty()) plan.scores = detail::plan_scores(opt, plan);
   return plan;
 }
 
@@ -189,11 +190,13 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   detail::GoldenMeta meta = start_meta(opt, plan);
   Destination dest(opt, plan, meta);
   detail::GoldenFiles files(dest.dir, dest.context, opt.spec, plan.file_tokens(), static_cast<int>(plan.H), plan.dtypes,
-                            opt.format, plan.shared ? detail::FilesMode::shared_write : detail::FilesMode::create);
+                            opt.format, plan.shared ? detail::FilesMode::shared_write : detail::FilesMode::create,
+                            {plan.scores ? static_cast<std::int64_t>(plan.scores->pairs.size()) : 0, static_cast<int>(plan.H)});
 
   GoldenSummary summary;
   const auto t0 = Clock::now();
   const detail::ValueCounts counts = detail::write_values(opt, plan, files);
+  if (plan.scores) meta.scores = detail::write_scores(opt, plan, files);
   if (opt.progress) opt.progress(plan.tokens, plan.tokens);
   const auto t1 = Clock::now();
   summary.compute_seconds = std::chrono::duration<double>(t1 - t0).count();

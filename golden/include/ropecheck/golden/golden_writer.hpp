@@ -38,6 +38,10 @@ struct GoldenOptions {
   // (golden_shared.hpp); `merge --shared` finishes it.
   bool shared_out = false;
   std::uint64_t max_memory = 0;         // refuse requests estimated above this (0: the machine's memory)
+  // RoPE, whole sets only: also write the correctly rounded attention scores of these (query, key) pairs
+  // (attention/pairs.hpp's grammar) for one head group: the query heads of token 0's q and head 0 of its
+  // k (GOLDEN_FORMAT.md, "Attention scores"). Empty: none, and the set is byte-identical to one without.
+  std::string scores;
   // Called now and then from the calling thread with (tokens done, tokens total).
   std::function<void(std::int64_t, std::int64_t)> progress;
 };
