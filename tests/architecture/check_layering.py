@@ -39,7 +39,7 @@ USES = {
     "builtin_kernels": ["kut", "kernel_abi"],
     "kernel_host": ["kernel_abi"],
     "plugin": ["kut", "kut_cuda", "kernel_abi", "io", "reference"],
-    "golden": ["io", "reference"],
+    "golden": ["io", "reference", "attention"],  # attention privately: --scores
     "checker": ["golden", "accuracy", "kut", "io", "reference"],
     "props": ["accuracy", "reference", "kut"],
     "props_gtest": ["props"],
