@@ -568,6 +568,30 @@ def option_cases(c):
            ["more than 67108864 positions"], dest="t")
 
 
+def score_cases(c):
+    """golden --scores PAIRS: a bad pair set, a sinusoidal spec, too many pairs or a shard is refused with
+    one line and nothing written."""
+    g = ["golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet", "--positions", "0:4", "--out", "sc"]
+    for arg, words in (("causal:0", ["--scores: 'causal:0'"]),
+                       ("dist:10:0", ["--scores: 'dist:10:0'"]),
+                       ("pair:-1:0", ["--scores: 'pair:-1:0'"]),
+                       ("pair:9007199254740993:0", ["--scores"]),
+                       ("bogus:1:2", ["--scores: 'bogus:1:2'"]),
+                       ("causal:0:4,,pair:1:0", ["--scores", "empty item"]),
+                       ("", ["--scores"])):
+        c.case(f"golden --scores {arg!r}", g + [f"--scores={arg}"], 2, words, dest="sc")
+    c.case("golden --scores too many pairs", g + ["--scores", "full:0:5000"], 2,
+           ["--scores", "more than", "scores per dtype"], dest="sc")
+    c.case("golden --scores too many pairs x heads", g + ["--scores", "full:0:1024", "--heads", "8"], 2,
+           ["scores per dtype"], dest="sc")
+    c.case("golden --scores on a sinusoidal spec",
+           ["golden", "--preset", "transformer-base", "--positions", "0:4", "--out", "sc", "--quiet",
+            "--scores", "causal:0:4"], 2, ["--scores: needs a RoPE spec"], dest="sc")
+    c.case("golden --scores with --shard", g + ["--scores", "causal:0:4", "--shard", "1/2"], 2,
+           ["--scores: not with --shard"], dest="sc")
+    c.case("golden --scores accepted", g + ["--scores", "causal:0:4,dist:65536:2"], 0)
+
+
 def safetensors_bytes(tensors):
     """tensors: {name: (dtype, shape, raw bytes)} -> a safetensors file."""
     header, data = {}, b""
@@ -675,6 +699,7 @@ def main():
         thread_cases(c)
         size_cases(c)
         option_cases(c)
+        score_cases(c)
         message_cases(c, os.path.abspath(a.plugins) if a.plugins else "")
     finally:
         if not a.keep:
