@@ -95,10 +95,12 @@ def _positions_argument(positions: str | int | Iterable[int]) -> str:
 
 def golden(spec: Spec | str, positions: str | int | Iterable[int], heads: int = 1,
            dtypes: Iterable[str] = ("f32", "f16", "bf16"), seed: int = 0, *, seq_len: int | None = None,
-           format: str = "safetensors", threads: int = 0, max_memory: int | str = 0) -> Golden:
+           format: str = "safetensors", threads: int = 0, max_memory: int | str = 0,
+           scores: str | None = None) -> Golden:
     """Golden tensors for `spec` (a Spec or a preset name), as `ropecheck golden --positions ...
-    --heads ... --dtypes ... --seed ...` makes them. positions: the CLI's syntax ("0:4096",
-    "log:131071:8", "1,7,4095") or integers."""
+    --heads ... --dtypes ... --seed ... [--scores PAIRS]` makes them. positions: the CLI's syntax
+    ("0:4096", "log:131071:8", "1,7,4095") or integers; scores: a pair set ("causal:0:64"), whose
+    attention scores are then the tensors "score_positions", "score_q", "score_k", "scores.<dtype>"."""
     if isinstance(spec, str):
         spec = Spec.from_preset(spec)
     if isinstance(dtypes, str):
@@ -112,7 +114,7 @@ def golden(spec: Spec | str, positions: str | int | Iterable[int], heads: int = 
     try:
         out = os.path.join(tmp, "set")
         _core.write_golden(spec._core, _positions_argument(positions), out, list(dtypes), heads, seed, format,
-                           seq_len, threads, False, max_memory)
+                           seq_len, threads, False, max_memory, scores or "")
         return Golden(_core.load_golden(out), owned_dir=tmp)
     except BaseException:
         shutil.rmtree(tmp, True)

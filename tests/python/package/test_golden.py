@@ -51,6 +51,25 @@ def test_save_is_byte_identical_to_the_cli(cli, tmp_path, cli_args, kwargs):
     assert digests(tmp_path / "py") == expected
 
 
+def test_scores_load_and_match_the_cli(cli, tmp_path):
+    args = ["--preset", "llama-3.1-8b", "--positions", "0:4", "--heads", "2", "--dtypes", "bf16"]
+    p = run_cli(cli, "golden", *args, "--scores", "causal:0:3,pair:9:2", "--out", str(tmp_path / "cli"), "--quiet")
+    assert p.returncode == 0, p.stderr
+    g = ropecheck.load(tmp_path / "cli")
+    assert g["score_positions"].tolist() == [[0, 0], [1, 0], [1, 1], [2, 0], [2, 1], [2, 2], [9, 2]]
+    np.testing.assert_array_equal(g["score_q"], g["q"][0])
+    np.testing.assert_array_equal(g["score_k"], g["k"][0, 0])
+    assert g["scores.f64"].shape == (2, 7) and g["scores.bf16"].dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(g["scores.bf16"], g["scores.f64"].astype(ml_dtypes.bfloat16))
+    # the diagonal is exact: <q, k> / sqrt(128), attention factor 1
+    diag = g["score_q"].astype(np.float64) @ g["score_k"].astype(np.float64) / np.sqrt(128.0)
+    np.testing.assert_allclose(g["scores.f64"][:, 0], diag, rtol=1e-15)
+    assert g.manifest["scores"]["group"] == 2 and "scores.f64" not in g.outputs
+    py = ropecheck.golden("llama-3.1-8b", positions="0:4", heads=2, dtypes="bf16", scores="causal:0:3,pair:9:2")
+    py.save(tmp_path / "py")
+    assert digests(tmp_path / "py") == digests(tmp_path / "cli")
+
+
 def test_hf_config_file_set_is_byte_identical_to_the_cli(cli, tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA31_CONFIG))
