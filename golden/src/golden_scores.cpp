@@ -20,7 +20,9 @@ namespace {
 // (constant) vectors stay near 2^21 doubles (16 MiB) whatever the pair set.
 constexpr std::int64_t kChunkValues = std::int64_t{1} << 21;
 
-std::span<const std::uint8_t> bytes_of(const void* p, std::size_t n) { return {static_cast<const std::uint8_t*>(p), n}; }
+std::span<const std::uint8_t> bytes_of(const void* p, std::size_t n) {
+  return {static_cast<const std::uint8_t*>(p), n};
+}
 
 // "--pairs: ..." (the grammar's own option name) as "--scores: ...".
 SpecError as_scores_error(const SpecError& e, std::int64_t group) {
@@ -66,13 +68,15 @@ nlohmann::json write_scores(const GoldenOptions& opt, const RunPlan& plan, Golde
   }
   files.group(file).write(0, 0, bytes_of(pos.data(), pos.size() * 8));
   // The generator is indexed by element: its first G * D q values are q[0] of the set, its first D k values k[0, 0].
-  const std::vector<float> q = generate_inputs(opt.seed, InputStream::q, gd), k = generate_inputs(opt.seed, InputStream::k, d);
+  const std::vector<float> q = generate_inputs(opt.seed, InputStream::q, gd);
+  const std::vector<float> k = generate_inputs(opt.seed, InputStream::k, d);
   files.group(file).write(1, 0, bytes_of(q.data(), q.size() * 4));
   files.group(file).write(2, 0, bytes_of(k.data(), k.size() * 4));
 
   attention::AttentionSpec spec;
   spec.group = static_cast<int>(G);
-  const attention::AttentionEngine engine(opt.spec.rope, plan.seq_len, spec, hi, {.force_fallback = false, .threads = plan.threads});
+  const attention::AttentionEngine engine(opt.spec.rope, plan.seq_len, spec, hi,
+                                          {.force_fallback = false, .threads = plan.threads});
   const std::size_t nd = plan.dtypes.size();
   std::vector<std::vector<double>> all(nd, std::vector<double>(static_cast<std::size_t>(G * N)));
   RoundingStats stats;

@@ -189,9 +189,10 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   plan_blocks(opt, plan);
   detail::GoldenMeta meta = start_meta(opt, plan);
   Destination dest(opt, plan, meta);
+  const detail::ScoreShape scores{plan.scores ? static_cast<std::int64_t>(plan.scores->pairs.size()) : 0,
+                                  static_cast<int>(plan.H)};
   detail::GoldenFiles files(dest.dir, dest.context, opt.spec, plan.file_tokens(), static_cast<int>(plan.H), plan.dtypes,
-                            opt.format, plan.shared ? detail::FilesMode::shared_write : detail::FilesMode::create,
-                            {plan.scores ? static_cast<std::int64_t>(plan.scores->pairs.size()) : 0, static_cast<int>(plan.H)});
+                            opt.format, plan.shared ? detail::FilesMode::shared_write : detail::FilesMode::create, scores);
 
   GoldenSummary summary;
   const auto t0 = Clock::now();
