@@ -117,6 +117,7 @@ PairSet parse_pairs(const std::string& argument, std::int64_t max_pairs) {
 Block parse_block(const std::string& option, const std::string& argument, std::int64_t max_tokens) {
   const std::vector<std::string> c = split_items(argument, ':');
   auto fail = [&](const std::string& why) -> void { throw SpecError(option + ": '" + argument + "': " + why); };
+  if (c.empty()) fail("empty");
   const bool causal = c[0] == "causal";
   if ((c[0] != "causal" && c[0] != "full") || c.size() < 3 || c.size() > (causal ? 4u : 3u))
     fail("a block is causal:S:N, causal:S:N:W or full:S:N");
