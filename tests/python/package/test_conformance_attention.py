@@ -90,31 +90,22 @@ def judge(out: np.ndarray, Q, K, V, dtype: str, eq: np.ndarray) -> float:
     return float((np.abs(out.astype(np.float64) - o) / bound).max())
 
 
-@pytest.mark.parametrize("preset,start,tokens,group,value_dim", CASES)
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_onnxruntime_gqa_attention_fn(preset, start, tokens, group, value_dim, dtype):
-    """ORT's output against the reference on ORT's own rotated keys (present_key) and queries rotated
-    in binary64 with the same dtype-rounded caches, rounded to the dtype: ORT rotates in f32, so they
-    differ from its queries by the two roundings to the dtype plus f32's rounding of the rotation,
-    which `eq` allows."""
-    pytest.importorskip("onnxruntime")
+def ort_rotated(spec, q, k, v, pos, dtype: str):
+    """ORT's own rotated keys (present_key) and queries rotated in binary64 with the same dtype-rounded
+    caches, rounded to the dtype, with `eq`: ORT rotates in f32, so those queries differ from its own
+    by the two roundings to the dtype (u |Q_c| each) and f32's three roundings of the rotation,
+    relative to the pair's norm times the largest table entry (the attention factor included)."""
     from ropecheck.conformance import onnxruntime_gqa as gqa
     from ropecheck.conformance.onnxruntime import caches
 
-    spec, q, k, v, pos = inputs(preset, start, tokens, group, value_dim, dtype)
-    out = gqa.attention_fn(spec, dtype)(q, k, v, pos)
-    tables = ropecheck.golden(spec, pos, heads=1, dtypes=("f32",))
-    cos, sin = caches(tables, dtype)
+    cos, sin = caches(ropecheck.golden(spec, pos, heads=1, dtypes=("f32",)), dtype)
     layout = spec.to_dict()["rope"]["layout"]
     _, present_key = gqa.run_gqa(dtype, q, k, v, cos, sin, layout == "interleaved")
     c64, s64 = cos.astype(np.float64), sin.astype(np.float64)
     Q = rotate(q.astype(np.float64), c64, s64, layout).astype(DTYPES[dtype]).astype(np.float64)
-    # Both roundings to the dtype (u |Q_c| each) and f32's three roundings of the rotation, relative
-    # to the pair's norm times the largest table entry (the attention factor included).
     table = np.abs(c64).max() + np.abs(s64).max()
     eq = (2 * U[dtype] + 3 * U_ACC) * np.sqrt(_pair_norm2(q, layout, cos.shape[1])) * table
-    ratio = judge(out, Q, present_key.astype(np.float64), v.astype(np.float64), dtype, eq)
-    assert ratio <= 1.0, ratio
+    return Q, present_key.astype(np.float64), eq
 
 
 def _pair_norm2(q: np.ndarray, layout: str, pairs: int) -> np.ndarray:
@@ -127,30 +118,59 @@ def _pair_norm2(q: np.ndarray, layout: str, pairs: int) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("preset,start,tokens,group,value_dim", CASES)
-@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
-def test_mlx_attention_fn(preset, start, tokens, group, value_dim, dtype):
-    """MLX's output against the reference on the very Q and K mx.fast.rope gives (the same call
-    mlx_attention makes): only the attention arithmetic differs, so `eq` is zero."""
-    pytest.importorskip("mlx.core")
+def mlx_rotated(spec, q, k, v, pos, dtype: str):
+    """The very Q and K mx.fast.rope gives (the call mlx_attention makes): only the attention
+    arithmetic differs, so `eq` is zero."""
     import mlx.core as mx
 
     from ropecheck.conformance import mlx as mlx_adapter
-    from ropecheck.conformance import mlx_attention
 
-    spec, q, k, v, pos = inputs(preset, start, tokens, group, value_dim, dtype)
-    out = mlx_attention.attention_fn(spec, dtype)(q, k, v, pos)
     rope = spec.to_dict()["rope"]
     n = int(pos.max()) + 1
-    freqs = None if rope.get("scaling", {"type": "none"})["type"] in ("none", "linear") else \
-        (1.0 / spec.inverse_frequencies(n)).astype(np.float32)
+    scaled = rope.get("scaling", {"type": "none"})["type"] not in ("none", "linear")
+    freqs = (1.0 / spec.inverse_frequencies(n)).astype(np.float32) if scaled else None
     with mx.stream(mx.cpu):
         Q, K = (mlx_adapter._to_numpy(mlx_adapter.fast_rope(mlx_adapter._to_mx(x, dtype), rope, pos,
                                                             spec.attention_factor(n), freqs), dtype)
                 for x in (q, k[:, None, :]))
-    Q, K = Q.astype(np.float64), K[:, 0].astype(np.float64)
-    ratio = judge(out, Q, K, v.astype(np.float64), dtype, np.zeros_like(Q))
+    return Q.astype(np.float64), K[:, 0].astype(np.float64), np.zeros(Q.shape)
+
+
+LIBS = {"onnxruntime": ("onnxruntime", ("f32", "f16")), "mlx": ("mlx.core", ("f32", "f16", "bf16"))}
+
+
+def library(lib: str):
+    """attention_fn and the rotated-Q / K reference of `lib` (skipped where its package is missing)."""
+    pytest.importorskip(LIBS[lib][0])
+    from ropecheck.conformance import mlx_attention
+    from ropecheck.conformance import onnxruntime_gqa as gqa
+
+    return (gqa.attention_fn, ort_rotated) if lib == "onnxruntime" else (mlx_attention.attention_fn, mlx_rotated)
+
+
+@pytest.mark.parametrize("preset,start,tokens,group,value_dim", CASES)
+@pytest.mark.parametrize("lib,dtype", [(lib, d) for lib, (_, dts) in LIBS.items() for d in dts])
+def test_attention_fn_against_the_reference(lib, dtype, preset, start, tokens, group, value_dim):
+    """ORT's GroupQueryAttention and MLX's SDPA output against softmax(QK^T scale + mask) V in binary64
+    on the Q and K they attend with."""
+    attention_fn, rotated = library(lib)
+    spec, q, k, v, pos = inputs(preset, start, tokens, group, value_dim, dtype)
+    out = attention_fn(spec, dtype)(q, k, v, pos)
+    Q, K, eq = rotated(spec, q, k, v, pos, dtype)
+    ratio = judge(out, Q, K, v.astype(np.float64), dtype, eq)
     assert ratio <= 1.0, ratio
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_attention_fn_scale_is_passed_and_a_wrong_one_fails_the_sanity_bound(lib):
+    """The check has teeth and the scale argument reaches the kernel: a softmax scale 1% too large
+    (f32, llama-3.1-8b) fails the bound; the right one given explicitly passes."""
+    attention_fn, rotated = library(lib)
+    spec, q, k, v, pos = inputs("llama-3.1-8b", 0, 16, 2, 128, "f32")
+    Q, K, eq = rotated(spec, q, k, v, pos, "f32")
+    for factor, passes in ((1.0, True), (1.01, False)):
+        out = attention_fn(spec, "f32", scale=factor / math.sqrt(128))(q, k, v, pos)
+        assert (judge(out, Q, K, v.astype(np.float64), "f32", eq) <= 1.0) == passes, factor
 
 
 # The `onnxruntime-gqa` matrix cells: present_key judged as rotated keys (k_rot only: the operator never
@@ -217,3 +237,4 @@ def test_onnxruntime_gqa_declines_bf16_and_narrow_rotary(golden_sets):
         adapter.run(golden_sets("llama-3.1-8b"), "bf16")
     assert "multiple of 16" in adapter.supports(ropecheck.Spec.from_preset("gpt-neox-20b").to_dict())  # 24 rotary
     assert adapter.supports(ropecheck.Spec.from_preset("phi-2").to_dict()) is None  # 32 of 80
+
