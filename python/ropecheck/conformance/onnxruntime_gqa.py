@@ -32,7 +32,7 @@ from .onnxruntime import _ONNX_TYPE, caches
 
 
 def gqa_model(dtype: str, tokens: int, group: int, head_dim: int, pairs: int, interleaved: bool,
-              scale: float | None = None, softcap: float = 0.0):
+              scale: float | None = None):
     """The one-node GroupQueryAttention model (inputs query [1, T, G*D], key / value [1, T, D])."""
     import onnx
     from onnx import TensorProto, helper
@@ -48,8 +48,6 @@ def gqa_model(dtype: str, tokens: int, group: int, head_dim: int, pairs: int, in
                              "rotary_interleaved": int(interleaved)}
     if scale is not None:
         attrs["scale"] = float(scale)
-    if softcap:
-        attrs["softcap"] = float(softcap)
     node = helper.make_node("GroupQueryAttention", names, ["output", "present_key", "present_value"],
                             domain="com.microsoft", **attrs)
     outputs = [("output", [1, tokens, group * head_dim]), ("present_key", [1, 1, tokens, head_dim]),
@@ -78,13 +76,13 @@ def _session(model, dtype: str):
 
 
 def run_gqa(dtype: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, cos: np.ndarray, sin: np.ndarray,
-            interleaved: bool, scale: float | None = None, softcap: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+            interleaved: bool, scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """output [T, G, Dv] and present_key [T, D] of one GQA call on q [T, G, D], k [T, D], v [T, Dv]
     (in `dtype`) with caches [T, pairs]."""
     tokens, group, head_dim = q.shape
     if head_dim % 16:
         raise Declined(f"head_dim {head_dim}: onnxruntime's CPU GroupQueryAttention needs a multiple of 16")
-    session = _session(gqa_model(dtype, tokens, group, head_dim, cos.shape[1], interleaved, scale, softcap), dtype)
+    session = _session(gqa_model(dtype, tokens, group, head_dim, cos.shape[1], interleaved, scale), dtype)
     et = DTYPES[dtype]
     feed = {"query": np.ascontiguousarray(q.astype(et).reshape(1, tokens, group * head_dim)),
             "key": np.ascontiguousarray(k.astype(et)[None]), "seqlens_k": np.array([tokens - 1], np.int32),
@@ -99,8 +97,8 @@ def run_gqa(dtype: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, cos: np.nda
     return np.concatenate(outs, axis=2)[:, :, :v.shape[1]], np.ascontiguousarray(present_key)
 
 
-def attention_fn(spec: Spec | str, dtype: str, *, seq_len: int | None = None, scale: float | None = None,
-                 softcap: float = 0.0) -> Callable[..., np.ndarray]:
+def attention_fn(spec: Spec | str, dtype: str, *, seq_len: int | None = None,
+                 scale: float | None = None) -> Callable[..., np.ndarray]:
     """fn(q [T][G][D], k [T][D], v [T][Dv], positions [T]) -> ORT's attention output [T][G][Dv] in
     `dtype`: causal by token index, scale 1/sqrt(D) unless given. The caches are built for the given
     positions from ropecheck's correctly rounded binary64 tables (a golden set at those positions)."""
@@ -112,7 +110,7 @@ def attention_fn(spec: Spec | str, dtype: str, *, seq_len: int | None = None, sc
         positions = np.asarray(positions, dtype=np.int64).reshape(-1)
         tables = make_golden(spec, [int(p) for p in positions], heads=1, dtypes=("f32",), seq_len=seq_len)
         cos, sin = caches(tables, dtype)
-        return run_gqa(dtype, np.asarray(q), np.asarray(k), np.asarray(v), cos, sin, interleaved, scale, softcap)[0]
+        return run_gqa(dtype, np.asarray(q), np.asarray(k), np.asarray(v), cos, sin, interleaved, scale)[0]
     return fn
 
 
