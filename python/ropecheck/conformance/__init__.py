@@ -12,10 +12,11 @@ from ._write import markdown, write
 from .keras_hub import KerasHub
 from .mlx import MlxFastRope, MlxLm
 from .onnxruntime import OnnxContrib, OnnxStandard
+from .onnxruntime_gqa import OnnxGqa
 from .torch_impls import HfTransformers, LigerRope, Torchtune
 
-ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib, KerasHub, HfTransformers, Torchtune, LigerRope,
-                                        MlxFastRope, MlxLm)
+ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib, OnnxGqa, KerasHub, HfTransformers, Torchtune,
+                                        LigerRope, MlxFastRope, MlxLm)
 
 
 def adapters(names: list[str] | None = None) -> list[Adapter]:

@@ -67,8 +67,8 @@ class Adapter:
         return None
 
     def run(self, golden: Golden, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-        """q_rot, k_rot of the golden inputs in `dtype`, shaped [tokens, heads, head_dim]; raises
-        Declined for what the implementation cannot do."""
+        """q_rot, k_rot of the golden inputs in `dtype`, shaped [tokens, heads, head_dim] (q_rot None
+        when the implementation never returns it); raises Declined for what it cannot do."""
         raise NotImplementedError
 
 

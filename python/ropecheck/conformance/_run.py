@@ -36,7 +36,7 @@ class Cell:
     dtype: str
     state: str
     expected: str | None = None
-    strictest: str | None = None            # the strictest class both q_rot and k_rot satisfy
+    strictest: str | None = None            # the strictest class q_rot and k_rot (those judged) satisfy
     reason: str = ""
     worst_score: float | None = None        # largest error / bound of the expected class
     classes: dict[str, dict[str, Any]] = field(default_factory=dict)  # class -> held, first position, margin
@@ -94,9 +94,10 @@ class Matrix:
 
 
 def judge(golden: _golden.Golden, dtype: str, q_rot: Any, k_rot: Any, expected: str) -> dict[str, Any]:
-    """The checker on q_rot / k_rot of `dtype` against `expected`; the cell's figures."""
-    names = [f"q_rot.{dtype}", f"k_rot.{dtype}"]
-    report = _check.check(golden, {names[0]: q_rot, names[1]: k_rot}, only=names, cls=expected)
+    """The checker on q_rot / k_rot of `dtype` against `expected`; the cell's figures. A tensor given as
+    None is not judged (an operator that never returns its rotated queries, e.g. GroupQueryAttention)."""
+    tensors = {f"{n}.{dtype}": t for n, t in (("q_rot", q_rot), ("k_rot", k_rot)) if t is not None}
+    report = _check.check(golden, tensors, only=list(tensors), cls=expected)
     classes: dict[str, dict[str, Any]] = {}
     for t in report.json["tensors"]:
         for c in t["classes"]:

@@ -107,25 +107,31 @@ class MlxFastRope(_Mlx):
     mrope_reason = "mrope: one position per token and call (one stream)"
 
     def _rotate(self, golden: Golden, dtype: str, x):
-        import mlx.core as mx
+        rope = rope_section(golden.spec.to_dict())
+        freqs = None if rope.get("scaling", {"type": "none"})["type"] in ("none", "linear") else periods(golden)
+        return fast_rope(x, rope, golden["positions"], golden.attention_factor, freqs)
 
-        spec = golden.spec.to_dict()
-        rope = rope_section(spec)
-        rotary = rope.get("rotary_dim") or rope["head_dim"]
-        scaling = rope.get("scaling", {"type": "none"})
-        att = golden.attention_factor
-        if att != 1.0:  # the operator has no attention factor: on the input, as mlx_lm does
-            x = x.at[..., :rotary].multiply(att)
-        kwargs: dict[str, Any] = {"base": rope["base"], "scale": 1.0}
-        if scaling["type"] == "linear":
-            kwargs["scale"] = 1.0 / scaling["factor"]
-        elif scaling["type"] != "none":
-            kwargs = {"base": None, "scale": 1.0, "freqs": mx.array(periods(golden))}
-        positions = np.asarray(golden["positions"], dtype=np.int64).reshape(-1)
-        # [batch = tokens, heads, T = 1, head_dim]: each token its own example, offset = its position
-        y = mx.fast.rope(x[:, :, None, :], rotary, traditional=rope["layout"] == "interleaved",
-                         offset=mx.array(positions.astype(np.int32)), **kwargs)
-        return y[:, :, 0, :]
+
+def fast_rope(x, rope: dict[str, Any], positions: np.ndarray, att: float, freqs: np.ndarray | None):
+    """mx.fast.rope as `mlx-fast-rope` calls it, on x [tokens, heads, head_dim] (an mx array), token t
+    at positions[t]; `freqs`: the periods of a frequency-scaled preset (None: base, or scale for
+    linear)."""
+    import mlx.core as mx
+
+    rotary = rope.get("rotary_dim") or rope["head_dim"]
+    scaling = rope.get("scaling", {"type": "none"})
+    if att != 1.0:  # the operator has no attention factor: on the input, as mlx_lm does
+        x = x.at[..., :rotary].multiply(att)
+    kwargs: dict[str, Any] = {"base": rope["base"], "scale": 1.0}
+    if scaling["type"] == "linear":
+        kwargs["scale"] = 1.0 / scaling["factor"]
+    elif freqs is not None:
+        kwargs = {"base": None, "scale": 1.0, "freqs": mx.array(freqs)}
+    positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+    # [batch = tokens, heads, T = 1, head_dim]: each token its own example, offset = its position
+    y = mx.fast.rope(x[:, :, None, :], rotary, traditional=rope["layout"] == "interleaved",
+                     offset=mx.array(positions.astype(np.int32)), **kwargs)
+    return y[:, :, 0, :]
 
 
 def load_rope_utils():
