@@ -59,7 +59,7 @@ std::string score_plot(const ScoresResult& r, const char* file, const char* xlab
     for (const ScoreBin& b : first == 0 ? k.by_distance : k.by_position) hi = std::max(hi, b.hi);
   std::string s = fmt::format(
       "\nset output \"{}\"\nset xrange [1:{}]\nset title {}\nset xlabel {}\nplot \\\n", file, hi,
-      quoted(fmt::format("{}, {} storage: logit error vs {} (median over pairs and heads per octave)",
+      quoted(fmt::format("{}, {} storage: logit error vs {} (median per octave)",
                          r.spec.name.empty() ? "spec" : r.spec.name, dt, what)),
       quoted(xlabel));
   for (std::size_t i = 0; i < r.kernels.size(); ++i)
@@ -150,13 +150,13 @@ std::string scores_gnuplot_script(const ScoresResult& r) {
       "# Drawn by `ropecheck drift --scores` from scores_plot_data.csv (columns: drift/DRIFT.md, \"Scores\").\n"
       "# Restyle and rerun here: gnuplot scores.gp\n"
       "set datafile separator \",\"\n"
-      "set terminal pngcairo size 960,600 noenhanced linewidth 1.5\n"
+      "set terminal pngcairo size 900,640 noenhanced linewidth 1.5\n"
       "set logscale xy\n"
       "set format x \"%.0s%c\"\n"
       "set format y \"%.0e\"\n"
       "set ylabel \"|score - exact| / (ulp_f32(exact) / 2), median\"\n"
       "set grid xtics ytics lc rgb \"#dddddd\"\n"
-      "set key outside right top box opaque\n"
+      "set key below box opaque\n"
       "# log axes cannot show 0 (bin [0, 1), or an exact score): those points are left out\n"
       "pos(v) = v > 0 ? v : NaN\n";
   s += scores_detail::score_plot(r, "scores-distance.png", "distance m - n (octave bins, lower edge)", "distance", 0);
