@@ -16,3 +16,4 @@
 #include "props_part.cpp"
 #include "props_targets.cpp"
 #include "check_rediagnose.cpp"
+#include "drift_scores.cpp"

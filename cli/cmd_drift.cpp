@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "drift_scores.hpp"
 #include "junit.hpp"
 #include "memory_option.hpp"
 #include "numeric_options.hpp"
@@ -53,6 +54,8 @@ struct DriftCliOptions {
   int threads = 0;
   std::string max_memory;
   std::string shard;  // --shard I/N: --out is the part file
+  bool scores = false;  // --scores: logits and softmax (drift_scores.hpp)
+  std::string pairs;    // --pairs, with --scores
   plugin::PluginClientOptions plugin;
   CLI::Option* max_pos_opt = nullptr;  // given or not (0 is out of range, not "default")
 };
@@ -313,6 +316,31 @@ int run_sweep_and_report(const EncodingSpec& spec, const std::vector<plugin::Ker
   return kernel_failed(r.kernel_failures);
 }
 
+// --scores: the pairs' logits and softmax rows instead of a sweep (drift/DRIFT.md, "Scores").
+int run_scores_mode(const DriftCliOptions& o, const EncodingSpec& spec, const std::vector<plugin::KernelName>& names,
+                    std::int64_t N, DType dt, bool sharded) {
+  if (!o.compare.empty() || sharded || !o.junit.empty())
+    throw SpecError("--scores: not with --compare, --shard or --junit");
+  DriftScoresArgs a;
+  a.options.pairs = o.pairs;
+  a.options.max_pos = N;
+  a.options.storage = dt;
+  if (o.seq_len > 0) a.options.seq_len = o.seq_len;
+  a.options.heads = o.heads;
+  a.options.seed = o.seed;
+  a.options.threads = o.threads;
+  if (const auto c = accuracy::parse_accuracy_class(o.compare_class)) a.options.bound_class = *c;
+  else throw SpecError("--class: unknown class '" + o.compare_class + "'");
+  a.options.plugin = o.plugin;
+  a.out = o.out;
+  a.default_out = "scores-" + default_out(spec);
+  a.overwrite = o.overwrite;
+  a.no_plots = o.no_plots;
+  a.command_line = drift_command_line(o, dt, N) + " --scores --pairs " +
+                   (o.pairs.empty() ? drift::default_score_pairs(N) : o.pairs);
+  return run_drift_scores(spec, names, a);
+}
+
 int run_drift_command(const DriftCliOptions& o) {
   const EncodingSpec spec = o.source.load();
   if (spec.family != Family::rope)
@@ -326,6 +354,8 @@ int run_drift_command(const DriftCliOptions& o) {
     throw SpecError("--junit needs --compare: a sweep of recipes has no verdict to report");
   if (!o.junit.empty()) io::check_file_destination(o.junit, "--junit");
   const std::vector<plugin::KernelName> names = drift_kernel_names(o, shard.has_value());
+  if (o.scores) return run_scores_mode(o, spec, names, N, *dt, shard.has_value());
+  if (!o.pairs.empty()) throw SpecError("--pairs needs --scores");
   drift::DriftOptions d = drift_options_for(o, spec, N, *dt, names.size());
 
   std::string gnuplot;
@@ -393,6 +423,12 @@ Command add_drift_command(CLI::App& app) {
                   "I/N: measure only shard I of N (the sampled positions split in N contiguous ranges; the uniqueness "
                   "passes spread over the shards by candidate) and write a part file to --out; `ropecheck merge` joins "
                   "the N parts into the folder one run writes (drift/DRIFT.md, \"Sharded sweeps\")");
+  sub->add_flag("--scores", o->scores,
+                "attention logits and softmax rows instead of a sweep: each kernel's scores of the --pairs against the "
+                "exact ones (drift/DRIFT.md, \"Scores\")");
+  sub->add_option("--pairs", o->pairs,
+                  "with --scores: the (query, key) pairs, attention's grammar (dist:MAX:K[:Q], tail:L:N[:S], causal:S:N, "
+                  "full:S:N, pair:M:N; default: every distance from queries at 2^k - 1 and N - 1, and tail:N:2:127)");
   sub->add_flag("--quiet", o->quiet, "no progress lines");
   return {sub, [o] { return run_drift_command(*o); }};
 }

@@ -14,3 +14,6 @@
 #include "plots.cpp"
 #include "output.cpp"
 #include "part.cpp"
+#include "scores_metrics.cpp"
+#include "scores.cpp"
+#include "scores_output.cpp"

@@ -44,7 +44,7 @@ USES = {
     "checker": ["golden", "accuracy", "kut", "io", "reference"],
     "props": ["accuracy", "reference", "kut"],
     "props_gtest": ["props"],
-    "drift": ["accuracy", "reference", "kut", "kut_cuda", "plugin", "golden", "io"],
+    "drift": ["accuracy", "reference", "attention", "kut", "kut_cuda", "plugin", "golden", "io"],
     "ropecheck": ["drift", "props", "checker", "plugin", "golden"],  # the CLI
     "_core": ["drift", "props", "checker", "plugin", "golden"],      # the Python extension module
 }

@@ -560,6 +560,17 @@ def option_cases(c):
     c.case("drift --seq-len 2^62", d + ["--seq-len", "4611686018427387904"], 2, ["--seq-len", "not in range"],
            dest="dr")
     c.case("drift --seed -1", d + ["--seed=-1"], 2, ["--seed"], dest="dr")
+    ds = d + ["--scores", "--recipes", "builtin:hf"]  # drift --scores: bad pairs, modes it does not combine with
+    c.case("drift --scores --pairs bad syntax", ds + ["--pairs", "dist:"], 2, ["--pairs", "dist:"], dest="dr")
+    c.case("drift --scores --pairs past 2^24", ds + ["--pairs", "pair:16777216:0"], 2, ["beyond", "2^24"], dest="dr")
+    c.case("drift --scores --pairs too many values", ds + ["--pairs", "tail:131072:1"], 2, ["more than 2^24 values"],
+           dest="dr")
+    c.case("drift --scores on a sinusoidal spec", ["drift", "--preset", "transformer-base", "--scores", "--max-pos", "64",
+                                                   "--no-plots", "--out", "dr"], 2, ["RoPE only"], dest="dr")
+    c.case("drift --scores --compare", d + ["--scores", "--compare", "builtin:hf,builtin:meta"], 2,
+           ["--scores", "--compare"], dest="dr")
+    c.case("drift --pairs without --scores", d + ["--pairs", "pair:4:1"], 2, ["--pairs needs --scores"], dest="dr")
+    c.case("drift --scores --class unknown", ds + ["--class", "nope"], 2, ["--class"], dest="dr")
     c.case("golden --threads -1", g + ["--positions", "0:4", "--out", "t", "--threads=-1"], 2, ["--threads"], dest="t")
     c.case("golden --heads 0", g + ["--positions", "0:4", "--out", "t", "--heads", "0"], 2, ["--heads"], dest="t")
     c.case("golden --positions 1.5", g + ["--positions=1.5", "--out", "t"], 2, ["--positions"], dest="t")

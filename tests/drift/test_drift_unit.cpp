@@ -7,3 +7,4 @@
 #include "test_drift_exact.cpp"
 #include "test_drift_output.cpp"
 #include "test_drift_figures.cpp"
+#include "test_drift_scores.cpp"
