@@ -36,7 +36,7 @@ namespace scores_detail {
 // set over a long context (tail:L:N without a stride) is refused before it allocates about 60 bytes each.
 constexpr std::int64_t kMaxScoreValues = std::int64_t{1} << 24;
 // V's stream of golden's generator (q = 1, k = 2; drift/DRIFT.md "Scores").
-constexpr auto kValueStream = static_cast<golden::InputStream>(3);
+constexpr auto kValueStream = golden::InputStream::v;
 
 std::size_t at(std::int64_t v) { return static_cast<std::size_t>(v); }
 
