@@ -85,6 +85,12 @@ const std::vector<PropertyDef>& property_defs() {
        "(pi/2) (E_a + E_b)/att per pair (angle from a chord)", prop_yarn_frequencies},
       {"partial_passthrough", "channels past the rotary block are bit-identical to the input", "none (identity)",
        prop_partial_passthrough},
+      {"score_shift", "the target's score s = scale <f_q(q,m), f_k(k,n)> is unchanged when m and n are shifted by a long D (up to the position range)",
+       "T(m,n) + T(m+D,n+D), T = the class's propagated score bound (ERROR_MODEL 16.3) + 4 u64 scale sum |y_c z_c|", prop_score_shift},
+      {"score_decay", "RoFormer's decay bound |s| <= scale (att^2 max_j |h_j+1 - h_j| sum_j |S_j(n-m)| + |q_pass.k_pass|) holds for the exact score and the target's",
+       "exact: MPFR slack; target: T (as score_shift) + slack", prop_score_decay},
+      {"cached_key_rotation", "a key rotated at m by the k path, cached in the input format and rotated by D, equals att f_k(k, m+D) (D long, or back to -m)",
+       "as composition, on the k path", prop_cached_key_rotation},
   };
   return defs;
 }

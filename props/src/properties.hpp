@@ -34,9 +34,13 @@ struct Ctx {
   std::int64_t bounds = 0, saturated = 0;
   std::optional<std::int64_t> first_saturated;
   void note_bound(const accuracy::ClassBound& b, const accuracy::PairAngle& a, std::int64_t position) {
+    note_saturation(b.saturated(a), position);
+  }
+  // A bound of a derived quantity (a score: accuracy::ScoreBound::saturated), counted the same way.
+  void note_saturation(bool is_saturated, std::int64_t position) {
     if (!counting) return;
     ++bounds;
-    if (b.saturated(a)) {
+    if (is_saturated) {
       ++saturated;
       if (!first_saturated || std::llabs(position) < std::llabs(*first_saturated)) first_saturated = position;
     }

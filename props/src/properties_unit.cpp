@@ -11,3 +11,4 @@
 #include "properties/spectrum.cpp"
 #include "properties/variants.cpp"
 #include "properties/heads_and_storage.cpp"
+#include "properties/scores.cpp"

@@ -42,7 +42,7 @@ USES = {
     "plugin": ["kut", "kut_cuda", "kernel_abi", "io", "reference"],
     "golden": ["io", "reference", "attention_files"],  # privately: --scores, --attention
     "checker": ["golden", "accuracy", "kut", "io", "reference"],
-    "props": ["accuracy", "reference", "kut"],
+    "props": ["accuracy", "reference", "kut", "attention"],
     "props_gtest": ["props"],
     "drift": ["accuracy", "reference", "attention", "kut", "kut_cuda", "plugin", "golden", "io"],
     "ropecheck": ["drift", "props", "checker", "plugin", "golden"],  # the CLI

@@ -20,7 +20,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 code=$?
 [ "$code" -eq 0 ] || { cat "$tmp/out" "$tmp/err"; fail "reference on llama-3.1-8b exited $code"; }
 for p in relative_shift attention_shift norm composition matrix_orthogonal uniqueness roformer_decay cosine_sum \
-         layout_equivalence mrope_equal_streams linear_scaling yarn_frequencies partial_passthrough; do
+         layout_equivalence mrope_equal_streams linear_scaling yarn_frequencies partial_passthrough \
+         score_shift score_decay cached_key_rotation; do
   grep -q "^$p .*cases    5" "$tmp/out" || { cat "$tmp/out"; fail "no line for $p"; }
 done
 grep -q "first turns negative at m = " "$tmp/out" || fail "cosine-sum report missing"

@@ -112,6 +112,10 @@ const std::vector<MutantDef>& mutant_defs() {
        "bf16 results stored by dropping the low 16 bits of the f32 value (round toward zero) instead of rounding to nearest even",
        "a hand-written f32 -> bf16 cast (`u >> 16`) in a custom kernel; bias toward zero of up to one bf16 ulp",
        "gpt-j-6b", 2048, "", DType::bf16},
+      {Bug::k_position_slip, "k-position-slip", "the k path rotates every key at p + 1 (q at p)",
+       "decode appends the new key to the cache and rotates it with the cache length after the append; every "
+       "score then sees distance n - m + 1, which shift invariance cannot show (both sides slip alike)",
+       "llama-3.1-8b", 131072},
   };
   return defs;
 }

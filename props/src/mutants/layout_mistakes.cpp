@@ -18,10 +18,11 @@ void mutant_rope_apply(Bug bug, std::string_view input, const RopeSpec& r, std::
   const bool interleaved = (r.layout == RopeLayout::interleaved) != (bug == Bug::wrong_pairing);
   const std::size_t offset = bug == Bug::partial_wrong_channels ? idx(D - 2 * P) : 0;  // last 2P channels
   std::vector<float> c(idx(P)), s(idx(P)), row(row_len);
+  const std::int64_t slip = mutant_position_slip(bug, input);
   for (std::size_t t = 0; t < positions.size(); ++t) {
     for (int j = 0; j < P; ++j) {
       const float theta =
-          mutant_position(bug, mutant_stream_position(bug, r, positions[t], j)) * freq.inv_freq[idx(j)];
+          mutant_position(bug, mutant_stream_position(bug, r, positions[t], j) + slip) * freq.inv_freq[idx(j)];
       std::tie(c[idx(j)], s[idx(j)]) = mutant_table(bug, theta, freq.attention_factor);
     }
     for (std::size_t h = 0; h < idx(heads); ++h) {

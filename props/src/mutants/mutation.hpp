@@ -41,6 +41,7 @@ enum class Bug {
   k_head_offset,
   attention_factor_dropped,
   bf16_truncating_store,
+  k_position_slip,
 };
 
 // Frequency mistakes (frequency_mistakes.cpp): the inverse frequencies and attention factor the kernel uses.
@@ -49,6 +50,8 @@ k::RopeFrequenciesF32 mutant_frequencies(Bug bug, const RopeSpec& r);
 // Position mistakes (position_mistakes.cpp): the position of pair j's stream, as the kernel reads and holds it.
 std::int64_t mutant_stream_position(Bug bug, const RopeSpec& r, const Position& p, int j);
 float mutant_position(Bug bug, std::int64_t p);
+// The position the q or k path (input "q" / "k") adds to every token's (k_position_slip: 1 on the k path).
+std::int64_t mutant_position_slip(Bug bug, std::string_view input);
 
 // Table and storage mistakes (table_mistakes.cpp): {cos, sin} of an angle with the attention factor
 // folded in, and the store of a result in dtype dt.

@@ -158,7 +158,14 @@ class RopeCase {
   std::optional<Bounds> bounds_;
 };
 
-// The properties (rotation.cpp, sinusoidal.cpp, spectrum.cpp, variants.cpp, heads_and_storage.cpp).
+// Composition on one input path (rotation.cpp): f(f(x, a), b) against att f(x, a + b), the intermediate
+// rounded to the target's input format; the worst per-pair margin and what it was; nullopt when the
+// target declined a call.
+std::optional<std::pair<double, std::string>> composition_margin(RopeCase& cs, const std::vector<double>& x, std::int64_t a,
+                                                                std::int64_t b, Input which);
+
+// The properties (rotation.cpp, sinusoidal.cpp, spectrum.cpp, variants.cpp, heads_and_storage.cpp,
+// scores.cpp).
 void prop_relative_shift(Ctx& ctx);
 void prop_attention_shift(Ctx& ctx);
 void prop_norm(Ctx& ctx);
@@ -179,5 +186,8 @@ void prop_mrope_streams(Ctx& ctx);
 void prop_linear_scaling(Ctx& ctx);
 void prop_yarn_frequencies(Ctx& ctx);
 void prop_partial_passthrough(Ctx& ctx);
+void prop_score_shift(Ctx& ctx);
+void prop_score_decay(Ctx& ctx);
+void prop_cached_key_rotation(Ctx& ctx);
 
 }  // namespace ropecheck::props::detail

@@ -149,25 +149,20 @@ void prop_norm(Ctx& ctx) {
 // outputs): the target's input contract. Derivation: f*(v, b) = att R(b) v, v = att R(a) x + e_y + r
 // (r the rounding, known exactly), so g - att h = e_g + att R(b)(e_y + r) - att e_h and per pair
 //   ||.|| <= (E^g_a + E^g_b) + att (E^y_a + E^y_b + |r_a| + |r_b|) + att (E^h_a + E^h_b) + 2 u64 att |h|.
-void composition_case(Ctx& ctx, bool inverse) {
-  auto cs = RopeCase::open(ctx);
-  if (!cs) return;
-  const RopeSpec& r = cs->rope();
-  const std::int64_t mx = cs->max_pos();
-  const std::int64_t a = *gen::position(mx);
-  const std::int64_t bpos = inverse ? -a : *rc::gen::inRange<std::int64_t>(0, mx - a + 1);
-  const auto x = *gen::bf16_vector(r.head_dim);
-  const auto y = cs->apply({Position::uniform(a)}, 1, x);
-  if (!y) return ctx.skip();
+std::optional<std::pair<double, std::string>> composition_margin(RopeCase& cs, const std::vector<double>& x, std::int64_t a,
+                                                                std::int64_t bpos, Input which) {
+  const RopeSpec& r = cs.rope();
+  const auto y = cs.apply({Position::uniform(a)}, 1, x, which);
+  if (!y) return std::nullopt;
   std::vector<double> v(y->size()), rr(y->size());
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = to_input(ctx.target, (*y)[i]), rr[i] = v[i] - (*y)[i];
-  const auto g = cs->apply({Position::uniform(bpos)}, 1, v);
-  const auto h = cs->apply({Position::uniform(a + bpos)}, 1, x);
-  if (!g || !h) return ctx.skip();
-  const RopeExact& e = cs->exact();
-  const auto Ey = cs->element_bounds(Position::uniform(a), x);
-  const auto Eg = cs->element_bounds(Position::uniform(bpos), v);
-  const auto Eh = cs->element_bounds(Position::uniform(a + bpos), x);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = to_input(cs.ctx().target, (*y)[i]), rr[i] = v[i] - (*y)[i];
+  const auto g = cs.apply({Position::uniform(bpos)}, 1, v, which);
+  const auto h = cs.apply({Position::uniform(a + bpos)}, 1, x, which);
+  if (!g || !h) return std::nullopt;
+  const RopeExact& e = cs.exact();
+  const auto Ey = cs.element_bounds(Position::uniform(a), x);
+  const auto Eg = cs.element_bounds(Position::uniform(bpos), v);
+  const auto Eh = cs.element_bounds(Position::uniform(a + bpos), x);
   double worst = 0;
   std::string what;
   for (int j = 0; j < e.P; ++j) {
@@ -184,12 +179,24 @@ void composition_case(Ctx& ctx, bool inverse) {
     const double mg = ratio(std::fabs((*g)[cc] - (*h)[cc]), Eg[cc] + std::fabs(rr[cc]) + Ey[cc] + Eh[cc]);
     if (!(mg <= worst)) worst = mg, what = "pass-through channel " + std::to_string(c);
   }
-  cs->check(worst,
+  return std::make_pair(worst, what);
+}
+
+void composition_case(Ctx& ctx, bool inverse) {
+  auto cs = RopeCase::open(ctx);
+  if (!cs) return;
+  const std::int64_t mx = cs->max_pos();
+  const std::int64_t a = *gen::position(mx);
+  const std::int64_t bpos = inverse ? -a : *rc::gen::inRange<std::int64_t>(0, mx - a + 1);
+  const auto x = *gen::bf16_vector(cs->rope().head_dim);
+  const auto m = composition_margin(*cs, x, a, bpos, Input::any);
+  if (!m) return ctx.skip();
+  cs->check(m->first,
             cs->where() + "; x " + vec_brief(x) + "; " +
                 (inverse ? "f(f(x," + std::to_string(a) + ")," + std::to_string(bpos) + ") vs att^2 x"
                          : "f(f(x," + std::to_string(a) + ")," + std::to_string(bpos) + ") vs att f(x," +
                                std::to_string(a + bpos) + ")") +
-                ": " + what,
+                ": " + m->second,
             a + std::max<std::int64_t>(bpos, 0));
 }
 void prop_composition(Ctx& ctx) { composition_case(ctx, false); }
