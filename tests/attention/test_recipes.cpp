@@ -12,6 +12,7 @@
 #include "attention_util.hpp"
 #include "float_recipes.hpp"
 #include "ropecheck/kernels/rope_attention.hpp"
+#include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "test_scale.hpp"
 
@@ -202,6 +203,35 @@ void run_case(const Problem& p, const accuracy::RopeGeometry& geo, const RecipeC
   check_candidate(p, geo, rc, s, o, ts, to);
 }
 
+// builtin:RECIPE's fused entry point (kut::KernelUnderTest::rope_attention) on the problem's inputs as f32
+// (what the kernel ABI passes), output in dt: scores and outputs decoded, or false when not ok.
+bool builtin_candidate(const Problem& p, const RecipeCase& rc, std::vector<double>& scores, std::vector<double>& outputs) {
+  const std::unique_ptr<kut::KernelUnderTest> kt = kut::make_cpu_kernel(rc.recipe, {.threads = 1});
+  if (!kt->info().capabilities.rope_attention || !kt->info().capabilities.attention_scores) return false;
+  const EncodingSpec spec = load_preset(p.preset);
+  const AttentionParams a = params_of(p.attn);
+  const std::vector<unsigned char> q = encoded(p.q, DType::f32), k = encoded(p.k, DType::f32), v = encoded(p.v, DType::f32);
+  const std::size_t bytes = static_cast<std::size_t>(format_info(rc.dt).storage_bits / 8);
+  const std::size_t n_scores = p.G * static_cast<std::size_t>(attention_score_count(a, static_cast<std::int64_t>(p.T)));
+  std::vector<unsigned char> o(p.T * p.G * p.Dv * bytes), s(n_scores * bytes);
+  kut::RopeAttentionCall call;
+  call.problem = {&spec, std::nullopt, p.pos, "fused"};
+  call.attention = &a;
+  call.q = {DType::f32, std::as_bytes(std::span(q))};
+  call.k = {DType::f32, std::as_bytes(std::span(k))};
+  call.v = {DType::f32, std::as_bytes(std::span(v))};
+  call.out = {rc.dt, std::as_writable_bytes(std::span(o))};
+  call.scores = {rc.dt, std::as_writable_bytes(std::span(s))};
+  const kut::CallResult r = kt->rope_attention(call);
+  EXPECT_TRUE(r.ok()) << r.message;
+  if (!r.ok()) return false;
+  scores.resize(n_scores);
+  outputs.resize(p.T * p.G * p.Dv);
+  decode(s.data(), rc.dt, scores);
+  decode(o.data(), rc.dt, outputs);
+  return true;
+}
+
 std::vector<std::string> rope_presets() {
   std::vector<std::string> out;
   for (const std::string& n : preset_names())
@@ -261,6 +291,28 @@ TEST(AttentionClasses, OwnRecipesHoldOnEveryPreset) { sweep(1, ropecheck::test::
 
 // The same over many seeds (exhaustive; the smoke run has the two above).
 TEST(AttentionClasses, OwnRecipesHoldOnEveryPresetOverManySeeds) { sweep(3, ropecheck::test::scaled(50, 8, 4)); }
+
+// builtin:RECIPE's fused entry point is this test's recipe, bit for bit (inputs as f32, as the ABI passes
+// them, rather than in dt: exact either way), and so holds the class against the attention engine.
+TEST(AttentionClasses, BuiltinFusedEntryIsTheRecipe) {
+  for (const char* preset : {"llama-3.1-8b", "gpt-oss-20b", "qwen2-vl-7b", "gemma-3-4b-local"}) {
+    const accuracy::RopeGeometry geo = geometry_of(load_preset(preset).rope);
+    for (std::uint64_t seed : {1, 2, 3}) {
+      const Problem p = make_problem(preset, seed, 1000 * static_cast<std::int64_t>(seed), 9);
+      for (const RecipeCase& rc : recipe_cases()) {
+        std::vector<double> s0, o0, s1, o1;
+        candidate(p, rc, 0, s0, o0);
+        ASSERT_TRUE(builtin_candidate(p, rc, s1, o1)) << preset << " " << kernels::to_string(rc.recipe);
+        EXPECT_EQ(std::memcmp(s0.data(), s1.data(), s0.size() * sizeof(double)), 0) << preset << " " << kernels::to_string(rc.recipe);
+        EXPECT_EQ(std::memcmp(o0.data(), o1.data(), o0.size() * sizeof(double)), 0) << preset << " " << kernels::to_string(rc.recipe);
+        Tally ts, to;
+        check_candidate(p, geo, rc, s1, o1, ts, to);
+        EXPECT_GT(ts.tested, 0);
+        EXPECT_EQ(ts.violations + to.violations, 0) << preset << " " << kernels::to_string(rc.recipe);
+      }
+    }
+  }
+}
 
 TEST(AttentionClasses, QueryOffByOnePositionFailsAtTheScoreLevel) {
   for (const std::string& preset : rope_presets()) {
