@@ -46,6 +46,22 @@ std::string check_sinusoidal(const SinusoidalCall& c) {
   return {};
 }
 
+std::string check_rope_attention(const RopeAttentionCall& c) {
+  const EncodingSpec* spec = c.problem.spec;
+  if (!spec || spec->family != Family::rope) return "not a RoPE spec";
+  if (!c.attention) return "no attention parameters";
+  const AttentionParams& a = *c.attention;
+  const std::size_t T = c.problem.positions.size(), D = static_cast<std::size_t>(spec->rope.head_dim);
+  const std::size_t G = static_cast<std::size_t>(a.group < 1 ? 0 : a.group);
+  const auto Dv = static_cast<std::size_t>(attention_value_dim(a, spec->rope.head_dim));
+  if (G == 0 || T == 0 || c.q.count() != T * G * D || c.k.count() != T * D || c.v.count() != T * Dv || c.out.count() != T * G * Dv)
+    return "q / k / v / out sizes do not match tokens x group x head_dim / value_dim";
+  const auto scores = G * static_cast<std::size_t>(attention_score_count(a, static_cast<std::int64_t>(T)));
+  if (!c.scores.bytes.empty() && (c.scores.count() != scores || c.scores.dtype != c.out.dtype))
+    return "scores size does not match group x visible pairs, or their dtype is not the output's";
+  return {};
+}
+
 Capabilities all_capabilities() {
   Capabilities c;
   c.rope_apply = c.rope_cos_sin = c.sinusoidal = true;

@@ -54,6 +54,7 @@ CallResult run_guarded(F&& f) {
 std::string check_rope_apply(const RopeApplyCall& c);
 std::string check_rope_table(const RopeTableCall& c);
 std::string check_sinusoidal(const SinusoidalCall& c);
+std::string check_rope_attention(const RopeAttentionCall& c);
 
 Capabilities all_capabilities();
 

@@ -4,6 +4,9 @@
 // builtin:RECIPE` computes, and any ctypes / FFI client drives ropecheck's kernels through the one
 // installed C contract.
 //
+// The fused entry point (ropecheck_rope_attention, revision 2) is the recipe's fused RoPE + attention
+// (kernels/rope_attention.hpp), scores included.
+//
 // Options (ropecheck_kernel_configure, kernel_abi.h revision 1): items separated by ':', each a recipe
 // name (kernels/RECIPES.md), `threads=N` (0: OpenMP's default, 1: no threading) or `portable` (no
 // AVX-512). Unconfigured: recipe accurate, OpenMP's default threads. No exception crosses the C
@@ -127,6 +130,23 @@ RopeInputs rope_inputs(const Problem& p) {
           p.rope.seq_len > 0 ? std::optional<std::int64_t>(p.rope.seq_len) : std::nullopt};
 }
 
+// The ABI's attention parameters (revision 2) as the kernel under test takes them: a scale given as
+// 1 / sqrt(scale_dim) stays that (the recipe forms it itself), a model's scale is taken as given.
+ropecheck::AttentionParams attention_of(const ropecheck_attention_params& a) {
+  ropecheck::AttentionParams out;
+  out.group = a.group;
+  out.value_dim = a.value_dim;
+  if (a.scale_dim > 0)
+    out.scale_dim = a.scale_dim;
+  else
+    out.scale = a.scale;
+  if (a.softcap > 0) out.softcap = a.softcap;
+  out.causal = a.causal != 0;
+  out.window = a.window;
+  if (a.sinks && a.group > 0) out.sinks.assign(a.sinks, a.sinks + a.group);
+  return out;
+}
+
 // Parses the options; empty when fine, else the reason.
 std::string parse_config(std::string_view text, Config& c) {
   while (!text.empty()) {
@@ -162,7 +182,7 @@ ROPECHECK_KERNEL_EXPORT uint32_t ropecheck_kernel_abi_version(void) { return ROP
 ROPECHECK_KERNEL_EXPORT const char* ropecheck_kernel_name(void) { return state().name.c_str(); }
 
 ROPECHECK_KERNEL_EXPORT uint64_t ropecheck_kernel_capabilities(void) {
-  return ROPECHECK_CAP_NEGATIVE_POSITIONS | ROPECHECK_CAP_OUT_F64 | ROPECHECK_CAP_OUT_F32 | ROPECHECK_CAP_OUT_F16 |
+  return ROPECHECK_CAP_NEGATIVE_POSITIONS | ROPECHECK_CAP_ATTENTION_SCORES | ROPECHECK_CAP_OUT_F64 | ROPECHECK_CAP_OUT_F32 | ROPECHECK_CAP_OUT_F16 |
          ROPECHECK_CAP_OUT_BF16;
 }
 
@@ -225,6 +245,27 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_sinusoidal(const ropecheck_sinusoidal_prob
     call.out = {*out, std::span(static_cast<std::byte*>(p->out),
                                 tokens * static_cast<std::size_t>(p->sinusoidal.d_model) * element_size(*out))};
     return answer(state().kernel->sinusoidal(call), p->message, p->message_capacity);
+  });
+}
+
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_attention(const ropecheck_rope_attention_problem* p) {
+  return guarded(p->message, p->message_capacity, [&] {
+    const std::optional<DType> out = dtype_of(p->out_dtype);
+    if (!out || p->attention.group < 1 || p->attention.value_dim < 1) return ROPECHECK_UNSUPPORTED;
+    const RopeInputs in = rope_inputs(*p);
+    const ropecheck::AttentionParams a = attention_of(p->attention);
+    const auto T = static_cast<std::size_t>(p->tokens), G = static_cast<std::size_t>(a.group);
+    const auto D = static_cast<std::size_t>(p->rope.head_dim), Dv = static_cast<std::size_t>(a.value_dim);
+    const auto pairs = static_cast<std::size_t>(ropecheck::attention_score_count(a, p->tokens));
+    kut::RopeAttentionCall call;
+    call.problem = in.problem();
+    call.attention = &a;
+    call.q = {DType::f32, std::as_bytes(std::span(p->q, T * G * D))};
+    call.k = {DType::f32, std::as_bytes(std::span(p->k, T * D))};
+    call.v = {DType::f32, std::as_bytes(std::span(p->v, T * Dv))};
+    call.out = {*out, std::span(static_cast<std::byte*>(p->out), T * G * Dv * element_size(*out))};
+    if (p->scores) call.scores = {*out, std::span(static_cast<std::byte*>(p->scores), G * pairs * element_size(*out))};
+    return answer(state().kernel->rope_attention(call), p->message, p->message_capacity);
   });
 }
 

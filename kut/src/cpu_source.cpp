@@ -2,6 +2,7 @@
 #include <string>
 
 #include "builtin_common.hpp"
+#include "ropecheck/kernels/rope_attention.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/kut/kernel_names.hpp"
 
@@ -16,6 +17,7 @@ class CpuKernel final : public KernelUnderTest {
     info_.name = cpu_kernel_name(recipe, options);
     info_.description = "ropecheck's fast CPU kernel, recipe " + std::string(k::recipe_info(recipe).description);
     info_.capabilities = detail::all_capabilities();
+    info_.capabilities.rope_attention = info_.capabilities.attention_scores = true;
   }
   const Info& info() const override { return info_; }
   const RecipeRows* recipe_rows() const override { return &rows_; }
@@ -35,6 +37,23 @@ class CpuKernel final : public KernelUnderTest {
     return detail::run_guarded([&] {
       const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
       k::rope_cos_sin_table(plan, pos.view(), c.cos.bytes.data(), c.sin.bytes.data(), c.cos.dtype, options_);
+    });
+  }
+
+  // The recipe's fused RoPE + attention (kernels/rope_attention.hpp): q and k rotated and held in the
+  // output dtype, then the attention arithmetic of the recipe's class.
+  CallResult rope_attention(const RopeAttentionCall& c) override {
+    if (std::string why = detail::check_rope_attention(c); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
+      const std::int64_t T = pos.tokens, G = c.attention->group, D = plan.head_dim;
+      const std::int64_t Dv = attention_value_dim(*c.attention, plan.head_dim);
+      auto view = [&](const ConstStorage& s, std::int64_t heads, std::int64_t dim) {
+        return k::TensorView::contiguous(const_cast<std::byte*>(s.bytes.data()), s.dtype, T, heads, dim);
+      };
+      k::rope_attention(plan, pos.view(), pos.view(), *c.attention, view(c.q, G, D), view(c.k, 1, D), view(c.v, 1, Dv),
+                        k::TensorView::contiguous(c.out.bytes.data(), c.out.dtype, T, G, Dv),
+                        c.scores.bytes.empty() ? nullptr : c.scores.bytes.data(), options_);
     });
   }
 

@@ -57,6 +57,7 @@ class CudaKernel final : public KernelUnderTest {
                                             : "ropecheck's CUDA kernel on " + where) +
                         ", recipe " + std::string(k::recipe_info(recipe).description);
     info_.capabilities = detail::all_capabilities();
+    // No CUDA fused RoPE + attention kernel: rope_attention keeps the interface's default (unsupported).
   }
   const Info& info() const override { return info_; }
   const RecipeRows* recipe_rows() const override { return &rows_; }

@@ -41,6 +41,8 @@ PluginKernel::PluginKernel(KernelPlugin plugin) : plugin_(std::move(plugin)) {
   c.rope_apply = plugin_.has_rope_apply();
   c.rope_cos_sin = plugin_.has_rope_cos_sin();
   c.sinusoidal = plugin_.has_sinusoidal();
+  c.rope_attention = plugin_.has_rope_attention();
+  c.attention_scores = c.rope_attention && (plugin_.capabilities() & ROPECHECK_CAP_ATTENTION_SCORES) != 0;
   for (DType d : {DType::f64, DType::f32, DType::f16, DType::bf16})
     if (plugin_.declares_dtype(abi_dtype(d))) c.output_dtypes.push_back(d);
   c.negative_positions = plugin_.negative_positions();
@@ -141,6 +143,26 @@ kut::CallResult PluginKernel::sinusoidal(const kut::SinusoidalCall& call) {
   return finish(c, {call.out});
 }
 
+kut::CallResult PluginKernel::rope_attention(const kut::RopeAttentionCall& call) {
+  const EncodingSpec& spec = *call.problem.spec;
+  if (!info_.capabilities.rope_attention || spec.family != Family::rope || !call.attention)
+    return {kut::CallResult::Status::unsupported, "the kernel exports no ropecheck_rope_attention for this spec"};
+  if (call.q.dtype != DType::f32 || call.k.dtype != DType::f32 || call.v.dtype != DType::f32)
+    return {kut::CallResult::Status::unsupported, "the kernel ABI takes f32 input"};
+  auto floats = [](const kut::ConstStorage& s) {
+    return std::span<const float>(reinterpret_cast<const float*>(s.bytes.data()), s.count());
+  };
+  const RopeInputs in = rope_inputs(call.problem);
+  AttentionInputs a;
+  a.params = abi_attention_params(*call.attention, spec.rope.head_dim);
+  a.sinks = call.attention->sinks;
+  a.q = floats(call.q), a.k = floats(call.k), a.v = floats(call.v);
+  const KernelCall c = plugin_.rope_attention(in, a, abi_dtype(call.out.dtype), call.out.bytes.size(), call.scores.bytes.size(),
+                                              call.problem.what);
+  if (call.scores.bytes.empty()) return finish(c, {call.out});
+  return finish(c, {call.out, call.scores});
+}
+
 std::unique_ptr<PluginKernel> load_plugin_kernel(const std::filesystem::path& library, const PluginClientOptions& options) {
   return std::make_unique<PluginKernel>(load_kernel_plugin(library, options));
 }
@@ -207,6 +229,24 @@ ropecheck_sinusoidal_params abi_sinusoidal_params(const SinusoidalSpec& s) {
   p.frequency_count = sinusoidal_frequency_count(s);
   p.base = s.base;
   p.position_offset = s.position_offset;
+  return p;
+}
+
+ropecheck_attention_params abi_attention_params(const AttentionParams& a, int head_dim) {
+  ropecheck_attention_params p{};
+  p.group = a.group;
+  p.value_dim = attention_value_dim(a, head_dim);
+  p.scale_dim = attention_scale_dim(a, head_dim);
+  if (a.scale) {
+    p.scale = *a.scale;
+  } else {
+    ScopedPrecision prec(kMinWorkingBits);
+    p.scale = to_f64(Real(1) / sqrt(Real(p.scale_dim)));
+  }
+  p.causal = a.causal ? 1 : 0;
+  p.softcap = a.softcap.value_or(0.0);
+  p.window = a.window;
+  p.sinks = nullptr;
   return p;
 }
 

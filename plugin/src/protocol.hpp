@@ -32,13 +32,14 @@
 
 namespace ropecheck::plugin::plugin_protocol {
 
-enum class Entry : std::uint32_t { rope_apply = 1, rope_cos_sin = 2, sinusoidal = 3 };
+enum class Entry : std::uint32_t { rope_apply = 1, rope_cos_sin = 2, sinusoidal = 3, rope_attention = 4 };
 
 inline const char* entry_name(Entry e) {
   switch (e) {
     case Entry::rope_apply: return "ropecheck_rope_apply";
     case Entry::rope_cos_sin: return "ropecheck_rope_cos_sin";
     case Entry::sinusoidal: return "ropecheck_sinusoidal";
+    case Entry::rope_attention: return "ropecheck_rope_attention";
   }
   return "?";
 }
@@ -56,6 +57,7 @@ struct Symbols {
   ropecheck_rope_apply_fn rope_apply = nullptr;
   ropecheck_rope_cos_sin_fn rope_cos_sin = nullptr;
   ropecheck_sinusoidal_fn sinusoidal = nullptr;
+  ropecheck_rope_attention_fn rope_attention = nullptr;  // revision 2, optional
 };
 
 // The only dlopen of a kernel in ropecheck: opens `absolute_path` (absolute, so the loader never
@@ -107,9 +109,10 @@ inline std::string open_kernel_library(const char* absolute_path, const std::str
   s.rope_apply = reinterpret_cast<ropecheck_rope_apply_fn>(symbol("ropecheck_rope_apply"));
   s.rope_cos_sin = reinterpret_cast<ropecheck_rope_cos_sin_fn>(symbol("ropecheck_rope_cos_sin"));
   s.sinusoidal = reinterpret_cast<ropecheck_sinusoidal_fn>(symbol("ropecheck_sinusoidal"));
-  if (!s.rope_apply && !s.rope_cos_sin && !s.sinusoidal)
+  s.rope_attention = reinterpret_cast<ropecheck_rope_attention_fn>(symbol("ropecheck_rope_attention"));
+  if (!s.rope_apply && !s.rope_cos_sin && !s.sinusoidal && !s.rope_attention)
     return "not a ropecheck kernel: it exports none of ropecheck_rope_apply, ropecheck_rope_cos_sin, "
-           "ropecheck_sinusoidal (see abi/KERNEL_ABI.md)";
+           "ropecheck_sinusoidal, ropecheck_rope_attention (see abi/KERNEL_ABI.md)";
   if (void* caps = symbol("ropecheck_kernel_capabilities")) {
     s.capabilities = reinterpret_cast<ropecheck_kernel_capabilities_fn>(caps)();
     s.has_capabilities = true;
@@ -121,7 +124,7 @@ constexpr std::uint32_t kHelloMagic = 0x52435048;  // "RCPH"
 constexpr std::uint32_t kProgressMagic = 0x52435050;  // "RCPP"
 constexpr std::uint32_t kNoticeMagic = 0x5243504E;  // "RCPN"
 // Changed with any message layout; a host of another build says so in its first message.
-constexpr std::uint32_t kProtocolVersion = 2;
+constexpr std::uint32_t kProtocolVersion = 3;
 
 struct Progress {
   std::uint32_t magic = kProgressMagic;
@@ -134,7 +137,7 @@ struct Hello {
   std::uint32_t magic = kHelloMagic;
   std::uint32_t ok = 0;
   std::uint32_t abi_version = 0;
-  std::uint32_t has_rope_apply = 0, has_rope_cos_sin = 0, has_sinusoidal = 0, has_capabilities = 0, reserved = 0;
+  std::uint32_t has_rope_apply = 0, has_rope_cos_sin = 0, has_sinusoidal = 0, has_capabilities = 0, has_rope_attention = 0;
   std::uint64_t capabilities = 0;
   char name[257] = {};
   char problem[600] = {};  // !ok: open_kernel_library's problem
@@ -152,7 +155,7 @@ struct Notice {
 };
 
 // Guard pages around every writable buffer: one before the first, one after each (cos, sin and the
-// message take four).
+// message take four; out, scores and the message too).
 constexpr std::size_t kMaxGuardPages = 8;
 
 struct Request {
@@ -164,6 +167,7 @@ struct Request {
     ropecheck_rope_problem rope;
     ropecheck_table_problem table;
     ropecheck_sinusoidal_problem sinusoidal;
+    ropecheck_rope_attention_problem attention;
   } p{};
 };
 
@@ -218,6 +222,18 @@ inline int call_entry(const Symbols& s, Request& q, char* base) {
       rebase(base, p);
       p.out = at(base, static_cast<char*>(p.out));
       return s.sinusoidal ? s.sinusoidal(&p) : -1;
+    }
+    case Entry::rope_attention: {
+      ropecheck_rope_attention_problem& p = q.p.attention;
+      rebase(base, p);
+      rebase(base, p.rope);
+      p.attention.sinks = at(base, p.attention.sinks);
+      p.q = at(base, p.q);
+      p.k = at(base, p.k);
+      p.v = at(base, p.v);
+      p.out = at(base, static_cast<char*>(p.out));
+      p.scores = at(base, static_cast<char*>(p.scores));
+      return s.rope_attention ? s.rope_attention(&p) : -1;
     }
   }
   return -1;

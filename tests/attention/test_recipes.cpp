@@ -1,6 +1,6 @@
 // The score and output classes hold for ropecheck's own recipes: every RoPE preset, many seeds, each
-// recipe's rotation (kernels/rope_kernels.hpp) followed by the attention arithmetic its class stands for
-// (ERROR_MODEL.md 16.2, written out in candidate_attention), against the correctly rounded values of the
+// recipe's fused candidate (kernels/rope_attention.hpp: its rotation followed by the attention arithmetic
+// its class stands for, ERROR_MODEL.md 16.2), against the correctly rounded values of the
 // attention engine: no score and no output outside its class's bound (a violation would be a bug). And
 // the teeth: a rotation whose query is off by one position fails at the score level; a shift of every
 // position by the same amount is invisible there (RoPE's relative property), exactly.
@@ -11,7 +11,8 @@
 
 #include "attention_util.hpp"
 #include "float_recipes.hpp"
-#include "ropecheck/kernels/rope_kernels.hpp"
+#include "ropecheck/kernels/rope_attention.hpp"
+#include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "test_scale.hpp"
 
@@ -22,7 +23,8 @@ using accuracy::AccuracyClass;
 using kernels::Recipe;
 
 // A recipe, its storage dtype, the class it lands in (kernels/RECIPES.md) and the attention arithmetic
-// of that class: accumulation in binary64 or f32, intermediates held in `mid`.
+// of that class: accumulation in binary64 or f32, intermediates held in `mid` (what
+// kernels::attention_arithmetic must say: RecipeArithmeticIsItsClass).
 struct RecipeCase {
   Recipe recipe;
   DType dt;
@@ -88,81 +90,50 @@ Problem make_problem(const std::string& preset, std::uint64_t seed, std::int64_t
   return p;
 }
 
-// The kernel's rotated q and k (decoded), with the query's positions moved by q_shift and every position
-// by all_shift.
-void kernel_rotation(const Problem& p, const RecipeCase& rc, std::int64_t q_shift, std::int64_t all_shift,
-                     std::vector<double>& Qh, std::vector<double>& Kh) {
+// The attention parameters of the problem as a fused kernel takes them (core/attention_params.hpp).
+AttentionParams params_of(const AttentionSpec& a) {
+  return {a.group, a.scale, a.scale_dim, a.softcap, a.causal, a.window, a.sinks, a.value_dim};
+}
+
+// The elements of x encoded in dt (little-endian: the low bytes of the bit pattern).
+std::vector<unsigned char> encoded(const std::vector<double>& x, DType dt) {
+  const std::size_t bytes = static_cast<std::size_t>(format_info(dt).storage_bits / 8);
+  std::vector<unsigned char> out(x.size() * bytes);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::uint64_t b = double_to_bits(x[i], dt);
+    std::memcpy(out.data() + i * bytes, &b, bytes);
+  }
+  return out;
+}
+
+// The recipe's fused candidate (kernels/rope_attention.hpp: the rotation, then the attention arithmetic
+// of its class, ERROR_MODEL.md 16.2) on the problem's inputs held in dt, scores and outputs decoded; the
+// query's positions moved by q_shift.
+void candidate(const Problem& p, const RecipeCase& rc, std::int64_t q_shift, std::vector<double>& scores,
+               std::vector<double>& outputs) {
   const kernels::RopePlan plan = kernels::make_rope_plan(p.rope, rc.recipe);
   std::vector<std::int64_t> pq, pk;
   for (const Position& x : p.pos) {
-    pq.push_back(x.t + q_shift + all_shift);
-    pk.push_back(x.t + all_shift);
+    pq.push_back(x.t + q_shift);
+    pk.push_back(x.t);
   }
+  const auto T = static_cast<std::int64_t>(p.T), G = static_cast<std::int64_t>(p.G), D = static_cast<std::int64_t>(p.D),
+             Dv = static_cast<std::int64_t>(p.Dv);
+  std::vector<unsigned char> q = encoded(p.q, rc.dt), k = encoded(p.k, rc.dt), v = encoded(p.v, rc.dt);
   const std::size_t bytes = static_cast<std::size_t>(format_info(rc.dt).storage_bits / 8);
-  auto run = [&](const std::vector<double>& x, std::vector<std::int64_t>& ps, std::size_t heads, std::vector<double>& y) {
-    std::vector<unsigned char> in(x.size() * bytes), out(x.size() * bytes);
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const std::uint64_t b = double_to_bits(x[i], rc.dt);
-      std::memcpy(in.data() + i * bytes, &b, bytes);  // little-endian: the low bytes
-    }
-    const auto T = static_cast<std::int64_t>(p.T), H = static_cast<std::int64_t>(heads), D = static_cast<std::int64_t>(p.D);
-    kernels::rope_apply(plan, kernels::PositionsView::of(std::span<const std::int64_t>(ps)),
-                        kernels::TensorView::contiguous(in.data(), rc.dt, T, H, D),
-                        kernels::TensorView::contiguous(out.data(), rc.dt, T, H, D), {}, {}, {.threads = 1});
-    y.resize(x.size());
-    decode(out.data(), rc.dt, y);
-  };
-  run(p.q, pq, p.G, Qh);
-  run(p.k, pk, 1, Kh);
-}
-
-// The attention arithmetic of the class (ERROR_MODEL.md 16.2) in Acc, intermediates held in `mid`: the
-// dot product left to right, rounded to mid; the scale (rounded to mid) applied; the soft-cap as
-// cap * tanh(s / cap), each step rounded to mid; the scores stored in dt; the softmax with the row's
-// largest logit (and the sink's) subtracted, the probabilities rounded to mid, the weighted sum in Acc,
-// the outputs stored in dt. (Hugging Face's eager attention with bf16 activations, for mid = bf16.)
-template <class Acc>
-void candidate_attention(const Problem& p, const RecipeCase& rc, const std::vector<double>& Qh,
-                         const std::vector<double>& Kh, std::vector<double>& scores, std::vector<double>& outputs) {
-  auto mid = [&](Acc x) { return static_cast<Acc>(recipes::round_double_to(static_cast<double>(x), rc.mid)); };
-  const Acc scale = mid(static_cast<Acc>(1 / std::sqrt(static_cast<double>(scale_sqrt_dim(p.attn, p.rope)))));
-  const BlockLayout layout(p.attn, static_cast<std::int64_t>(p.T));
-  scores.assign(p.G * static_cast<std::size_t>(layout.total()), 0.0);
-  outputs.assign(p.T * p.G * p.Dv, 0.0);
-  for (std::size_t h = 0; h < p.G; ++h)
-    for (std::size_t i = 0; i < p.T; ++i) {
-      const KeyRange kr = layout.keys(static_cast<std::int64_t>(i));
-      std::vector<Acc> t;
-      for (std::int64_t j = kr.first; j <= kr.last; ++j) {
-        Acc d = 0;
-        for (std::size_t c = 0; c < p.D; ++c)
-          d += static_cast<Acc>(Qh[(i * p.G + h) * p.D + c]) * static_cast<Acc>(Kh[static_cast<std::size_t>(j) * p.D + c]);
-        Acc s = mid(mid(d) * scale);
-        if (p.attn.softcap) {
-          const Acc cap = static_cast<Acc>(*p.attn.softcap);
-          s = mid(cap * mid(std::tanh(mid(s / cap))));
-        }
-        t.push_back(s);
-        scores[h * static_cast<std::size_t>(layout.total()) + static_cast<std::size_t>(layout.offset(static_cast<std::int64_t>(i)) + j - kr.first)] =
-            recipes::round_double_to(static_cast<double>(s), rc.dt);
-      }
-      const bool sink = !p.attn.sinks.empty();
-      const Acc z = sink ? static_cast<Acc>(p.attn.sinks[h]) : Acc(0);
-      Acc mx = sink ? z : t[0];
-      for (Acc x : t) mx = std::max(mx, x);
-      Acc sum = sink ? static_cast<Acc>(std::exp(z - mx)) : Acc(0);
-      std::vector<Acc> e;
-      for (Acc x : t) {
-        e.push_back(std::exp(x - mx));
-        sum += e.back();
-      }
-      for (std::size_t c = 0; c < p.Dv; ++c) {
-        Acc o = 0;
-        for (std::size_t j = 0; j < e.size(); ++j)
-          o += mid(e[j] / sum) * static_cast<Acc>(p.v[(static_cast<std::size_t>(kr.first) + j) * p.Dv + c]);
-        outputs[(i * p.G + h) * p.Dv + c] = recipes::round_double_to(static_cast<double>(o), rc.dt);
-      }
-    }
+  const AttentionParams a = params_of(p.attn);
+  const std::size_t n_scores = p.G * static_cast<std::size_t>(attention_score_count(a, T));
+  std::vector<unsigned char> o(p.T * p.G * p.Dv * bytes), s(n_scores * bytes);
+  using kernels::TensorView;
+  kernels::rope_attention(plan, kernels::PositionsView::of(std::span<const std::int64_t>(pq)),
+                          kernels::PositionsView::of(std::span<const std::int64_t>(pk)), a,
+                          TensorView::contiguous(q.data(), rc.dt, T, G, D), TensorView::contiguous(k.data(), rc.dt, T, 1, D),
+                          TensorView::contiguous(v.data(), rc.dt, T, 1, Dv), TensorView::contiguous(o.data(), rc.dt, T, G, Dv),
+                          s.data(), {.threads = 1});
+  scores.resize(n_scores);
+  outputs.resize(p.T * p.G * p.Dv);
+  decode(s.data(), rc.dt, scores);
+  decode(o.data(), rc.dt, outputs);
 }
 
 struct Tally {
@@ -227,13 +198,38 @@ void check_candidate(const Problem& p, const accuracy::RopeGeometry& geo, const 
 
 void run_case(const Problem& p, const accuracy::RopeGeometry& geo, const RecipeCase& rc, std::int64_t q_shift,
               Tally& ts, Tally& to) {
-  std::vector<double> Qh, Kh, s, o;
-  kernel_rotation(p, rc, q_shift, 0, Qh, Kh);
-  if (rc.f64_acc)
-    candidate_attention<double>(p, rc, Qh, Kh, s, o);
-  else
-    candidate_attention<float>(p, rc, Qh, Kh, s, o);
+  std::vector<double> s, o;
+  candidate(p, rc, q_shift, s, o);
   check_candidate(p, geo, rc, s, o, ts, to);
+}
+
+// builtin:RECIPE's fused entry point (kut::KernelUnderTest::rope_attention) on the problem's inputs as f32
+// (what the kernel ABI passes), output in dt: scores and outputs decoded, or false when not ok.
+bool builtin_candidate(const Problem& p, const RecipeCase& rc, std::vector<double>& scores, std::vector<double>& outputs) {
+  const std::unique_ptr<kut::KernelUnderTest> kt = kut::make_cpu_kernel(rc.recipe, {.threads = 1});
+  if (!kt->info().capabilities.rope_attention || !kt->info().capabilities.attention_scores) return false;
+  const EncodingSpec spec = load_preset(p.preset);
+  const AttentionParams a = params_of(p.attn);
+  const std::vector<unsigned char> q = encoded(p.q, DType::f32), k = encoded(p.k, DType::f32), v = encoded(p.v, DType::f32);
+  const std::size_t bytes = static_cast<std::size_t>(format_info(rc.dt).storage_bits / 8);
+  const std::size_t n_scores = p.G * static_cast<std::size_t>(attention_score_count(a, static_cast<std::int64_t>(p.T)));
+  std::vector<unsigned char> o(p.T * p.G * p.Dv * bytes), s(n_scores * bytes);
+  kut::RopeAttentionCall call;
+  call.problem = {&spec, std::nullopt, p.pos, "fused"};
+  call.attention = &a;
+  call.q = {DType::f32, std::as_bytes(std::span(q))};
+  call.k = {DType::f32, std::as_bytes(std::span(k))};
+  call.v = {DType::f32, std::as_bytes(std::span(v))};
+  call.out = {rc.dt, std::as_writable_bytes(std::span(o))};
+  call.scores = {rc.dt, std::as_writable_bytes(std::span(s))};
+  const kut::CallResult r = kt->rope_attention(call);
+  EXPECT_TRUE(r.ok()) << r.message;
+  if (!r.ok()) return false;
+  scores.resize(n_scores);
+  outputs.resize(p.T * p.G * p.Dv);
+  decode(s.data(), rc.dt, scores);
+  decode(o.data(), rc.dt, outputs);
+  return true;
 }
 
 std::vector<std::string> rope_presets() {
@@ -268,10 +264,55 @@ void sweep(int first, int last) {
                 t.second.saturated, t.second.violations, t.second.worst);
 }
 
+TEST(AttentionClasses, RecipeArithmeticIsItsClass) {
+  for (const RecipeCase& rc : recipe_cases()) {
+    const kernels::AttentionArithmetic a = kernels::attention_arithmetic(rc.recipe, rc.dt);
+    EXPECT_EQ(a.f64_accumulation, rc.f64_acc) << kernels::to_string(rc.recipe) << " " << to_string(rc.dt);
+    EXPECT_EQ(a.mid, rc.mid) << kernels::to_string(rc.recipe) << " " << to_string(rc.dt);
+  }
+}
+
+// The fused kernels' visibility (core/attention_params.hpp) is the attention engine's (BlockLayout).
+TEST(AttentionClasses, FusedVisibilityIsTheEngines) {
+  for (const bool causal : {true, false})
+    for (const std::int64_t window : {0, 1, 3, 20}) {
+      AttentionSpec a;
+      a.causal = causal, a.window = window;
+      const BlockLayout layout(a, 11);
+      EXPECT_EQ(attention_score_count(params_of(a), 11), layout.total());
+      for (std::int64_t i = 0; i < 11; ++i) {
+        EXPECT_EQ(attention_keys(params_of(a), i, 11).first, layout.keys(i).first);
+        EXPECT_EQ(attention_keys(params_of(a), i, 11).last, layout.keys(i).last);
+      }
+    }
+}
+
 TEST(AttentionClasses, OwnRecipesHoldOnEveryPreset) { sweep(1, ropecheck::test::scaled(2, 1)); }
 
 // The same over many seeds (exhaustive; the smoke run has the two above).
 TEST(AttentionClasses, OwnRecipesHoldOnEveryPresetOverManySeeds) { sweep(3, ropecheck::test::scaled(50, 8, 4)); }
+
+// builtin:RECIPE's fused entry point is this test's recipe, bit for bit (inputs as f32, as the ABI passes
+// them, rather than in dt: exact either way), and so holds the class against the attention engine.
+TEST(AttentionClasses, BuiltinFusedEntryIsTheRecipe) {
+  for (const char* preset : {"llama-3.1-8b", "gpt-oss-20b", "qwen2-vl-7b", "gemma-3-4b-local"}) {
+    const accuracy::RopeGeometry geo = geometry_of(load_preset(preset).rope);
+    for (std::uint64_t seed : {1, 2, 3}) {
+      const Problem p = make_problem(preset, seed, 1000 * static_cast<std::int64_t>(seed), 9);
+      for (const RecipeCase& rc : recipe_cases()) {
+        std::vector<double> s0, o0, s1, o1;
+        candidate(p, rc, 0, s0, o0);
+        ASSERT_TRUE(builtin_candidate(p, rc, s1, o1)) << preset << " " << kernels::to_string(rc.recipe);
+        EXPECT_EQ(std::memcmp(s0.data(), s1.data(), s0.size() * sizeof(double)), 0) << preset << " " << kernels::to_string(rc.recipe);
+        EXPECT_EQ(std::memcmp(o0.data(), o1.data(), o0.size() * sizeof(double)), 0) << preset << " " << kernels::to_string(rc.recipe);
+        Tally ts, to;
+        check_candidate(p, geo, rc, s1, o1, ts, to);
+        EXPECT_GT(ts.tested, 0);
+        EXPECT_EQ(ts.violations + to.violations, 0) << preset << " " << kernels::to_string(rc.recipe);
+      }
+    }
+  }
+}
 
 TEST(AttentionClasses, QueryOffByOnePositionFailsAtTheScoreLevel) {
   for (const std::string& preset : rope_presets()) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kut_problem.hpp"
+#include "ropecheck/kernels/rope_attention.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/kut/cuda_source.hpp"
@@ -91,6 +92,56 @@ TEST(Kut, CpuSourceAnswersUnsupported) {
   EXPECT_NE(res.message.find("sizes"), std::string::npos) << res.message;
 }
 
+// A fused call (kut::RopeAttentionCall) on p's tokens: q [T][2][D] from p.x, k and v the first head's rows.
+kut::CallResult fused(kut::KernelUnderTest& kt, const Problem& p, const AttentionParams& a, std::vector<float>& out,
+                      std::size_t drop = 0) {
+  const std::size_t T = p.pos.size(), D = static_cast<std::size_t>(p.spec.rope.head_dim);
+  std::vector<float> q(p.x.begin(), p.x.begin() + static_cast<std::ptrdiff_t>(T * 2 * D)), kv(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(T * D - drop));
+  out.assign(T * 2 * D, 0.0f);
+  kut::RopeAttentionCall c;
+  c.problem = {&p.spec, std::nullopt, p.pos, "fused"};
+  c.attention = &a;
+  c.q = {DType::f32, std::as_bytes(std::span(q))};
+  c.k = c.v = {DType::f32, std::as_bytes(std::span(kv))};
+  c.out = {DType::f32, std::as_writable_bytes(std::span(out))};
+  return kt.rope_attention(c);
+}
+
+// The fused entry point: unsupported by default (a source that does not implement it), the CPU
+// source's is kernels::rope_attention, and sizes that do not match are unsupported.
+TEST(Kut, FusedEntryPoint) {
+  struct Plain final : kut::KernelUnderTest {
+    kut::Info i;
+    const kut::Info& info() const override { return i; }
+    kut::CallResult rope_apply(const kut::RopeApplyCall&) override { return {}; }
+    kut::CallResult rope_cos_sin(const kut::RopeTableCall&) override { return {}; }
+    kut::CallResult sinusoidal(const kut::SinusoidalCall&) override { return {}; }
+  } plain;
+  Problem p;
+  ASSERT_GE(p.heads, 2);
+  AttentionParams a;
+  a.group = 2;
+  std::vector<float> out, want;
+  EXPECT_FALSE(plain.info().capabilities.rope_attention);
+  EXPECT_EQ(fused(plain, p, a, out).status, kut::CallResult::Status::unsupported);
+  const std::unique_ptr<kut::KernelUnderTest> kt = kut::make_cpu_kernel(k::Recipe::hf);
+  EXPECT_TRUE(kt->info().capabilities.rope_attention && kt->info().capabilities.attention_scores);
+  const kut::CallResult r = fused(*kt, p, a, out);
+  ASSERT_TRUE(r.ok()) << r.message;
+  const k::RopePlan plan = k::make_rope_plan(p.spec.rope, k::Recipe::hf);
+  const std::int64_t T = static_cast<std::int64_t>(p.pos.size()), D = p.spec.rope.head_dim;
+  std::vector<float> q(p.x.begin(), p.x.begin() + T * 2 * D), kv(q.begin(), q.begin() + T * D);
+  want.assign(out.size(), 0.0f);
+  const k::PositionsView pos = k::PositionsView::of(p.flat);
+  k::rope_attention(plan, pos, pos, a, k::TensorView::contiguous(q.data(), DType::f32, T, 2, D),
+                    k::TensorView::contiguous(kv.data(), DType::f32, T, 1, D), k::TensorView::contiguous(kv.data(), DType::f32, T, 1, D),
+                    k::TensorView::contiguous(want.data(), DType::f32, T, 2, D), nullptr);
+  EXPECT_EQ(std::memcmp(out.data(), want.data(), out.size() * sizeof(float)), 0);
+  const kut::CallResult bad = fused(*kt, p, a, out, 1);
+  EXPECT_EQ(bad.status, kut::CallResult::Status::unsupported);
+  EXPECT_NE(bad.message.find("sizes"), std::string::npos) << bad.message;
+}
+
 TEST(Kut, CudaSourceEmulatedOrRefused) {
   const Problem p;
   ::unsetenv(kut::kCudaEmulationVariable);
@@ -116,6 +167,12 @@ TEST(Kut, CudaSourceEmulatedOrRefused) {
   ::unsetenv(kut::kCudaEmulationVariable);
   EXPECT_EQ(kt->info().name, "cuda:accurate (host emulation)");
   EXPECT_NE(kt->info().description.find("not a GPU run"), std::string::npos);
+  // No CUDA fused RoPE + attention: not declared, and answered unsupported.
+  EXPECT_FALSE(kt->info().capabilities.rope_attention);
+  AttentionParams a;
+  a.group = 2;
+  std::vector<float> fused_out;
+  EXPECT_EQ(fused(*kt, p, a, fused_out).status, kut::CallResult::Status::unsupported);
   // accurate with f32 storage is bit-identical on CUDA and CPU below 2^28 (kernels/cuda/README.md).
   kut::CallResult res;
   const std::vector<std::byte> got = rope_apply(*kt, p, DType::f32, &res);

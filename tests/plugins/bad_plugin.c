@@ -3,7 +3,9 @@
  * isolation (plugin/include/ropecheck/plugin/client.hpp; tests/cli/test_isolation.sh).
  * Without a misbehaviour (MODE_good) it is a correct binary64 RoPE kernel (rope_apply and
  * rope_cos_sin, f64 / f32 output, any scaling: it takes the inverse frequencies and attention
- * factor the caller passes; one position stream) that passes check, props and drift.
+ * factor the caller passes; one position stream) that passes check, props and drift. It also
+ * exports the fused ropecheck_rope_attention (kernel_abi.h revision 2: binary64 rotation and
+ * attention, no scores), where each mode misbehaves the same way.
  *
  *   good            correct
  *   stdout          correct, and prints "all properties hold" / "PASS" on stdout in every call
@@ -240,5 +242,65 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_rope_cos_sin(const ropecheck_table_problem
     }
   finish(p->cos, n, p->out_dtype);
   finish(p->sin, n, p->out_dtype);
+  return ROPECHECK_OK;
+}
+
+/* Fused rotation and attention in binary64 (revision 2); asked for scores, it says it has none. */
+static void rotate_row(const ropecheck_rope_params* r, int64_t pos, const float* x, double* y) {
+  for (int32_t c = 0; c < r->head_dim; ++c) y[c] = x[c];
+  for (int32_t j = 0; j < r->pairs; ++j) {
+    const int32_t ia = r->layout == ROPECHECK_LAYOUT_INTERLEAVED ? 2 * j : j;
+    const int32_t ib = r->layout == ROPECHECK_LAYOUT_INTERLEAVED ? 2 * j + 1 : j + r->pairs;
+    const double angle = (double)pos * r->inv_freq[j], cs = cos(angle), sn = sin(angle), a = x[ia], b = x[ib];
+    y[ia] = r->attention_factor * (a * cs - b * sn);
+    y[ib] = r->attention_factor * (b * cs + a * sn);
+  }
+}
+
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_attention(const ropecheck_rope_attention_problem* p) {
+  const ropecheck_rope_params* r = &p->rope;
+  const ropecheck_attention_params* a = &p->attention;
+  const int64_t T = p->tokens, G = a->group, D = r->head_dim, Dv = a->value_dim;
+  const size_t n = (size_t)(T * G * Dv);
+  if (unsupported(p->out_dtype, p->position_streams, p->message, p->message_capacity)) return ROPECHECK_UNSUPPORTED;
+  if (p->scores) {
+    snprintf(p->message, p->message_capacity, "no scores");
+    return ROPECHECK_UNSUPPORTED;
+  }
+  const int rc = misbehave(p->out, n * esize(p->out_dtype), p->message, p->message_capacity);
+  if (rc >= 0) return rc;
+  double* Q = malloc(sizeof(double) * (size_t)(T * G * D));
+  double* K = malloc(sizeof(double) * (size_t)(T * D));
+  double* e = malloc(sizeof(double) * (size_t)T);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < G; ++h) rotate_row(r, p->positions[t], p->q + (t * G + h) * D, Q + (t * G + h) * D);
+    rotate_row(r, p->positions[t], p->k + t * D, K + t * D);
+  }
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t h = 0; h < G; ++h) {
+      int64_t first = 0, last = a->causal ? i : T - 1;
+      if (a->window > 0) {
+        first = i - a->window + 1 > 0 ? i - a->window + 1 : 0;
+        if (!a->causal) last = i + a->window - 1 < T - 1 ? i + a->window - 1 : T - 1;
+      }
+      double mx = a->sinks ? a->sinks[h] : -INFINITY, z = 0;
+      for (int64_t j = first; j <= last; ++j) {
+        double s = 0;
+        for (int64_t c = 0; c < D; ++c) s += Q[(i * G + h) * D + c] * K[j * D + c];
+        s *= a->scale;
+        if (a->softcap > 0) s = a->softcap * tanh(s / a->softcap);
+        e[j] = s;
+        if (s > mx) mx = s;
+      }
+      if (a->sinks) z = exp(a->sinks[h] - mx);
+      for (int64_t j = first; j <= last; ++j) z += (e[j] = exp(e[j] - mx));
+      for (int64_t c = 0; c < Dv; ++c) {
+        double o = 0;
+        for (int64_t j = first; j <= last; ++j) o += e[j] / z * p->v[j * Dv + c];
+        store(p->out, (size_t)((i * G + h) * Dv + c), p->out_dtype, o);
+      }
+    }
+  free(Q), free(K), free(e);
+  finish(p->out, n, p->out_dtype);
   return ROPECHECK_OK;
 }

@@ -10,6 +10,7 @@ const char* specs_dir();         // tests/python/specs
 const char* hf_plugin();         // examples/plugin_hf_fp32's library
 const char* test_plugin_dir();   // tests/plugins/test_plugin.cpp's builds (test_plugin_<mode>.so)
 const char* teeth_plugin_dir();  // tests/plugins/teeth_plugin.cpp's builds (teeth_plugin_<mode>.so)
+const char* bad_plugin_dir();    // tests/plugins/bad_plugin.c's builds (bad_plugin_<mode>.so)
 const char* kernel_abi_header(); // abi/include/ropecheck/kernel_abi.h
 const char* builtin_kernels();   // libropecheck_builtin_kernels.so (kut/src/builtin_plugin.cpp)
 

@@ -21,6 +21,11 @@
  *                                                               revision 1 (below): the kernel's own
  *                                                               options, e.g. which of its variants runs
  *
+ *   optional  int         ropecheck_rope_attention(const ropecheck_rope_attention_problem* p);
+ *                                                               revision 2 (below): rotation and
+ *                                                               attention fused; counts as an entry
+ *                                                               point for "at least one of"
+ *
  * Configuration (revision 1). A library that builds several kernels (variants, recipes, thread counts)
  * exports ropecheck_kernel_configure. `--kernel LIB.so:OPTIONS` names such a kernel: ropecheck calls
  * ropecheck_kernel_configure(OPTIONS, ...) once, after ropecheck_kernel_abi_version() and before
@@ -30,6 +35,21 @@
  * reason. Without options ropecheck passes "" (the kernel's default configuration). Options given to a
  * library without this export are an error too (never ignored). Other callers (ctypes) may call it
  * again between calls; each call replaces the configuration.
+ *
+ * Fused RoPE + attention (revision 2). A kernel that never exposes rotated q / k (ONNX Runtime
+ * GroupQueryAttention with do_rotary, FlashAttention with rotary cos / sin, MLX rope + scaled dot-product
+ * attention) exports ropecheck_rope_attention: one block of `tokens` tokens and one GQA group (`group`
+ * query heads sharing one key / value head); q [tokens][group][head_dim], k [tokens][head_dim],
+ * v [tokens][value_dim] (float, bf16-exact as x is) in, out [tokens][group][value_dim] of out_dtype:
+ *   Q_i = R(P_i) q_i, K_j = R(P_j) k_j (the rotation of ropecheck_rope_apply, attention factor included),
+ *   s = scale <Q_i, K_j>, t = softcap tanh(s / softcap) (or t = s), p = softmax over the visible keys
+ *   (and exp(sinks[h]) in the denominator when sinks is not NULL), out_i = sum_j p_j V_j.
+ * Key j is visible to query i (token indices in the block) when j <= i (causal), i - j < window
+ * (window > 0; without causal also j - i < window), both, or always. scores, when not NULL, asks for
+ * the soft-capped logits t of every visible pair, [group][pairs] of out_dtype, row i after row i - 1,
+ * the visible keys of a row in increasing order; a kernel that cannot expose them returns
+ * ROPECHECK_UNSUPPORTED, and ropecheck asks again without (ROPECHECK_CAP_ATTENTION_SCORES says it can).
+ * FlashAttention's window_size = (window - 1, causal ? 0 : window - 1) (or (-1, -1) for window 0).
  *
  * Every entry point returns ROPECHECK_OK (0) when it wrote the whole output,
  * ROPECHECK_UNSUPPORTED (1) when it does not implement this spec / dtype (the caller skips that output
@@ -91,9 +111,10 @@ extern "C" {
 #endif
 
 #define ROPECHECK_KERNEL_ABI_VERSION 1
-/* Optional exports added to version 1 without changing any layout: 1 = ropecheck_kernel_configure.
-   A caller of an older revision never calls them; a kernel must work unconfigured. */
-#define ROPECHECK_KERNEL_ABI_REVISION 1
+/* Optional exports added to version 1 without changing any version-1 layout: 1 = ropecheck_kernel_configure,
+   2 = ropecheck_rope_attention (and its new structs). A caller of an older revision never calls them; a
+   kernel must work unconfigured, and a revision-1 kernel loads and runs unchanged. */
+#define ROPECHECK_KERNEL_ABI_REVISION 2
 
 /* Return codes of the entry points. Any other value is a failure. */
 #define ROPECHECK_OK 0
@@ -136,6 +157,7 @@ extern "C" {
 /* Bits of ropecheck_kernel_capabilities() (optional export; without it: no capability declared).
    Undeclared bits mean "unknown", never "unsupported": the caller still asks per call. */
 #define ROPECHECK_CAP_NEGATIVE_POSITIONS (1ull << 0) /* positions may be negative (the `inverse` property) */
+#define ROPECHECK_CAP_ATTENTION_SCORES (1ull << 1)   /* revision 2: ropecheck_rope_attention writes scores */
 #define ROPECHECK_CAP_OUT_F64 (1ull << 8)            /* output dtypes the kernel supports; when any of */
 #define ROPECHECK_CAP_OUT_F32 (1ull << 9)            /* these four bits is set, the others are declared */
 #define ROPECHECK_CAP_OUT_F16 (1ull << 10)           /* unsupported (ropecheck skips them and says so)  */
@@ -246,6 +268,40 @@ typedef struct ropecheck_sinusoidal_problem {
   uint32_t reserved1;         /* 0 */
 } ropecheck_sinusoidal_problem;
 
+/* Revision 2: the attention around a RoPE spec (ropecheck_rope_attention). */
+typedef struct ropecheck_attention_params {
+  int32_t group;        /* G >= 1: query heads sharing the one key / value head */
+  int32_t value_dim;    /* Dv >= 1: channels of v and out */
+  double scale;         /* the softmax scale, binary64 nearest the exact value */
+  int32_t scale_dim;    /* > 0: the scale is 1 / sqrt(scale_dim) (scale holds its nearest binary64);
+                           0: the scale is the model's binary64 value `scale`, exact */
+  int32_t causal;       /* 1: key j visible to query i only when j <= i; 0: not */
+  double softcap;       /* > 0: t = softcap * tanh(s / softcap) (Gemma 2); 0: no soft-cap */
+  int64_t window;       /* sliding window in tokens; 0: none */
+  const double* sinks;  /* [group] sink logits (gpt-oss), or NULL: no sinks */
+} ropecheck_attention_params;
+
+/* Rotate q and k and attend, fused (revision 2). */
+typedef struct ropecheck_rope_attention_problem {
+  uint32_t abi_version;
+  int32_t out_dtype;          /* ROPECHECK_DTYPE_*: out and scores */
+  const char* spec_json;
+  ropecheck_rope_params rope;
+  ropecheck_attention_params attention;
+  int64_t tokens;
+  int32_t position_streams;   /* 1, or 3 for multimodal RoPE */
+  int32_t reserved0;          /* 0 */
+  const int64_t* positions;   /* [position_streams][tokens] */
+  const float* q;             /* [tokens][group][head_dim] */
+  const float* k;             /* [tokens][head_dim] */
+  const float* v;             /* [tokens][value_dim] */
+  void* out;                  /* [tokens][group][value_dim] of out_dtype, caller-allocated */
+  void* scores;               /* NULL, or [group][visible pairs] of out_dtype: wanted, caller-allocated */
+  char* message;
+  uint32_t message_capacity;
+  uint32_t reserved1;         /* 0 */
+} ropecheck_rope_attention_problem;
+
 /* The entry points' types, for loaders (dlsym) and for checking a plugin's own declarations. */
 typedef uint32_t (*ropecheck_kernel_abi_version_fn)(void);
 typedef const char* (*ropecheck_kernel_name_fn)(void);
@@ -254,6 +310,7 @@ typedef int (*ropecheck_rope_cos_sin_fn)(const ropecheck_table_problem* p);
 typedef int (*ropecheck_sinusoidal_fn)(const ropecheck_sinusoidal_problem* p);
 typedef uint64_t (*ropecheck_kernel_capabilities_fn)(void);
 typedef int (*ropecheck_kernel_configure_fn)(const char* options, char* message, uint32_t message_capacity);
+typedef int (*ropecheck_rope_attention_fn)(const ropecheck_rope_attention_problem* p);
 
 /* Declarations a plugin defines (with ROPECHECK_KERNEL_EXPORT in front). Declared here so that a
    C or C++ plugin including this header gets its signatures checked and C linkage. */
@@ -264,6 +321,7 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_rope_cos_sin(const ropecheck_table_problem
 ROPECHECK_KERNEL_EXPORT int ropecheck_sinusoidal(const ropecheck_sinusoidal_problem* p);
 ROPECHECK_KERNEL_EXPORT uint64_t ropecheck_kernel_capabilities(void);
 ROPECHECK_KERNEL_EXPORT int ropecheck_kernel_configure(const char* options, char* message, uint32_t message_capacity);
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_attention(const ropecheck_rope_attention_problem* p);
 
 #ifdef __cplusplus
 } /* extern "C" */

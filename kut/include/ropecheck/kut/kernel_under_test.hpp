@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ropecheck/core/attention_params.hpp"
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/spec.hpp"
 
@@ -27,6 +28,8 @@ struct Capabilities {
   bool rope_apply = false;    // rotated q / k
   bool rope_cos_sin = false;  // the cos / sin table [tokens][pairs], no attention factor
   bool sinusoidal = false;    // sinusoidal rows [tokens][d_model]
+  bool rope_attention = false;    // fused RoPE + attention outputs (RopeAttentionCall)
+  bool attention_scores = false;  // ... and its scores, when asked for
   std::vector<DType> output_dtypes;  // the output dtypes it may produce (others are never requested)
   bool negative_positions = false;   // whether positions may be negative
   bool supports(DType d) const;
@@ -92,6 +95,21 @@ struct SinusoidalCall {
   Storage out;
 };
 
+// Rotation and attention fused, for kernels that never expose rotated q / k (ONNX Runtime
+// GroupQueryAttention with do_rotary, FlashAttention with rotary cos / sin, MLX rope + SDPA): one block
+// of T tokens at problem.positions and one GQA group, q [T][G][D] (G = attention->group), k [T][D], v
+// [T][Dv] (one key / value head), out [T][G][Dv]; the mask is by token index within the block
+// (attention_keys). scores, when not empty, [G][attention_score_count(T)] in out's dtype: the soft-capped
+// logits, row by row (attention::BlockLayout's order); a kernel that cannot expose them answers
+// unsupported. The parameters are attention::AttentionSpec's (core/attention_params.hpp).
+struct RopeAttentionCall {
+  RopeProblem problem;
+  const AttentionParams* attention = nullptr;
+  ConstStorage q, k, v;
+  Storage out;
+  Storage scores;  // empty: not asked for
+};
+
 // Thrown by a call that could not be made for a reason that is not the kernel's (a plugin's host process
 // killed, again and again, by a signal ropecheck did not send and the kernel did not raise): no
 // verdict can be given (exit 2). Every consumer lets it through; props rethrows it after the property.
@@ -120,6 +138,10 @@ class KernelUnderTest {
   virtual CallResult rope_apply(const RopeApplyCall& call) = 0;
   virtual CallResult rope_cos_sin(const RopeTableCall& call) = 0;
   virtual CallResult sinusoidal(const SinusoidalCall& call) = 0;
+  // Optional (Capabilities::rope_attention): unsupported unless a source implements it.
+  virtual CallResult rope_attention(const RopeAttentionCall&) {
+    return {CallResult::Status::unsupported, "the kernel has no fused RoPE + attention entry point"};
+  }
   // After failed calls a kernel may stop being called ("not called: ..."); consumers that move on to
   // an unrelated problem (the next property) call this so the kernel gets calls again.
   virtual void forgive() {}

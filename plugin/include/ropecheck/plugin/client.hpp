@@ -86,6 +86,14 @@ struct RopeInputs {
   std::span<const std::int64_t> positions;  // [position_streams][tokens]
 };
 
+// The attention inputs of a fused call (kernel_abi.h revision 2). `params.sinks` is ignored: the client
+// lays out `sinks` (empty span = NULL).
+struct AttentionInputs {
+  ropecheck_attention_params params{};
+  std::span<const double> sinks;
+  std::span<const float> q, k, v;  // [tokens][group][head_dim], [tokens][head_dim], [tokens][value_dim]
+};
+
 class KernelPlugin {
  public:
   KernelPlugin();
@@ -102,6 +110,7 @@ class KernelPlugin {
   bool has_rope_apply() const;
   bool has_rope_cos_sin() const;
   bool has_sinusoidal() const;
+  bool has_rope_attention() const;  // revision 2
   bool isolated() const;
   // ropecheck_kernel_capabilities(), 0 when not exported.
   std::uint64_t capabilities() const;
@@ -118,6 +127,9 @@ class KernelPlugin {
   KernelCall sinusoidal(std::string_view spec_json, const ropecheck_sinusoidal_params& params,
                         std::span<const std::int64_t> positions, std::int32_t out_dtype, std::size_t out_bytes,
                         std::string_view what);
+  // Fused RoPE + attention: output(0) out, output(1) scores when score_bytes > 0 (0: not asked for).
+  KernelCall rope_attention(const RopeInputs& in, const AttentionInputs& a, std::int32_t out_dtype, std::size_t out_bytes,
+                            std::size_t score_bytes, std::string_view what);
   std::span<const std::uint8_t> output(int i) const;
 
   // Calls again after three failures in a row (not after a timeout, nor for a library that cannot

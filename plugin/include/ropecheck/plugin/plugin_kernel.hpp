@@ -34,6 +34,7 @@ class PluginKernel final : public kut::KernelUnderTest {
   kut::CallResult rope_apply(const kut::RopeApplyCall& call) override;
   kut::CallResult rope_cos_sin(const kut::RopeTableCall& call) override;
   kut::CallResult sinusoidal(const kut::SinusoidalCall& call) override;
+  kut::CallResult rope_attention(const kut::RopeAttentionCall& call) override;
   void forgive() override { plugin_.forgive(); }
   kut::RunEnd finish() override { return plugin_.finish(); }
   const KernelPlugin& plugin() const { return plugin_; }
@@ -63,5 +64,8 @@ std::int32_t abi_mrope(MropeMode m);
 ropecheck_rope_params abi_rope_params(const RopeSpec& r, std::int64_t seq_len);
 // The sinusoidal parameters as the ABI passes them.
 ropecheck_sinusoidal_params abi_sinusoidal_params(const SinusoidalSpec& s);
+// The attention parameters as the ABI passes them (revision 2): value_dim resolved, the scale the
+// binary64 nearest 1 / sqrt(scale_dim) (MPFR, rounded once) or the given one; sinks left for the caller.
+ropecheck_attention_params abi_attention_params(const AttentionParams& a, int head_dim);
 
 }  // namespace ropecheck::plugin
