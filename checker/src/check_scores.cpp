@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "check_internal.hpp"
+#include "score_diagnosis.hpp"
 #include "score_problem.hpp"
 #include "ropecheck/checker/scores.hpp"
 
@@ -146,7 +147,7 @@ using namespace score_check;
 
 ScoresReport check_scores(const golden::GoldenSet& g, const std::string& golden_name, const std::string& candidate_name,
                           io::TensorDType dtype, std::span<const double> cand, const Criterion& criterion,
-                          int worst_count, int threads) {
+                          int worst_count, int threads, bool diagnose) {
   const check_detail::ScoreProblem p(g);
   const std::optional<DType> dt = check_detail::float_dtype(dtype);
   const io::Tensor& same_t = g.tensor(golden_name);
@@ -179,6 +180,9 @@ ScoresReport check_scores(const golden::GoldenSet& g, const std::string& golden_
   r.worst_score = all.worst_score;
   r.worst = std::move(all.worst);
   set_verdict(r, criterion);
+  if (diagnose && r.failed > 0)
+    r.diagnosis = check_detail::diagnose_scores(
+        g, p, cand, *dt, judge.class_criterion ? criterion.accuracy_class : accuracy::kDefaultAccuracyClass);
   return r;
 }
 

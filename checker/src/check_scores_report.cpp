@@ -6,6 +6,32 @@
 
 namespace ropecheck::checker {
 
+nlohmann::json ScoreDiagnosis::to_json() const {
+  using detail::num;
+  nlohmann::json rj = nlohmann::json::array();
+  for (const ScoreHypothesisResult& r : ranked)
+    rj.push_back({{"id", r.id},
+                  {"title", r.title},
+                  {"source", r.source},
+                  {"judged_class", std::string(accuracy::to_string(r.judged_class))},
+                  {"failing_evaluated", r.failing_evaluated},
+                  {"failing_explained", r.failing_explained},
+                  {"passing_evaluated", r.passing_evaluated},
+                  {"passing_explained", r.passing_explained},
+                  {"failing_saturated", r.failing_saturated},
+                  {"passing_saturated", r.passing_saturated},
+                  {"max_ratio", num(r.max_ratio)},
+                  {"matches", r.matches},
+                  {"same_scores_as", r.same_scores_as}});
+  return {{"judged_class", std::string(accuracy::to_string(judged_class))},
+          {"failing_scores", failing},
+          {"failing_evaluated", failing_evaluated},
+          {"passing_evaluated", passing_evaluated},
+          {"match", match.empty() ? nlohmann::json(nullptr) : nlohmann::json(match)},
+          {"conclusion", conclusion},
+          {"ranked", rj}};
+}
+
 nlohmann::json ScoresReport::to_json() const {
   using detail::num;
   nlohmann::json cls = nlohmann::json::array();
@@ -30,7 +56,7 @@ nlohmann::json ScoresReport::to_json() const {
                  {"magnitude", num(e.magnitude)},
                  {"score", num(e.score)},
                  {"saturated", e.saturated}});
-  return {{"golden", golden_name},
+  nlohmann::json out = {{"golden", golden_name},
           {"candidate", candidate_name},
           {"dtype", std::string(to_string(dtype))},
           {"shape", shape},
@@ -44,6 +70,8 @@ nlohmann::json ScoresReport::to_json() const {
           {"classes", cls},
           {"verdict", {{"state", std::string(to_string(verdict))}, {"reason", reason}, {"worst_score", num(worst_score)}}},
           {"worst", w}};
+  if (diagnosis) out["diagnosis"] = diagnosis->to_json();
+  return out;
 }
 
 std::string ScoresReport::summary(const Criterion& criterion) const {
@@ -68,6 +96,16 @@ std::string ScoresReport::summary(const Criterion& criterion) const {
       s += fmt::format("                  {:<9}  {:>4}  {:>9}  {:>9}   {:<13.6g}  {:<13.6g}  {}{}\n", g4(e.score), e.head,
                        e.query_position, e.key_position, e.candidate, e.truth, g4(e.allowed),
                        e.saturated ? "  SATURATED: not tested" : "");
+  }
+  if (diagnosis) {
+    s += fmt::format("  diagnosis from the scores ({} failing under {}, {} evaluated): {}\n", diagnosis->failing,
+                     accuracy::to_string(diagnosis->judged_class), diagnosis->failing_evaluated, diagnosis->conclusion);
+    for (std::size_t k = 0; k < diagnosis->ranked.size() && k < 5; ++k) {
+      const ScoreHypothesisResult& r = diagnosis->ranked[k];
+      s += fmt::format("    {}. {:<28} explains {}/{} failing, keeps {}/{} passing, max ratio {}{}\n", k + 1, r.id,
+                       r.failing_explained, r.failing_evaluated, r.passing_explained, r.passing_evaluated, g4(r.max_ratio),
+                       r.matches ? "  MATCH" : "");
+    }
   }
   return s;
 }

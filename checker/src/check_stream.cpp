@@ -113,7 +113,8 @@ ScoresReport judge_scores(const GoldenSet& golden, CandidateSource& source, cons
   std::vector<double> values(static_cast<std::size_t>(c.numel()));
   decode(b.data(), *float_dtype(c.dtype), values);
   source.release(match.second, 0, c.numel());
-  return check_scores(golden, match.first, c.name, c.dtype, values, options.criterion, options.worst_count, options.threads);
+  return check_scores(golden, match.first, c.name, c.dtype, values, options.criterion, options.worst_count, options.threads,
+                      options.diagnose_scores);
 }
 
 CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options, const Shard& shard) {

@@ -5,6 +5,7 @@
 // (accuracy/ERROR_MODEL.md 16.6 states all three).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -49,6 +50,7 @@ ScoresReport judge(const golden::GoldenSet& g, const io::Tensor& cand, accuracy:
   opt.criterion = Criterion::of_class(c);
   opt.only = {"scores"};
   opt.threads = 2;
+  opt.diagnose_scores = false;  // DiagnosisNamesInjectedMistakesFromTheScores tests it
   const CheckReport r = check_candidate(g, {cand}, opt);
   EXPECT_TRUE(r.scores.has_value());
   return r.scores.value_or(ScoresReport{});
@@ -121,6 +123,52 @@ TEST(CheckScores, MissingScoresAreNotTestedAndNanFails) {
   EXPECT_EQ(j.failed, 1);
   EXPECT_EQ(j.nonfinite, 1);
   EXPECT_EQ(j.verdict, Verdict::fail);
+}
+
+// Six rotation mistakes injected into the `accurate` recipe's f32 scores (the spec or the positions given
+// to the kernel changed), each named by the diagnosis from the scores alone.
+TEST(CheckScores, DiagnosisNamesInjectedMistakesFromTheScores) {
+  const golden::GoldenSet g = golden::load_golden_set(score_set("llama-3.1-8b"));
+  const testing_support::ScoreInputs in = testing_support::score_inputs(g);
+  const ScoreRecipe& rc = testing_support::score_recipes()[0];
+  const RopeSpec truth = g.spec().rope;
+  struct Injected {
+    std::string id;
+    RopeSpec spec;
+    std::int64_t q_shift;
+    bool negate;
+  };
+  std::vector<Injected> cases;
+  RopeSpec s = truth;
+  s.layout = s.layout == RopeLayout::half_split ? RopeLayout::interleaved : RopeLayout::half_split;
+  cases.push_back({"wrong-pairing", s, 0, false});
+  s = truth;
+  s.base = 10000;
+  cases.push_back({"base-default", s, 0, false});
+  s = truth;
+  s.scaling = RopeScaling{};
+  cases.push_back({"scaling-ignored", s, 0, false});
+  cases.push_back({"query-position-plus-1", truth, 1, false});
+  cases.push_back({"query-position-minus-1", truth, -1, false});
+  cases.push_back({"sin-negated", truth, 0, true});  // R(-p) = the rotation by -theta
+  for (const Injected& c : cases) {
+    std::vector<std::int64_t> qp = in.qpos, kp = in.kpos;
+    for (std::int64_t& p : qp) p = (c.negate ? -p : p) + c.q_shift;
+    for (std::int64_t& p : kp) p = c.negate ? -p : p;
+    CheckOptions opt;
+    opt.criterion = Criterion::of_class(accuracy::AccuracyClass::fp32_angle);
+    opt.only = {"scores"};
+    const CheckReport r = check_candidate(g, {testing_support::recipe_scores_at(g, rc, c.spec, qp, kp)}, opt);
+    ASSERT_TRUE(r.scores && r.scores->diagnosis) << c.id;
+    const ScoreDiagnosis& d = *r.scores->diagnosis;
+    ASSERT_FALSE(d.ranked.empty()) << c.id;
+    const ScoreHypothesisResult& top = d.ranked.front();
+    // Named, or named with the mistakes the scores cannot tell from it (cos / sin swapped = sin negated).
+    const bool named = d.match == c.id || std::find(top.same_scores_as.begin(), top.same_scores_as.end(), c.id) !=
+                                               top.same_scores_as.end();
+    EXPECT_TRUE(named && top.matches) << c.id << ": " << d.conclusion;
+    std::printf("%-24s %lld failing scores; %s\n", c.id.c_str(), static_cast<long long>(d.failing), d.conclusion.c_str());
+  }
 }
 
 }  // namespace

@@ -109,19 +109,27 @@ std::vector<double> score_arithmetic(const ScoreInputs& s, const ScoreRecipe& rc
   return out;
 }
 
-// The recipe's scores of the set's pairs, the query positions moved by q_shift: a tensor "scores" in dt.
-inline io::Tensor recipe_scores(const golden::GoldenSet& g, const ScoreRecipe& rc, std::int64_t q_shift = 0) {
+// The recipe's scores of the set's pairs with `spec` at positions qp / kp (a mistake injected): a tensor
+// "scores" in dt.
+inline io::Tensor recipe_scores_at(const golden::GoldenSet& g, const ScoreRecipe& rc, const RopeSpec& spec,
+                                   const std::vector<std::int64_t>& qp, const std::vector<std::int64_t>& kp) {
   const ScoreInputs s = score_inputs(g);
-  std::vector<std::int64_t> qp = s.qpos;
-  for (std::int64_t& p : qp) p += q_shift;
-  const std::vector<double> Qh = recipe_rotated(g.spec().rope, g.seq_len(), rc, s.q, s.G, qp);
-  const std::vector<double> Kh = recipe_rotated(g.spec().rope, g.seq_len(), rc, s.k, 1, s.kpos);
+  const std::vector<double> Qh = recipe_rotated(spec, g.seq_len(), rc, s.q, s.G, qp);
+  const std::vector<double> Kh = recipe_rotated(spec, g.seq_len(), rc, s.k, 1, kp);
   const std::vector<double> v = rc.f64_acc ? score_arithmetic<double>(s, rc, Qh, Kh) : score_arithmetic<float>(s, rc, Qh, Kh);
   const std::size_t bytes = static_cast<std::size_t>(format_info(rc.dt).storage_bits / 8);
   io::Tensor t{"scores", rc.dt == DType::f32 ? io::TensorDType::f32 : (rc.dt == DType::bf16 ? io::TensorDType::bf16 : io::TensorDType::f16),
                {s.G, s.N}, std::vector<std::uint8_t>(v.size() * bytes)};
   for (std::size_t i = 0; i < v.size(); ++i) store_element(t.data.data() + i * bytes, v[i], rc.dt);
   return t;
+}
+
+// The recipe's scores of the set's pairs, the query positions moved by q_shift.
+inline io::Tensor recipe_scores(const golden::GoldenSet& g, const ScoreRecipe& rc, std::int64_t q_shift = 0) {
+  const ScoreInputs s = score_inputs(g);
+  std::vector<std::int64_t> qp = s.qpos;
+  for (std::int64_t& p : qp) p += q_shift;
+  return recipe_scores_at(g, rc, g.spec().rope, qp, s.kpos);
 }
 
 }  // namespace ropecheck::testing_support

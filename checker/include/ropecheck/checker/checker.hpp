@@ -77,6 +77,9 @@ struct CheckOptions {
   // instead. The report depends on neither.
   std::uint64_t max_memory = 0;
   std::int64_t block_tokens = 0;
+  // Failing attention scores are diagnosed from the scores alone (scores.hpp, ScoreDiagnosis); `check
+  // --no-diagnose` turns it off.
+  bool diagnose_scores = true;
 };
 
 // The --max-memory of `check` when none is given: 1 GiB.

@@ -45,6 +45,32 @@ struct ScoreClassResult {
   double worst_margin = 0;  // largest error / bound (exact: ulps from the golden value)
 };
 
+// One rotation mistake evaluated as an alternative score truth (DIAGNOSIS.md, "Scores"): the scores a
+// kernel with that mistake would have, exactly, and the class bound around them.
+struct ScoreHypothesisResult {
+  std::string id, title, source;
+  accuracy::AccuracyClass judged_class = accuracy::AccuracyClass::fp32_angle;
+  std::int64_t failing_evaluated = 0, failing_explained = 0, passing_evaluated = 0, passing_explained = 0;
+  std::int64_t failing_saturated = 0, passing_saturated = 0;  // bound saturated there: never explained
+  double max_ratio = 0;  // largest |candidate - mistaken score| / bound over discriminated scores
+  bool matches = false;  // as diagnose.hpp's HypothesisResult::matches
+  // Hypotheses whose scores are this one's on every evaluated score (to 2^-50): the scores cannot tell
+  // them apart (cos / sin swapped and sin negated both turn the relative angle to its negative).
+  std::vector<std::string> same_scores_as;
+};
+
+// The diagnosis of failing scores from the scores alone: the catalogue's rotation mistakes that can act
+// on a score, and the query off by one position relative to the key, ranked as the tensors' diagnosis
+// ranks (failing share explained, then passing share kept, then max_ratio).
+struct ScoreDiagnosis {
+  accuracy::AccuracyClass judged_class = accuracy::AccuracyClass::fp32_angle;  // what "failing" means here
+  std::int64_t failing = 0, failing_evaluated = 0, passing_evaluated = 0;
+  std::vector<ScoreHypothesisResult> ranked;
+  std::string match;       // the id of rank 1 when it matches, else empty
+  std::string conclusion;  // one line
+  nlohmann::json to_json() const;
+};
+
 struct ScoresReport {
   std::string golden_name, candidate_name;  // "scores.f32", the candidate tensor
   io::TensorDType dtype = io::TensorDType::f32;
@@ -60,6 +86,7 @@ struct ScoresReport {
   std::string reason;  // one line, empty for pass
   double worst_score = 0;
   std::vector<ScoreElement> worst;  // highest score first, then lower index
+  std::optional<ScoreDiagnosis> diagnosis;  // when some score fails and the check diagnoses (CheckOptions)
 
   nlohmann::json to_json() const;
   std::string summary(const Criterion& criterion) const;  // the terminal block
@@ -70,7 +97,7 @@ struct ScoresReport {
 // CheckOptions (the result does not depend on it). InputError when the set's scores file is unusable.
 ScoresReport check_scores(const golden::GoldenSet& g, const std::string& golden_name, const std::string& candidate_name,
                           io::TensorDType dtype, std::span<const double> cand, const Criterion& criterion,
-                          int worst_count, int threads);
+                          int worst_count, int threads, bool diagnose = true);
 
 // The set's score tensors ("scores.<dt>", manifest order; empty without --scores).
 std::vector<std::string> score_outputs(const golden::GoldenSet& g);
