@@ -1,6 +1,7 @@
 // `ropecheck golden`: writes a golden set (golden/GOLDEN_FORMAT.md).
 #include <unistd.h>
 
+#include <optional>
 #include <sstream>
 
 #include <fmt/core.h>
@@ -30,6 +31,9 @@ struct GoldenCliOptions {
   std::string shard;
   std::string shared_out;
   std::string scores;
+  std::string attention;
+  std::optional<double> softcap;
+  bool sinks = false;
 };
 
 std::vector<DType> parse_dtypes(const std::string& list) {
@@ -79,6 +83,12 @@ Command add_golden_command(CLI::App& app) {
                   "PAIRS: also write the correctly rounded attention scores of these (query, key) position pairs for "
                   "one head group (the query heads of token 0's q, head 0 of its k): causal:S:N[:W], full:S:N, "
                   "dist:MAX:K[:Q], tail:L:N[:S], pair:M:N; comma-separated");
+  cmd->add_option("--attention", o->attention,
+                  "BLOCK: also write the correctly rounded attention outputs softmax(scores + mask) V of this block of "
+                  "tokens for the same head group (values from the generator): causal:S:N, causal:S:N:W (sliding "
+                  "window), full:S:N");
+  cmd->add_option("--softcap", o->softcap, "CAP: with --scores / --attention, Gemma 2's logit soft-cap");
+  cmd->add_flag("--sinks", o->sinks, "with --attention: one sink logit per query head, from the generator (gpt-oss)");
   add_max_memory_option(*cmd, o->max_memory);
   cmd->add_flag("--quiet", o->quiet, "no progress display");
   return {cmd, [o] {
@@ -93,6 +103,9 @@ Command add_golden_command(CLI::App& app) {
             g.out = o->shared_out.empty() ? o->out : o->shared_out;
             g.shared_out = !o->shared_out.empty();
             g.scores = o->scores;
+            g.attention = o->attention;
+            g.softcap = o->softcap;
+            g.sinks = o->sinks;
             g.dtypes = parse_dtypes(o->dtypes);
             g.heads = o->heads;
             g.seed = o->seed;
@@ -123,6 +136,9 @@ Command add_golden_command(CLI::App& app) {
             if (m.contains("scores"))
               fmt::print("scores: {} pairs x group {} in {}\n", m["scores"]["pairs"].get<std::int64_t>(),
                          m["scores"]["group"].get<std::int64_t>(), m["scores"]["file"].get<std::string>());
+            if (m.contains("attention"))
+              fmt::print("attention: a block of {} tokens x group {} in {}\n", m["attention"]["tokens"].get<std::int64_t>(),
+                         m["attention"]["group"].get<std::int64_t>(), m["attention"]["file"].get<std::string>());
             fmt::print("correct rounding: {} values on the fast path, {} recomputed with MPFR; compute {:.2f} s, write {:.2f} s\n",
                        s.fast_values, s.fallback_values, s.compute_seconds, s.write_seconds);
             return 0;

@@ -3,7 +3,7 @@
 # LINK_LIBRARIES (INTERFACE_LINK_LIBRARIES for header-only targets), generator expressions evaluated.
 set(ropecheck_layering_lines "")
 foreach(t ropecheck_core ropecheck_accuracy ropecheck_formulas ropecheck_io ropecheck_reference ropecheck_fast_rounding
-          ropecheck_kernels ropecheck_attention ropecheck_cuda_kernels ropecheck_kernel_abi ropecheck_kut ropecheck_kut_cuda
+          ropecheck_kernels ropecheck_attention ropecheck_attention_files ropecheck_cuda_kernels ropecheck_kernel_abi ropecheck_kut ropecheck_kut_cuda
           ropecheck_builtin_kernels ropecheck_plugin ropecheck_kernel_host ropecheck_golden ropecheck_checker
           ropecheck_props ropecheck_props_gtest ropecheck_drift ropecheck _core)
   if(TARGET ${t})

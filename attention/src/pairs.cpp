@@ -114,6 +114,21 @@ PairSet parse_pairs(const std::string& argument, std::int64_t max_pairs) {
   return set;
 }
 
+Block parse_block(const std::string& option, const std::string& argument, std::int64_t max_tokens) {
+  const std::vector<std::string> c = split_items(argument, ':');
+  auto fail = [&](const std::string& why) -> void { throw SpecError(option + ": '" + argument + "': " + why); };
+  if (c.empty()) fail("empty");
+  const bool causal = c[0] == "causal";
+  if ((c[0] != "causal" && c[0] != "full") || c.size() < 3 || c.size() > (causal ? 4u : 3u))
+    fail("a block is causal:S:N, causal:S:N:W or full:S:N");
+  Block b{argument, parse_position_number(option, argument, c[1]), parse_position_number(option, argument, c[2]), causal,
+          c.size() == 4 ? parse_position_number(option, argument, c[3]) : 0};
+  if (b.tokens < 1 || b.tokens > max_tokens) fail("N must be in [1, " + std::to_string(max_tokens) + "]");
+  if (c.size() == 4 && b.window < 1) fail("W must be >= 1");
+  if (b.start + b.tokens - 1 > kMaxPosition) fail("the block ends past 2^53");
+  return b;
+}
+
 PairTokens pair_tokens(const PairSet& set) {
   PairTokens t;
   for (const ScorePair& p : set.pairs) {

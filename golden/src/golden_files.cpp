@@ -12,21 +12,9 @@ namespace ropecheck::golden::detail {
 using namespace ropecheck::io;  // tensors and files are this module's material
 using namespace ropecheck::io::detail;  // the tensor files\' layout and writer
 
-namespace {
-// What the scores file's tensors mean (manifest "meaning"; GOLDEN_FORMAT.md, "Attention scores").
-std::string score_meaning(const std::string& name) {
-  if (name == "score_positions") return "(query position, key position) of each scored pair";
-  if (name == "score_q") return "the query heads of the scores: q[0] (token 0's q, every head), one head group";
-  if (name == "score_k") return "the key of the scores: k[0, 0] (token 0's k, head 0), the group's key / value head";
-  return "attention logit scale * <R(m) score_q[h], R(n) score_k> of each pair [group, pairs], R the spec's rotation "
-         "with its attention factor, correctly rounded once to " + name.substr(name.find('.') + 1);
-}
-}  // namespace
-
 GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const EncodingSpec& spec, std::int64_t tokens,
-                         int heads, std::vector<DType> dtypes, FileFormat format, FilesMode mode, ScoreShape scores)
-    : dir_(std::move(dir)), spec_(spec), heads_(heads), dtypes_(std::move(dtypes)), has_scores_(scores.pairs > 0),
-      format_(format) {
+                         int heads, std::vector<DType> dtypes, FileFormat format, FilesMode mode, std::span<const DescribedFile> attached)
+    : dir_(std::move(dir)), spec_(spec), heads_(heads), dtypes_(std::move(dtypes)), format_(format) {
   const bool rope = spec.family == Family::rope;
   const std::string ext = format == FileFormat::safetensors ? ".safetensors" : ".npz";
   metadata_ = {{"producer", "ropecheck " ROPECHECK_VERSION}, {"spec", spec.name}};
@@ -58,14 +46,16 @@ GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const E
     names_.push_back("outputs_" + s + ext);
     layout_.push_back(std::move(group));
   }
-  if (has_scores_) {
-    const std::int64_t D = spec.rope.head_dim, G = scores.group, N = scores.pairs;
-    std::vector<TensorInfo> group = {{"score_positions", TensorDType::i64, {N, 2}},
-                                     {"score_q", TensorDType::f32, {G, D}},
-                                     {"score_k", TensorDType::f32, {D}}};
-    for (DType d : dtypes_) group.push_back({"scores." + std::string(to_string(d)), tensor_dtype(d), {G, N}});
-    names_.push_back("scores" + ext);
+  for (const DescribedFile& f : attached) {  // after the rotation's files: their group numbers stay
+    std::vector<TensorInfo> group;
+    std::vector<std::string> meanings;
+    for (const DescribedTensor& t : f.tensors) {
+      group.push_back({t.tensor.name, t.tensor.dtype, t.tensor.shape});
+      meanings.push_back(t.meaning);
+    }
+    names_.push_back(f.stem + ext);
     layout_.push_back(std::move(group));
+    attached_.push_back({f.role, std::move(meanings)});
   }
   finished_.resize(layout_.size());
   using Mode = TensorFileWriter::Mode;
@@ -79,6 +69,12 @@ GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const E
 }
 
 std::filesystem::path GoldenFiles::path(std::size_t g) const { return dir_ / names_.at(g); }
+
+void GoldenFiles::write_attached(std::span<const DescribedFile> attached) {
+  for (std::size_t f = 0; f < attached.size(); ++f)
+    for (std::size_t j = 0; j < attached[f].tensors.size(); ++j)
+      group(1 + dtypes_.size() + f).write(j, 0, attached[f].tensors[j].tensor.data);
+}
 
 nlohmann::json GoldenFiles::finish(const GoldenMeta& meta) {
   if (!writers_.empty()) {  // read back and hashed in parallel, largest file first (tensor_file_writer.hpp)
@@ -106,8 +102,9 @@ nlohmann::json GoldenFiles::manifest(const GoldenMeta& meta, nlohmann::json file
   std::int64_t tokens = 0;
   for (std::size_t g = 0; g < layout_.size(); ++g) {
     const std::string& file = names_[g];
-    if (has_scores_ && g + 1 == layout_.size()) {
-      for (const TensorInfo& t : layout_[g]) describe(t, file, "score", score_meaning(t.name), false);
+    if (const std::size_t a = 1 + dtypes_.size(); g >= a) {
+      const Attached& at = attached_[g - a];
+      for (std::size_t j = 0; j < layout_[g].size(); ++j) describe(layout_[g][j], file, at.role, at.meanings[j], false);
       continue;
     }
     for (const TensorInfo& t : layout_[g]) {
@@ -170,7 +167,7 @@ nlohmann::json GoldenFiles::manifest(const GoldenMeta& meta, nlohmann::json file
       {"files", files},
       {"tensors", tensors}};
   if (!meta.shard.is_null()) m["shard"] = meta.shard;
-  if (!meta.scores.is_null()) m["scores"] = meta.scores;
+  for (const auto& [key, record] : meta.attached.items()) m[key] = record;
   return m;
 }
 

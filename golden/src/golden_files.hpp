@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "ropecheck/core/dtype.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/io/atomic_output.hpp"
+#include "ropecheck/io/described_file.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/io/tensor_file_writer.hpp"
 
@@ -29,13 +31,7 @@ struct GoldenMeta {
   std::uint64_t seed = 0;
   std::int64_t fast_values = 0, fallback_values = 0;
   nlohmann::json shard;  // null for a whole set; else {"index", "count", "first_token", "set_tokens"}
-  nlohmann::json scores;  // null without --scores; else the manifest's "scores" record
-};
-
-// --scores: the size of the scores file (pairs 0: no scores file).
-struct ScoreShape {
-  std::int64_t pairs = 0;
-  int group = 0;
+  nlohmann::json attached = nlohmann::json::object();  // key: an attached file's record (--scores, --attention)
 };
 
 // How GoldenFiles opens its files.
@@ -49,11 +45,12 @@ enum class FilesMode {
 class GoldenFiles {
  public:
   // The files in folder `dir`: group 0 is the inputs file (positions, then q, k for RoPE), group 1 + d
-  // the outputs of dtypes[d] (cos, sin, q_rot, k_rot; or pe), all with `tokens` tokens; with scores, a
-  // last group: the scores file (score_positions, score_q, score_k, scores.<dt>). `context` starts error
-  // messages ("--out DIR").
+  // the outputs of dtypes[d] (cos, sin, q_rot, k_rot; or pe), all with `tokens` tokens; then group
+  // 1 + dtypes.size() + f the attached file f (--scores, --attention: computed by attention/, not per
+  // token). `context` starts error messages ("--out DIR").
   GoldenFiles(std::filesystem::path dir, std::string context, const EncodingSpec& spec, std::int64_t tokens, int heads,
-              std::vector<DType> dtypes, FileFormat format, FilesMode mode = FilesMode::create, ScoreShape scores = {});
+              std::vector<DType> dtypes, FileFormat format, FilesMode mode = FilesMode::create,
+              std::span<const DescribedFile> attached = {});
   const TensorFileWriter& group(std::size_t g) const { return *writers_.at(g); }
   TensorFileWriter& group(std::size_t g) { return *writers_.at(g); }
   const std::string& file_name(std::size_t g) const { return names_.at(g); }
@@ -62,6 +59,8 @@ class GoldenFiles {
   std::filesystem::path path(std::size_t g) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   void set_finished(std::size_t g, TensorFileWriter::Finished f) { finished_.at(g) = std::move(f); }
+  // Writes the attached files' tensors (those given to the constructor).
+  void write_attached(std::span<const DescribedFile> attached);
   // Completes every file (hashing them in parallel) and returns the manifest; the caller writes it.
   nlohmann::json finish(const GoldenMeta& meta);
   // The manifest of these files with `files` as its file list.
@@ -72,7 +71,11 @@ class GoldenFiles {
   EncodingSpec spec_;
   int heads_;
   std::vector<DType> dtypes_;
-  bool has_scores_ = false;  // the last group is the scores file
+  struct Attached {
+    std::string role;
+    std::vector<std::string> meanings;  // per tensor
+  };
+  std::vector<Attached> attached_;  // the last groups
   FileFormat format_;
   std::map<std::string, std::string> metadata_;
   std::vector<std::string> names_;

@@ -32,6 +32,7 @@ struct RunPlan {
   int streams = 1;                   // position streams: 3 for multimodal RoPE
   std::int64_t block = 1;            // tokens computed and written at a time
   std::optional<attention::PairSet> scores;  // --scores: the pairs whose scores the run also writes
+  std::optional<attention::Block> attention;  // --attention: the block whose outputs it writes
   // A shared file holds the whole set: this run's tokens start at token at_token() of its files.
   std::int64_t file_tokens() const { return shared ? set_tokens : tokens; }
   std::int64_t at_token() const { return shared ? first : 0; }
@@ -45,12 +46,12 @@ struct ValueCounts {
 // writes them (the inputs q, k for RoPE, every dtype's outputs); calls opt.progress now and then.
 ValueCounts write_values(const GoldenOptions& opt, const RunPlan& plan, GoldenFiles& files);
 
-// --scores (golden_scores.cpp): the most scores per dtype (pairs x group) a set holds, and the pairs
-// parsed and checked against the options (SpecError naming --scores).
+// --scores, --attention (golden_attached.cpp): the most scores per dtype (pairs x group) and tokens of
+// a block a set holds; the options checked and parsed into the plan (SpecError naming the option); the
+// attached files computed (attention/set_files.hpp).
 inline constexpr std::int64_t kMaxScores = std::int64_t{1} << 22;
-attention::PairSet plan_scores(const GoldenOptions& opt, const RunPlan& plan);
-// Computes the plan's scores with the attention engine and writes them into the files' last group;
-// returns the manifest's "scores" record.
-nlohmann::json write_scores(const GoldenOptions& opt, const RunPlan& plan, GoldenFiles& files);
+inline constexpr std::int64_t kMaxBlockTokens = std::int64_t{1} << 16;
+void plan_attached(const GoldenOptions& opt, RunPlan& plan);
+std::vector<io::DescribedFile> compute_attached(const GoldenOptions& opt, const RunPlan& plan);
 
 }  // namespace ropecheck::golden::detail

@@ -72,7 +72,7 @@ RunPlan plan_tokens(const GoldenOptions& opt) {
   plan.D = plan.rope ? spec.rope.head_dim : 0;
   plan.P = plan.rope ? rope_pairs(spec.rope) : 0;
   plan.streams = plan.rope && spec.rope.mrope != MropeMode::none ? 3 : 1;
-  if (!opt.scores.empty()) plan.scores = detail::plan_scores(opt, plan);
+  detail::plan_attached(opt, plan);
   return plan;
 }
 
@@ -189,15 +189,17 @@ GoldenSummary write_golden_set(const GoldenOptions& opt) {
   plan_blocks(opt, plan);
   detail::GoldenMeta meta = start_meta(opt, plan);
   Destination dest(opt, plan, meta);
-  const detail::ScoreShape scores{plan.scores ? static_cast<std::int64_t>(plan.scores->pairs.size()) : 0,
-                                  static_cast<int>(plan.H)};
-  detail::GoldenFiles files(dest.dir, dest.context, opt.spec, plan.file_tokens(), static_cast<int>(plan.H), plan.dtypes,
-                            opt.format, plan.shared ? detail::FilesMode::shared_write : detail::FilesMode::create, scores);
-
   GoldenSummary summary;
   const auto t0 = Clock::now();
+  const std::vector<DescribedFile> attached = detail::compute_attached(opt, plan);
+  detail::GoldenFiles files(dest.dir, dest.context, opt.spec, plan.file_tokens(), static_cast<int>(plan.H), plan.dtypes,
+                            opt.format, plan.shared ? detail::FilesMode::shared_write : detail::FilesMode::create, attached);
   const detail::ValueCounts counts = detail::write_values(opt, plan, files);
-  if (plan.scores) meta.scores = detail::write_scores(opt, plan, files);
+  files.write_attached(attached);
+  for (std::size_t f = 0; f < attached.size(); ++f) {
+    meta.attached[attached[f].stem] = attached[f].record;
+    meta.attached[attached[f].stem]["file"] = files.file_name(1 + plan.dtypes.size() + f);
+  }
   if (opt.progress) opt.progress(plan.tokens, plan.tokens);
   const auto t1 = Clock::now();
   summary.compute_seconds = std::chrono::duration<double>(t1 - t0).count();

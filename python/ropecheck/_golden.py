@@ -96,11 +96,15 @@ def _positions_argument(positions: str | int | Iterable[int]) -> str:
 def golden(spec: Spec | str, positions: str | int | Iterable[int], heads: int = 1,
            dtypes: Iterable[str] = ("f32", "f16", "bf16"), seed: int = 0, *, seq_len: int | None = None,
            format: str = "safetensors", threads: int = 0, max_memory: int | str = 0,
-           scores: str | None = None) -> Golden:
+           scores: str | None = None, attention: str | None = None, softcap: float | None = None,
+           sinks: bool = False) -> Golden:
     """Golden tensors for `spec` (a Spec or a preset name), as `ropecheck golden --positions ...
-    --heads ... --dtypes ... --seed ... [--scores PAIRS]` makes them. positions: the CLI's syntax
-    ("0:4096", "log:131071:8", "1,7,4095") or integers; scores: a pair set ("causal:0:64"), whose
-    attention scores are then the tensors "score_positions", "score_q", "score_k", "scores.<dtype>"."""
+    --heads ... --dtypes ... --seed ... [--scores PAIRS] [--attention BLOCK] [--softcap CAP] [--sinks]`
+    makes them. positions: the CLI's syntax ("0:4096", "log:131071:8", "1,7,4095") or integers; scores: a
+    pair set ("causal:0:64"), whose attention scores are then the tensors "score_positions", "score_q",
+    "score_k", "scores.<dtype>"; attention: a block ("causal:0:64", "causal:S:N:W", "full:S:N"), whose
+    outputs are then "attention_out.<dtype>" beside its inputs "attention_positions", "attention_q",
+    "attention_k", "attention_v" (and "attention_sinks" with sinks); softcap: the logits' soft-cap."""
     if isinstance(spec, str):
         spec = Spec.from_preset(spec)
     if isinstance(dtypes, str):
@@ -114,7 +118,7 @@ def golden(spec: Spec | str, positions: str | int | Iterable[int], heads: int = 
     try:
         out = os.path.join(tmp, "set")
         _core.write_golden(spec._core, _positions_argument(positions), out, list(dtypes), heads, seed, format,
-                           seq_len, threads, False, max_memory, scores or "")
+                           seq_len, threads, False, max_memory, scores or "", attention or "", softcap, sinks)
         return Golden(_core.load_golden(out), owned_dir=tmp)
     except BaseException:
         shutil.rmtree(tmp, True)

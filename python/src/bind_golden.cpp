@@ -29,7 +29,8 @@ using Bytes = nb::ndarray<nb::numpy, const std::uint8_t, nb::ndim<1>, nb::c_cont
 std::string write_golden(const Spec& spec, const std::string& positions, const std::string& out,
                          const std::vector<std::string>& dtypes, int heads, std::uint64_t seed, const std::string& format,
                          std::optional<std::int64_t> seq_len, int threads, bool overwrite, std::uint64_t max_memory,
-                         const std::string& scores) {
+                         const std::string& scores, const std::string& attention, std::optional<double> softcap,
+                         bool sinks) {
   if (heads < 1 || heads > 4096) throw SpecError("heads: must be in [1, 4096], got " + std::to_string(heads));
   if (format != "safetensors" && format != "npy")
     throw SpecError("format: must be safetensors or npy, got '" + format + "'");
@@ -49,6 +50,9 @@ std::string write_golden(const Spec& spec, const std::string& positions, const s
   g.overwrite = overwrite;
   g.max_memory = max_memory;
   g.scores = scores;
+  g.attention = attention;
+  g.softcap = softcap;
+  g.sinks = sinks;
   nb::gil_scoped_release release;
   return golden::write_golden_set(g).manifest.dump();
 }
@@ -81,7 +85,7 @@ void save_golden(const Golden& g, const std::string& out, bool overwrite) {
 void bind_golden(nb::module_& m) {
   m.def("write_golden", &write_golden, "spec"_a, "positions"_a, "out"_a, "dtypes"_a, "heads"_a = 1, "seed"_a = 0,
         "format"_a = "safetensors", "seq_len"_a = nb::none(), "threads"_a = 0, "overwrite"_a = false,
-        "max_memory"_a = 0, "scores"_a = "");
+        "max_memory"_a = 0, "scores"_a = "", "attention"_a = "", "softcap"_a = nb::none(), "sinks"_a = false);
 
   nb::class_<Golden>(m, "GoldenSet")
       .def_prop_ro("dir", [](const Golden& g) { return g.set.dir().string(); })

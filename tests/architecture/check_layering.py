@@ -33,13 +33,14 @@ USES = {
     "reference": ["core", "formulas", "fast_rounding"],
     "kernels": ["core", "formulas"],
     "attention": ["core", "formulas", "accuracy", "reference"],
+    "attention_files": ["attention", "io"],  # golden sets' attached files, not installed
     "cuda_kernels": ["core", "formulas", "kernels"],
     "kut": ["core", "formulas", "kernels"],
     "kut_cuda": ["kut", "cuda_kernels"],
     "builtin_kernels": ["kut", "kernel_abi"],
     "kernel_host": ["kernel_abi"],
     "plugin": ["kut", "kut_cuda", "kernel_abi", "io", "reference"],
-    "golden": ["io", "reference", "attention"],  # attention privately: --scores
+    "golden": ["io", "reference", "attention_files"],  # privately: --scores, --attention
     "checker": ["golden", "accuracy", "kut", "io", "reference"],
     "props": ["accuracy", "reference", "kut"],
     "props_gtest": ["props"],
@@ -177,6 +178,9 @@ for module, (folder, _, _) in targets.items():
     if folder not in include_owner or len(module) < len(include_owner[folder]):
         include_owner[folder] = module
 
+# attention/include_private/ is the golden sets' attached files (attention_files, which may use io/).
+PRIVATE_INCLUDE_OWNER = {os.path.join("attention", "include_private"): "attention_files"}
+
 for module, (folder, _, sources) in targets.items():
     allowed = closure(module) | {module}
     mpfr_ok = bool(allowed & {"reference", "fast_rounding"})
@@ -184,7 +188,8 @@ for module, (folder, _, sources) in targets.items():
     files = [os.path.normpath(p) for p in files if p.endswith((".cpp", ".hpp", ".h", ".cu", ".cuh"))
              and os.path.normpath(p).startswith(os.path.normpath(SRC)) and os.path.isfile(p)]
     for inc in (os.path.join(folder, "include"), os.path.join(folder, "include_private")):
-        if os.path.isdir(inc) and include_owner.get(folder) == module:
+        owner = PRIVATE_INCLUDE_OWNER.get(os.path.relpath(inc, SRC), include_owner.get(folder))
+        if os.path.isdir(inc) and owner == module:
             for root, _, fs in os.walk(inc):
                 files += [os.path.join(root, f) for f in fs if f.endswith((".hpp", ".h"))]
     for p in files:

@@ -89,5 +89,29 @@ TEST(PairsGrammar, TokensIndexTheDistinctPositions) {
   EXPECT_EQ(t.key_token, (std::vector<std::int64_t>{0, 0, 1}));
 }
 
+TEST(BlockGrammar, EveryFormAndItsRefusals) {
+  const Block c = parse_block("--attention", "causal:100:64", 1 << 16);
+  EXPECT_EQ(c.start, 100);
+  EXPECT_EQ(c.tokens, 64);
+  EXPECT_TRUE(c.causal);
+  EXPECT_EQ(c.window, 0);
+  EXPECT_EQ(c.argument, "causal:100:64");
+  const Block w = parse_block("--attention", "causal:0:8:3", 8);
+  EXPECT_TRUE(w.causal);
+  EXPECT_EQ(w.window, 3);
+  const Block f = parse_block("--attention", "full:5:4", 8);
+  EXPECT_FALSE(f.causal);
+  EXPECT_EQ(f.start, 5);
+  for (const char* bad : {"", "causal", "causal:0", "causal:0:0", "causal:0:9", "causal:0:4:0", "full:0:4:2",
+                          "dist:1:2", "pair:1:2", "causal:-1:4", "causal:9007199254740990:8", "causal:0:x"}) {
+    try {
+      parse_block("--attention", bad, 8);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const SpecError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--attention", 0), 0u) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ropecheck::attention

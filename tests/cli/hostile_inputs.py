@@ -569,8 +569,8 @@ def option_cases(c):
 
 
 def score_cases(c):
-    """golden --scores PAIRS: a bad pair set, a sinusoidal spec, too many pairs or a shard is refused with
-    one line and nothing written."""
+    """golden --scores PAIRS / --attention BLOCK: a bad pair set or block, a sinusoidal spec, too many pairs
+    or tokens, a bad soft-cap, a shard is refused with one line and nothing written."""
     g = ["golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet", "--positions", "0:4", "--out", "sc"]
     for arg, words in (("causal:0", ["--scores: 'causal:0'"]),
                        ("dist:10:0", ["--scores: 'dist:10:0'"]),
@@ -590,6 +590,29 @@ def score_cases(c):
     c.case("golden --scores with --shard", g + ["--scores", "causal:0:4", "--shard", "1/2"], 2,
            ["--scores: not with --shard"], dest="sc")
     c.case("golden --scores accepted", g + ["--scores", "causal:0:4,dist:65536:2"], 0)
+    for arg, words in (("causal:0", ["--attention: 'causal:0'"]),
+                       ("full:0:4:2", ["--attention: 'full:0:4:2'"]),
+                       ("dist:10:2", ["--attention: 'dist:10:2'"]),
+                       ("causal:0:0", ["N must be in [1, 65536]"]),
+                       ("causal:0:65537", ["N must be in [1, 65536]"]),
+                       ("causal:0:4:0", ["W must be >= 1"]),
+                       ("causal:9007199254740990:8", ["past 2^53"]),
+                       ("causal:-1:4", ["--attention"])):
+        c.case(f"golden --attention {arg!r}", g + [f"--attention={arg}"], 2, words, dest="sc")
+    c.case("golden --softcap without --scores / --attention", g + ["--softcap", "30"], 2,
+           ["--softcap: only with --scores or --attention"], dest="sc")
+    c.case("golden --sinks without --attention", g + ["--sinks"], 2, ["--sinks: only with"], dest="sc")
+    for cap in ("0", "-3", "inf", "nan"):
+        c.case(f"golden --softcap {cap}", g + ["--attention", "causal:0:4", f"--softcap={cap}"], 2, ["softcap"],
+               dest="sc")
+    c.case("golden --attention on a sinusoidal spec",
+           ["golden", "--preset", "transformer-base", "--positions", "0:4", "--out", "sc", "--quiet",
+            "--attention", "causal:0:4"], 2, ["--attention: needs a RoPE spec"], dest="sc")
+    c.case("golden --attention with --shard", g + ["--attention", "causal:0:4", "--shard", "1/2"], 2,
+           ["--attention: not with --shard"], dest="sc")
+    c.case("golden --attention too large for --max-memory", g + ["--attention", "causal:0:65536", "--max-memory",
+                                                                 "1M"], 2, ["--attention"], dest="sc")
+    c.case("golden --attention accepted", g + ["--attention", "causal:7:6:3", "--softcap", "30", "--sinks", "--overwrite"], 0)
 
 
 def check_score_cases(c):

@@ -156,6 +156,46 @@ TEST(GoldenScores, BytesDoNotDependOnThreadsAndNoScoresChangesNothing) {
     EXPECT_EQ(p.manifest["files"][f], one.manifest["files"][f]);
 }
 
+// golden --attention: the documented inputs (the set's q and head 0 of its k, token by token; v and the
+// sinks from their own streams), shapes and record; thread-independent bytes. The values themselves are
+// checked bit for bit against mpmath by tests/python/mpmath_golden_attention.py (ctest
+// mpmath_golden_attention).
+TEST(GoldenAttention, HoldsTheDocumentedInputsAndBytesDoNotDependOnThreads) {
+  const fs::path root = temp_root();
+  GoldenOptions o = options(root / "one", 1);
+  o.positions = parse_positions("0:8");
+  o.scores.clear();
+  o.attention = "causal:4000:8:3";
+  o.softcap = 30.0;
+  o.sinks = true;
+  const GoldenSummary one = write_golden_set(o);
+  o.out = root / "four";
+  o.threads = 4;
+  const GoldenSummary four = write_golden_set(o);
+  EXPECT_EQ(text(root / "one" / "manifest.json"), text(root / "four" / "manifest.json"));
+  const GoldenSet g = load_golden_set(root / "one");
+  const std::int64_t T = 8, G = 3, D = 128;
+  const nlohmann::json& r = one.manifest["attention"];
+  EXPECT_EQ(r["tokens"], T);
+  EXPECT_EQ(r["group"], G);
+  EXPECT_EQ(r["window"], 3);
+  EXPECT_EQ(r["softcap"], 30.0);
+  EXPECT_EQ(r["positions"]["min"], 4000);
+  EXPECT_EQ(g.find("attention_out.bf16")->shape, (std::vector<std::int64_t>{T, G, D}));
+  EXPECT_EQ(g.find("attention_out.bf16")->role, "attention");
+  const std::vector<float> q = values<float>(g, "attention_q"), k = values<float>(g, "attention_k");
+  const std::vector<float> set_q = values<float>(g, "q"), set_k = values<float>(g, "k");
+  EXPECT_EQ(q, set_q);  // the set has T tokens of G heads
+  for (std::int64_t t = 0; t < T; ++t)
+    EXPECT_TRUE(std::equal(k.begin() + t * D, k.begin() + (t + 1) * D, set_k.begin() + t * G * D)) << t;
+  EXPECT_EQ(values<float>(g, "attention_v"), generate_inputs(5, InputStream::v, T * D));
+  const std::vector<double> sinks = values<double>(g, "attention_sinks");
+  const std::vector<float> want_sinks = generate_inputs(5, InputStream::sinks, G);
+  EXPECT_TRUE(std::equal(sinks.begin(), sinks.end(), want_sinks.begin()));
+  EXPECT_EQ(values<std::int64_t>(g, "attention_positions"),
+            (std::vector<std::int64_t>{4000, 4001, 4002, 4003, 4004, 4005, 4006, 4007}));
+}
+
 TEST(GoldenScores, UnusableRequestsWriteNothing) {
   const fs::path root = temp_root();
   auto refused = [&](GoldenOptions o, const std::string& words) {

@@ -70,6 +70,29 @@ def test_scores_load_and_match_the_cli(cli, tmp_path):
     assert digests(tmp_path / "py") == digests(tmp_path / "cli")
 
 
+def test_attention_block_loads_and_matches_the_cli(cli, tmp_path):
+    args = ["--preset", "gpt-oss-20b", "--positions", "0:4", "--heads", "2", "--dtypes", "f32"]
+    p = run_cli(cli, "golden", *args, "--attention", "causal:5:4:2", "--softcap", "30", "--sinks",
+                "--out", str(tmp_path / "cli"), "--quiet")
+    assert p.returncode == 0, p.stderr
+    g = ropecheck.load(tmp_path / "cli")
+    assert g["attention_positions"].tolist() == [5, 6, 7, 8]
+    np.testing.assert_array_equal(g["attention_q"], g["q"])
+    np.testing.assert_array_equal(g["attention_k"], g["k"][:, 0])
+    assert g["attention_out.f32"].shape == (4, 2, 64) and g["attention_sinks"].shape == (2,)
+    # the first token sees only itself (and the sink): its output is a multiple of v[0] below it
+    o, v = g["attention_out.f64"][0], g["attention_v"][0].astype(np.float64)
+    ratio = o / v
+    np.testing.assert_allclose(ratio, ratio[0] * np.ones_like(ratio), rtol=1e-14)
+    assert 0 < ratio[0][0] < 1
+    rec = g.manifest["attention"]
+    assert rec["sinks"] and rec["softcap"] == 30.0 and rec["window"] == 2 and "attention_out.f64" not in g.outputs
+    py = ropecheck.golden("gpt-oss-20b", positions="0:4", heads=2, dtypes="f32", attention="causal:5:4:2",
+                          softcap=30.0, sinks=True)
+    py.save(tmp_path / "py")
+    assert digests(tmp_path / "py") == digests(tmp_path / "cli")
+
+
 def test_hf_config_file_set_is_byte_identical_to_the_cli(cli, tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA31_CONFIG))

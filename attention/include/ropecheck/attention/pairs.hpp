@@ -47,4 +47,15 @@ struct PairTokens {
 };
 PairTokens pair_tokens(const PairSet& set);
 
+// An attention block (golden --attention): N tokens at positions S .. S+N-1, with the mask of the
+// grammar's block items: causal:S:N (causal), causal:S:N:W (causal, sliding window of W tokens),
+// full:S:N (bidirectional). Throws SpecError naming `option` on bad syntax, N < 1 or N > max_tokens.
+struct Block {
+  std::string argument;  // as given
+  std::int64_t start = 0, tokens = 0;
+  bool causal = true;
+  std::int64_t window = 0;  // 0: none
+};
+Block parse_block(const std::string& option, const std::string& argument, std::int64_t max_tokens);
+
 }  // namespace ropecheck::attention

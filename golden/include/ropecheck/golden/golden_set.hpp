@@ -49,7 +49,7 @@ struct ManifestTensor {
   std::string file;
   io::TensorDType dtype = io::TensorDType::f32;
   std::vector<std::int64_t> shape;
-  std::string role;     // "input", "output" or "score" (--scores: the scores file, not per token)
+  std::string role;     // "input", "output", "score" or "attention" (--scores / --attention files, not per token)
   std::string meaning;  // free text
   bool attention_factor_folded = false;
 };

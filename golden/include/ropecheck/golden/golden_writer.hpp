@@ -42,6 +42,12 @@ struct GoldenOptions {
   // (attention/pairs.hpp's grammar) for one head group: the query heads of token 0's q and head 0 of its
   // k (GOLDEN_FORMAT.md, "Attention scores"). Empty: none, and the set is byte-identical to one without.
   std::string scores;
+  // RoPE, whole sets only: also write the correctly rounded attention outputs of this block of tokens
+  // (attention/pairs.hpp's parse_block: causal:S:N[:W] or full:S:N) for the same head group, its values
+  // from the generator's stream v (GOLDEN_FORMAT.md, "Attention blocks"). Empty: none.
+  std::string attention;
+  std::optional<double> softcap;  // --scores / --attention: Gemma 2's logit soft-cap
+  bool sinks = false;             // --attention: one sink logit per query head, from the generator (gpt-oss)
   // Called now and then from the calling thread with (tokens done, tokens total).
   std::function<void(std::int64_t, std::int64_t)> progress;
 };

@@ -1,6 +1,6 @@
 // The portable input generator of golden sets: "ropecheck-irwin-hall-bf16", version 1.
 //
-// Element i of stream s (q = 1, k = 2) with seed S, using only 64-bit integer arithmetic (so the
+// Element i of stream s (q = 1, k = 2, v = 3, sinks = 4) with seed S, using only 64-bit integer arithmetic (so the
 // same bytes come out with any compiler, OS or thread count):
 //   z   = splitmix64(S * 0x9E3779B97F4A7C15 + s * 0xD1B54A32D192ED03 + i)    (mod 2^64)
 //   n   = z[0:16] + z[16:32] + z[32:48] + z[48:64] - 131070   (Irwin-Hall: near-normal, |n| <= 131070)
@@ -21,7 +21,8 @@ namespace ropecheck::golden {
 inline constexpr const char* kGeneratorName = "ropecheck-irwin-hall-bf16";
 inline constexpr int kGeneratorVersion = 1;
 
-enum class InputStream : std::uint64_t { q = 1, k = 2 };
+// v and sinks: the values and sink logits of attention blocks (golden --attention, --sinks).
+enum class InputStream : std::uint64_t { q = 1, k = 2, v = 3, sinks = 4 };
 
 // Element `index` of a stream.
 float generate_input(std::uint64_t seed, InputStream stream, std::uint64_t index);

@@ -1,0 +1,89 @@
+// --scores and --attention (golden_values.hpp): the files a set carries about attention, computed by
+// attention/set_files.hpp from this module's generated inputs (GOLDEN_FORMAT.md, "Attention scores",
+// "Attention blocks"). One head group: the set's heads are the group's query heads and its head 0 the
+// group's key (and value) head.
+#include <string>
+#include <vector>
+
+#include "golden_values.hpp"
+#include "ropecheck/attention/set_files.hpp"
+#include "ropecheck/golden/input_generator.hpp"
+#include "ropecheck/io/memory_budget.hpp"
+
+namespace ropecheck::golden::detail {
+namespace {
+
+// "--pairs: ..." (the grammar's own option name) as "--scores: ...".
+SpecError as_scores_error(const SpecError& e, std::int64_t group) {
+  std::string m = e.what();
+  if (m.rfind("--pairs: ", 0) == 0) m = "--scores: " + m.substr(9);
+  if (m.find("more than") != std::string::npos)
+    m += " (a set holds at most " + std::to_string(kMaxScores) + " scores per dtype: pairs x --heads " +
+         std::to_string(group) + ")";
+  return SpecError(m);
+}
+
+attention::SetFileContext context(const GoldenOptions& opt, const RunPlan& plan) {
+  attention::SetFileContext c{&opt.spec.rope, plan.seq_len, {}, plan.dtypes, plan.threads};
+  c.attention.group = static_cast<int>(plan.H);
+  c.attention.softcap = opt.softcap;
+  if (opt.sinks) {  // one sink logit per query head, from the generator's stream of sinks
+    const std::vector<float> s = generate_inputs(opt.seed, InputStream::sinks, static_cast<std::uint64_t>(plan.H));
+    c.attention.sinks.assign(s.begin(), s.end());
+  }
+  return c;
+}
+
+}  // namespace
+
+void plan_attached(const GoldenOptions& opt, RunPlan& plan) {
+  const bool any = !opt.scores.empty() || !opt.attention.empty();
+  if (!any) {
+    if (opt.softcap || opt.sinks) throw SpecError(std::string(opt.softcap ? "--softcap" : "--sinks") +
+                                                  ": only with --scores or --attention");
+    return;
+  }
+  const std::string option = !opt.scores.empty() ? "--scores" : "--attention";
+  if (!plan.rope) throw SpecError(option + ": needs a RoPE spec (a sinusoidal encoding has no q and k to score)");
+  if (opt.shard) throw SpecError(option + ": not with --shard (not split by token; write it in an unsharded run)");
+  const attention::SetFileContext c = context(opt, plan);
+  attention::validate(c.attention, opt.spec.rope);  // SpecError naming the field (--softcap)
+  const std::size_t nd = plan.dtypes.size();
+  if (!opt.scores.empty()) {
+    try {
+      plan.scores = attention::parse_pairs(opt.scores, kMaxScores / plan.H);
+    } catch (const SpecError& e) {
+      throw as_scores_error(e, plan.H);
+    }
+    const double bytes = attention::score_file_memory(static_cast<std::int64_t>(plan.scores->pairs.size()),
+                                                      static_cast<int>(plan.H), nd);
+    io::require_memory(static_cast<std::uint64_t>(bytes), opt.max_memory, "--scores " + opt.scores);
+  }
+  if (!opt.attention.empty()) {
+    plan.attention = attention::parse_block("--attention", opt.attention, kMaxBlockTokens);
+    const double bytes = attention::attention_file_memory(*plan.attention, static_cast<int>(plan.H),
+                                                          static_cast<int>(plan.D), static_cast<int>(plan.D), nd);
+    io::require_memory(static_cast<std::uint64_t>(bytes), opt.max_memory, "--attention " + opt.attention);
+  }
+}
+
+std::vector<io::DescribedFile> compute_attached(const GoldenOptions& opt, const RunPlan& plan) {
+  std::vector<io::DescribedFile> files;
+  if (!plan.scores && !plan.attention) return files;
+  const attention::SetFileContext c = context(opt, plan);
+  const auto G = static_cast<std::uint64_t>(plan.H), D = static_cast<std::uint64_t>(plan.D);
+  // The generator is indexed by element: its first G * D q values are q[0] of the set, its first D k values k[0, 0].
+  const std::vector<float> q0 = generate_inputs(opt.seed, InputStream::q, G * D);
+  if (plan.scores) files.push_back(attention::score_file(c, *plan.scores, q0, generate_inputs(opt.seed, InputStream::k, D)));
+  if (plan.attention) {
+    const auto T = static_cast<std::uint64_t>(plan.attention->tokens);
+    std::vector<float> k;  // head 0 of each token's k: element t * G * D + j of the stream
+    for (std::uint64_t t = 0; t < T; ++t)
+      for (std::uint64_t j = 0; j < D; ++j) k.push_back(generate_input(opt.seed, InputStream::k, t * G * D + j));
+    files.push_back(attention::attention_file(c, *plan.attention, generate_inputs(opt.seed, InputStream::q, T * G * D), k,
+                                              generate_inputs(opt.seed, InputStream::v, T * D)));
+  }
+  return files;
+}
+
+}  // namespace ropecheck::golden::detail
