@@ -63,12 +63,18 @@ std::vector<AccuracyClass> CheckReport::satisfied_classes() const {
 
 namespace check_detail {
 
+std::vector<std::string> judged_names(const GoldenSet& golden) {
+  std::vector<std::string> out = golden.output_names();
+  for (const std::string& s : score_outputs(golden)) out.push_back(s);
+  return out;
+}
+
 // What was asked for (CheckOptions::only). The f64 copy of each output is the truth every check
 // compares with, written whatever --dtypes said: asked for only when matched, named exactly, or when
 // f64 is the set's only dtype. InputError for an --only item the set does not have.
 std::set<std::string> asked_outputs(const GoldenSet& golden, const CheckOptions& options,
                                     const std::map<std::string, std::size_t>& match) {
-  const std::vector<std::string> outputs = golden.output_names();
+  const std::vector<std::string> outputs = judged_names(golden);
   const std::set<std::string> output_set(outputs.begin(), outputs.end());
   std::set<std::string> bases;
   for (const std::string& o : outputs) bases.insert(base_of(o));
@@ -116,7 +122,7 @@ CheckPart declined_check_part(const GoldenSet& golden, const CheckOptions& optio
   validate(options.criterion);
   const std::set<std::string> asked = check_detail::asked_outputs(golden, options, {});
   CheckPart part = check_detail::part_header(golden, options, shard);
-  for (const std::string& o : golden.output_names()) {
+  for (const std::string& o : check_detail::judged_names(golden)) {
     part.header.unchecked_golden.push_back(o);
     if (asked.count(o)) part.header.not_tested.push_back(o);
   }
@@ -128,7 +134,7 @@ namespace check_detail {
 
 Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options) {
   const std::vector<CandidateTensor>& candidate = source.tensors();
-  const std::vector<std::string> outputs = golden.output_names();
+  const std::vector<std::string> outputs = judged_names(golden);
   const std::set<std::string> output_set(outputs.begin(), outputs.end());
   std::set<std::string> bases;
   for (const std::string& o : outputs) bases.insert(base_of(o));
@@ -216,7 +222,8 @@ Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const 
       if (asked.count(o)) out.not_tested.push_back(o);
       continue;
     }
-    out.checked.emplace_back(o, it->second);
+    if (golden.find(o)->role == "score") out.scores = {o, it->second};
+    else out.checked.emplace_back(o, it->second);
   }
   return out;
 }

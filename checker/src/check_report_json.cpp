@@ -103,7 +103,7 @@ nlohmann::json CheckReport::to_json() const {
   for (AccuracyClass c : satisfied_classes()) sat.push_back(std::string(accuracy::to_string(c)));
   nlohmann::json untested = nlohmann::json::array();
   for (AccuracyClass c : not_tested_classes()) untested.push_back(std::string(accuracy::to_string(c)));
-  return {{"format", "ropecheck-check-report"},
+  nlohmann::json out = {{"format", "ropecheck-check-report"},
           {"format_version", kCheckReportVersion},
           {"golden", golden_dir},
           {"spec", spec_name},
@@ -119,6 +119,8 @@ nlohmann::json CheckReport::to_json() const {
           {"ignored_candidate", ignored_candidate},
           {"unchecked_golden", unchecked_golden},
           {"not_tested", not_tested}};
+  if (scores) out["scores"] = scores->to_json();  // only for sets with scores: other reports keep their bytes
+  return out;
 }
 
 }  // namespace ropecheck::checker

@@ -80,6 +80,7 @@ std::string CheckReport::summary() const {
                        g4(b.error.bound.rms));
     }
   }
+  if (scores) s += scores->summary(criterion);
   if (!ignored_candidate.empty()) s += "\nignored candidate tensors (no golden output): " + join(ignored_candidate) + "\n";
   if (!unchecked_golden.empty())
     s += fmt::format("{}{} golden outputs not checked (no candidate tensor, an f64 truth copy, or outside --only); "
@@ -89,7 +90,10 @@ std::string CheckReport::summary() const {
   for (AccuracyClass c : satisfied_classes()) sat.emplace_back(accuracy::to_string(c));
   for (AccuracyClass c : not_tested_classes()) untested.emplace_back(accuracy::to_string(c));
   // A class no tensor violates but some tensor does not test is named apart, never as satisfied.
-  const std::string untested_note = untested.empty() ? "" : "; classes not tested (saturated): " + join(untested);
+  std::string untested_note = untested.empty() ? "" : "; classes not tested (saturated): " + join(untested);
+  if (scores)  // the scores' own verdict (their classes are not the rotated elements')
+    untested_note += fmt::format("; attention scores: {} passed, {} failed, {} not tested", scores->passed, scores->failed,
+                                 scores->not_tested);
   std::int64_t violations = 0, failing = 0;
   std::optional<std::int64_t> first;
   for (const TensorReport& t : tensors) {
@@ -97,16 +101,24 @@ std::string CheckReport::summary() const {
     if (!t.pass) ++failing;
     if (t.first_violating_position) note_first(first, *t.first_violating_position);
   }
+  std::size_t judged = tensors.size();
+  if (scores) {  // the scores tensor counts as one more (its first failure has no single position)
+    violations += scores->failed;
+    failing += scores->verdict != ropecheck::Verdict::pass;
+    ++judged;
+  }
   if (pass)
     s += fmt::format("\nPASS: {} holds on every element of {} tensor{}; classes satisfied: {}{}\n", criterion.to_string(),
-                     tensors.size(), tensors.size() == 1 ? "" : "s", join(sat), untested_note);
+                     judged, judged == 1 ? "" : "s", join(sat), untested_note);
   else if (verdict == ropecheck::Verdict::not_tested)
     s += fmt::format("\nNOT TESTED: nothing failed, but not everything asked for was tested: {}; classes satisfied: {}{}\n",
                      reason, join(sat), untested_note);
   else
-    s += fmt::format("\nFAIL: {} violated by {} element{} in {} of {} tensor{} (first at position {}); classes satisfied: {}{}\n",
-                     criterion.to_string(), violations, violations == 1 ? "" : "s", failing, tensors.size(),
-                     tensors.size() == 1 ? "" : "s", first.value_or(-1), join(sat), untested_note);
+    s += fmt::format("\nFAIL: {} violated by {} element{} in {} of {} tensor{}{}; classes satisfied: {}{}\n",
+                     criterion.to_string(), violations, violations == 1 ? "" : "s", failing, judged,
+                     judged == 1 ? "" : "s",
+                     first || !scores ? fmt::format(" (first at position {})", first.value_or(-1)) : std::string(),
+                     join(sat), untested_note);
   return s;
 }
 

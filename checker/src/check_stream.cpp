@@ -66,7 +66,7 @@ std::int64_t block_tokens(const GoldenSet& golden, const CheckOptions& options) 
   if (options.block_tokens > 0) return options.block_tokens;
   std::uint64_t per_token = 0;
   for (const ManifestTensor& t : golden.tensors()) {
-    if (t.role == "score") continue;  // not read per token (the scores file is not checked yet)
+    if (t.role == "score" || t.role == "attention") continue;  // not read per token (scores.hpp reads the scores whole)
     const auto row = static_cast<std::uint64_t>(row_elements(t.shape));
     if (t.role == "output") per_token += row * (8 + 2 * dtype_size(t.dtype));  // truth, golden, candidate
     else if (t.name == "positions") per_token += 8 * static_cast<std::uint64_t>(t.shape.size() == 2 ? t.shape[0] : 1) + sizeof(Position);
@@ -98,6 +98,23 @@ std::vector<std::string> files_hashed_by(const GoldenSet& golden, const std::vec
   for (std::size_t i = 0; i < read.size(); ++i)
     if (mine[i]) out.push_back(read[i]);
   return out;
+}
+
+// The candidate's scores tensor read whole and judged (scores.hpp); parts of a sharded run hold no scores
+// (they are not split by token), so a candidate that carries them is refused there.
+ScoresReport judge_scores(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options,
+                          const Shard& shard, const std::pair<std::string, std::size_t>& match) {
+  const CandidateTensor& c = source.tensors()[match.second];
+  if (shard.count > 1)
+    throw InputError("--shard: the candidate's attention scores " + quote_name(c.name) + " (" + match.first +
+                     ") are not split by token; check them in an unsharded run, or leave them out with --only");
+  std::vector<std::uint8_t> buffer;
+  const std::span<const std::uint8_t> b = source.elements(match.second, 0, c.numel(), buffer);
+  std::vector<double> values(static_cast<std::size_t>(c.numel()));
+  decode(b.data(), *float_dtype(c.dtype), values);
+  source.release(match.second, 0, c.numel());
+  return check_scores(golden, match.first, c.name, c.dtype, values, options.criterion, options.worst_count, options.threads,
+                      options.diagnose_scores);
 }
 
 CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options, const Shard& shard) {
@@ -152,6 +169,7 @@ CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, co
   }
   hashes.wait();
   for (Reading& r : reads) part.tensors.push_back(r.check.finish());
+  if (m.scores) part.scores = judge_scores(golden, source, options, shard, *m.scores);
   return part;
 }
 

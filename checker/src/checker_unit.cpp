@@ -17,3 +17,6 @@
 #include "check_stream.cpp"
 #include "run_check.cpp"
 #include "output_geometry.cpp"
+#include "score_problem.cpp"
+#include "check_scores.cpp"
+#include "check_scores_report.cpp"

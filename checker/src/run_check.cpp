@@ -135,7 +135,9 @@ void finish_candidate(Candidate& c) {
 CheckPart check_part_of(const golden::GoldenSet& golden, Candidate& candidate, CandidateSource* source,
                         const CheckRequest& request, const Shard& shard) {
   if (!candidate.declined.empty()) return declined_check_part(golden, request.options, shard, candidate.declined);
-  CheckPart part = check_detail::stream_check_part(golden, *source, request.options, shard);
+  CheckOptions options = request.options;
+  options.diagnose_scores = options.diagnose_scores && request.diagnose != CheckRequest::Diagnose::never;
+  CheckPart part = check_detail::stream_check_part(golden, *source, options, shard);
   finish_candidate(candidate);
   return part;
 }

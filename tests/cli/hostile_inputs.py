@@ -626,6 +626,28 @@ def score_cases(c):
     c.case("golden --attention accepted", g + ["--attention", "causal:7:6:3", "--softcap", "30", "--sinks", "--overwrite"], 0)
 
 
+def check_score_cases(c):
+    """check of a candidate's attention scores (checker/CHECK_REPORT.md, "Attention scores"): a wrong shape
+    or dtype, scores under --shard, or a --map to a missing tensor is refused with one line; NaN scores are
+    failures (exit 1), as NaN outputs are."""
+    subprocess.run([c.exe, "golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet", "--positions", "0:4",
+                    "--scores", "causal:0:4", "--out", c.path("SCG")], check=True, capture_output=True)
+    n = 10  # causal:0:4 pairs, one head
+    good = struct.pack(f"<{n}f", *([0.5] * n))
+    c.write("sc-shape.safetensors", safetensors_bytes({"scores": ("F32", [1, n - 1], good[:-4])}))
+    c.write("sc-f16.safetensors", safetensors_bytes({"scores": ("F16", [1, n], bytes(2 * n))}))
+    c.write("sc-nan.safetensors", safetensors_bytes({"scores": ("F32", [1, n], struct.pack("<f", float("nan")) * n)}))
+    c.write("sc-ok.safetensors", safetensors_bytes({"scores": ("F32", [1, n], good)}))
+    chk = ["check", "--golden", "SCG", "--report", "r.json", "--candidate"]
+    c.case("check scores wrong shape", chk + ["sc-shape.safetensors"], 2, ["scores.f32", "shape [1, 9]"], dest="r.json")
+    c.case("check scores wrong dtype", chk + ["sc-f16.safetensors"], 2, ["scores.f16", "does not have"], dest="r.json")
+    c.case("check scores with --shard", chk + ["sc-ok.safetensors", "--shard", "1/2"], 2,
+           ["--shard", "attention scores"], dest="r.json")
+    c.case("check scores --map to a missing tensor", chk + ["sc-ok.safetensors", "--map", "scores.f32=nope"], 2,
+           ["--map", "no tensor 'nope'"], dest="r.json")
+    c.case("check scores NaN fails", chk + ["sc-nan.safetensors", "--only", "scores", "--no-diagnose"], 1)
+
+
 def safetensors_bytes(tensors):
     """tensors: {name: (dtype, shape, raw bytes)} -> a safetensors file."""
     header, data = {}, b""
@@ -734,6 +756,7 @@ def main():
         size_cases(c)
         option_cases(c)
         score_cases(c)
+        check_score_cases(c)
         message_cases(c, os.path.abspath(a.plugins) if a.plugins else "")
     finally:
         if not a.keep:

@@ -6,3 +6,4 @@
 #include "diagnose.cpp"
 #include "diagnosis_report.cpp"
 #include "shape_slips.cpp"
+#include "score_diagnosis.cpp"

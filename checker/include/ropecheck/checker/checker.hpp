@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/checker/error_stats.hpp"
+#include "ropecheck/checker/scores.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/io/tensor.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
@@ -76,6 +77,9 @@ struct CheckOptions {
   // instead. The report depends on neither.
   std::uint64_t max_memory = 0;
   std::int64_t block_tokens = 0;
+  // Failing attention scores are diagnosed from the scores alone (scores.hpp, ScoreDiagnosis); `check
+  // --no-diagnose` turns it off.
+  bool diagnose_scores = true;
 };
 
 // The --max-memory of `check` when none is given: 1 GiB.
@@ -180,6 +184,9 @@ struct CheckReport {
   // The kernel declined every output asked for (it answered UNSUPPORTED, or lacks the entry point the
   // set needs): its reason, one line; the run is not tested. Empty otherwise.
   std::string declined;
+  // The attention scores (scores.hpp) when the set has them and the candidate a tensor answering one
+  // dtype of them; nullopt otherwise (the asked-for score tensors are then in not_tested).
+  std::optional<ScoresReport> scores;
   // fail: some tensor failed; not-tested: none failed, but an asked-for output had no candidate or
   // some tensor is not tested (saturated bounds); pass: everything asked for was tested and held.
   ropecheck::Verdict verdict = ropecheck::Verdict::fail;
