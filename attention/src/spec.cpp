@@ -22,22 +22,11 @@ void validate(const AttentionSpec& a, const RopeSpec& rope) {
   if (rope.head_dim < 1) bad("the RoPE spec has no head_dim");
 }
 
-int value_dim(const AttentionSpec& a, const RopeSpec& rope) { return a.value_dim > 0 ? a.value_dim : rope.head_dim; }
+int value_dim(const AttentionSpec& a, const RopeSpec& rope) { return attention_value_dim(a, rope.head_dim); }
 
-int scale_sqrt_dim(const AttentionSpec& a, const RopeSpec& rope) {
-  if (a.scale) return 0;
-  return a.scale_dim > 0 ? a.scale_dim : rope.head_dim;
-}
+int scale_sqrt_dim(const AttentionSpec& a, const RopeSpec& rope) { return attention_scale_dim(a, rope.head_dim); }
 
-KeyRange visible_keys(const AttentionSpec& a, std::int64_t i, std::int64_t n) {
-  KeyRange r{0, n - 1};
-  if (a.causal) r.last = i;
-  if (a.window > 0) {
-    r.first = std::max<std::int64_t>(0, i - a.window + 1);
-    if (!a.causal) r.last = std::min<std::int64_t>(n - 1, i + a.window - 1);
-  }
-  return r;
-}
+KeyRange visible_keys(const AttentionSpec& a, std::int64_t i, std::int64_t n) { return attention_keys(a, i, n); }
 
 BlockLayout::BlockLayout(const AttentionSpec& a, std::int64_t tokens) {
   keys_.reserve(static_cast<std::size_t>(tokens));

@@ -11,6 +11,7 @@
 
 #include "attention_util.hpp"
 #include "float_recipes.hpp"
+#include "recipe_classes.hpp"
 #include "ropecheck/kernels/rope_attention.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/reference/presets.hpp"
@@ -22,31 +23,8 @@ namespace {
 using accuracy::AccuracyClass;
 using kernels::Recipe;
 
-// A recipe, its storage dtype, the class it lands in (kernels/RECIPES.md) and the attention arithmetic
-// of that class: accumulation in binary64 or f32, intermediates held in `mid` (what
-// kernels::attention_arithmetic must say: RecipeArithmeticIsItsClass).
-struct RecipeCase {
-  Recipe recipe;
-  DType dt;
-  AccuracyClass cls;
-  bool f64_acc;
-  DType mid;
-};
-const std::vector<RecipeCase>& recipe_cases() {
-  static const std::vector<RecipeCase> cases = {
-      {Recipe::accurate, DType::f32, AccuracyClass::f32_reduced, false, DType::f32},
-      {Recipe::accurate, DType::bf16, AccuracyClass::fp64_angle, true, DType::f64},
-      {Recipe::hf, DType::f32, AccuracyClass::fp32_angle, false, DType::f32},
-      {Recipe::hf, DType::bf16, AccuracyClass::bf16_table, false, DType::bf16},
-      {Recipe::meta, DType::f32, AccuracyClass::fp32_angle, false, DType::f32},
-      {Recipe::meta, DType::bf16, AccuracyClass::fp32_angle, false, DType::f32},
-      {Recipe::ggml, DType::f32, AccuracyClass::fp32_angle, false, DType::f32},
-      {Recipe::bf16_table, DType::f32, AccuracyClass::bf16_table, false, DType::bf16},
-      {Recipe::f16_table, DType::f32, AccuracyClass::f16_table, false, DType::f16},
-      {Recipe::f16_table, DType::f16, AccuracyClass::f16_table, false, DType::f16},
-  };
-  return cases;
-}
+using RecipeCase = testing_support::RecipeClass;
+const std::vector<RecipeCase>& recipe_cases() { return testing_support::recipe_classes(); }
 
 // One attention problem: a block of tokens, its inputs, its exact values.
 struct Problem {
@@ -90,11 +68,6 @@ Problem make_problem(const std::string& preset, std::uint64_t seed, std::int64_t
   return p;
 }
 
-// The attention parameters of the problem as a fused kernel takes them (core/attention_params.hpp).
-AttentionParams params_of(const AttentionSpec& a) {
-  return {a.group, a.scale, a.scale_dim, a.softcap, a.causal, a.window, a.sinks, a.value_dim};
-}
-
 // The elements of x encoded in dt (little-endian: the low bytes of the bit pattern).
 std::vector<unsigned char> encoded(const std::vector<double>& x, DType dt) {
   const std::size_t bytes = static_cast<std::size_t>(format_info(dt).storage_bits / 8);
@@ -121,7 +94,7 @@ void candidate(const Problem& p, const RecipeCase& rc, std::int64_t q_shift, std
              Dv = static_cast<std::int64_t>(p.Dv);
   std::vector<unsigned char> q = encoded(p.q, rc.dt), k = encoded(p.k, rc.dt), v = encoded(p.v, rc.dt);
   const std::size_t bytes = static_cast<std::size_t>(format_info(rc.dt).storage_bits / 8);
-  const AttentionParams a = params_of(p.attn);
+  const AttentionParams& a = p.attn;
   const std::size_t n_scores = p.G * static_cast<std::size_t>(attention_score_count(a, T));
   std::vector<unsigned char> o(p.T * p.G * p.Dv * bytes), s(n_scores * bytes);
   using kernels::TensorView;
@@ -209,7 +182,7 @@ bool builtin_candidate(const Problem& p, const RecipeCase& rc, std::vector<doubl
   const std::unique_ptr<kut::KernelUnderTest> kt = kut::make_cpu_kernel(rc.recipe, {.threads = 1});
   if (!kt->info().capabilities.rope_attention || !kt->info().capabilities.attention_scores) return false;
   const EncodingSpec spec = load_preset(p.preset);
-  const AttentionParams a = params_of(p.attn);
+  const AttentionParams& a = p.attn;
   const std::vector<unsigned char> q = encoded(p.q, DType::f32), k = encoded(p.k, DType::f32), v = encoded(p.v, DType::f32);
   const std::size_t bytes = static_cast<std::size_t>(format_info(rc.dt).storage_bits / 8);
   const std::size_t n_scores = p.G * static_cast<std::size_t>(attention_score_count(a, static_cast<std::int64_t>(p.T)));
@@ -279,10 +252,10 @@ TEST(AttentionClasses, FusedVisibilityIsTheEngines) {
       AttentionSpec a;
       a.causal = causal, a.window = window;
       const BlockLayout layout(a, 11);
-      EXPECT_EQ(attention_score_count(params_of(a), 11), layout.total());
+      EXPECT_EQ(attention_score_count(a, 11), layout.total());
       for (std::int64_t i = 0; i < 11; ++i) {
-        EXPECT_EQ(attention_keys(params_of(a), i, 11).first, layout.keys(i).first);
-        EXPECT_EQ(attention_keys(params_of(a), i, 11).last, layout.keys(i).last);
+        EXPECT_EQ(attention_keys(a, i, 11).first, layout.keys(i).first);
+        EXPECT_EQ(attention_keys(a, i, 11).last, layout.keys(i).last);
       }
     }
 }

@@ -12,38 +12,15 @@
 #include <vector>
 
 #include "float_recipes.hpp"
+#include "recipe_classes.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 
 namespace ropecheck::testing_support {
 
-// A recipe, its storage dtype, the class it lands in (kernels/RECIPES.md) and the class's attention
-// arithmetic: accumulation in binary64 (f64_acc) or f32, intermediates held in `mid`.
-struct ScoreRecipe {
-  kernels::Recipe recipe;
-  DType dt;
-  accuracy::AccuracyClass cls;
-  bool f64_acc;
-  DType mid;
-};
-inline const std::vector<ScoreRecipe>& score_recipes() {
-  using kernels::Recipe;
-  using accuracy::AccuracyClass;
-  static const std::vector<ScoreRecipe> cases = {
-      {Recipe::accurate, DType::f32, AccuracyClass::f32_reduced, false, DType::f32},
-      {Recipe::accurate, DType::bf16, AccuracyClass::fp64_angle, true, DType::f64},
-      {Recipe::hf, DType::f32, AccuracyClass::fp32_angle, false, DType::f32},
-      {Recipe::hf, DType::bf16, AccuracyClass::bf16_table, false, DType::bf16},
-      {Recipe::meta, DType::f32, AccuracyClass::fp32_angle, false, DType::f32},
-      {Recipe::meta, DType::bf16, AccuracyClass::fp32_angle, false, DType::f32},
-      {Recipe::ggml, DType::f32, AccuracyClass::fp32_angle, false, DType::f32},
-      {Recipe::bf16_table, DType::f32, AccuracyClass::bf16_table, false, DType::bf16},
-      {Recipe::f16_table, DType::f32, AccuracyClass::f16_table, false, DType::f16},
-      {Recipe::f16_table, DType::f16, AccuracyClass::f16_table, false, DType::f16},
-  };
-  return cases;
-}
+using ScoreRecipe = RecipeClass;
+inline const std::vector<ScoreRecipe>& score_recipes() { return recipe_classes(); }
 
 // The set's scores file: positions per pair, score_q [G][D], score_k [D].
 struct ScoreInputs {

@@ -25,20 +25,14 @@
 #include <optional>
 #include <vector>
 
+#include "ropecheck/core/attention_params.hpp"
 #include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::attention {
 
-struct AttentionSpec {
-  int group = 1;                  // query heads per key / value head (GQA); 1 = multi-head attention
-  std::optional<double> scale;    // the softmax scale as a binary64 value, taken as exact
-  int scale_dim = 0;              // without `scale`: 1 / sqrt(scale_dim), 0 = the head_dim
-  std::optional<double> softcap;  // Gemma 2's logit soft-cap (> 0)
-  bool causal = true;             // key j visible to query i only when j <= i
-  std::int64_t window = 0;        // sliding window (0: none)
-  std::vector<double> sinks;      // one sink logit per query head of the group, or empty (no sinks)
-  int value_dim = 0;              // channels of V (0 = the head_dim)
-};
+// The attention problem's parameters: core's AttentionParams (core/attention_params.hpp), one definition
+// shared with the fused kernels (kernels/, kut/, the ABI), which must not depend on this module.
+using AttentionSpec = AttentionParams;
 
 // Throws SpecError naming the field: group < 1, scale not finite and positive, scale_dim < 0,
 // softcap not finite and positive, window < 0, sinks of the wrong count or not finite, value_dim < 0.
@@ -49,11 +43,8 @@ int value_dim(const AttentionSpec& a, const RopeSpec& rope);
 int scale_sqrt_dim(const AttentionSpec& a, const RopeSpec& rope);
 
 // The keys query i sees in a block of n tokens: the contiguous range [first, last], never empty (a
-// query always sees its own token).
-struct KeyRange {
-  std::int64_t first = 0, last = -1;
-  std::int64_t size() const { return last >= first ? last - first + 1 : 0; }
-};
+// query always sees its own token). core's attention_keys.
+using KeyRange = AttentionKeys;
 KeyRange visible_keys(const AttentionSpec& a, std::int64_t i, std::int64_t n);
 
 // Where the scores of a block sit: row i's visible keys at offset(i) .. offset(i) + keys(i).size() - 1

@@ -1,8 +1,7 @@
-// The attention parameters a fused RoPE + attention kernel takes (kut::RopeAttentionCall,
-// kernels/rope_attention.hpp, the kernel ABI's ropecheck_attention_params): the fields of
-// attention::AttentionSpec (attention/spec.hpp) with the same meaning and defaults. They live in core so
-// that kernels/ and kut/, which must not depend on attention/, share one definition; the visibility rule
-// below is attention::visible_keys's (tests/attention cross-checks the two).
+// The parameters of an attention problem (attention::AttentionSpec is this struct: attention/spec.hpp
+// has the formulas), also what a fused RoPE + attention kernel takes (kut::RopeAttentionCall,
+// kernels/rope_attention.hpp, the kernel ABI's ropecheck_attention_params). In core so that kernels/ and
+// kut/, which must not depend on attention/, share the one definition and its visibility rule.
 #pragma once
 
 #include <algorithm>
