@@ -63,18 +63,30 @@ attention::AttentionSpec spec_of(const golden::GoldenSet& g, const nlohmann::jso
   return a;
 }
 
-}  // namespace attention_block
-
-AttentionBlock::AttentionBlock(const golden::GoldenSet& g, int threads) {
-  using attention_block::decoded_values;
-  const std::string where = g.dir().string() + "/manifest.json";
+// The set's record, or InputError when it has none.
+const nlohmann::json& record_of(const golden::GoldenSet& g) {
   const nlohmann::json& m = g.manifest();
   if (!g.is_rope() || !m.contains("attention") || !m["attention"].is_object())
     throw InputError(g.dir().string() + ": the golden set has no attention block (write it with golden --attention)");
-  const nlohmann::json& r = m["attention"];
+  return m["attention"];
+}
+
+AttentionParams params_of(const attention::AttentionSpec& a) {
+  return {a.group, a.scale, a.scale_dim, a.softcap, a.causal, a.window, a.sinks, a.value_dim};
+}
+
+}  // namespace attention_block
+
+AttentionParams block_params(const golden::GoldenSet& g) {
+  return attention_block::params_of(attention_block::spec_of(g, attention_block::record_of(g), g.dir().string() + "/manifest.json"));
+}
+
+AttentionBlock::AttentionBlock(const golden::GoldenSet& g, int threads) {
+  using attention_block::decoded_values;
+  const nlohmann::json& r = attention_block::record_of(g);
   if (r.contains("argument") && r["argument"].is_string()) argument = r["argument"].get<std::string>();
-  const attention::AttentionSpec a = attention_block::spec_of(g, r, where);
-  params = {a.group, a.scale, a.scale_dim, a.softcap, a.causal, a.window, a.sinks, a.value_dim};
+  const attention::AttentionSpec a = attention_block::spec_of(g, r, g.dir().string() + "/manifest.json");
+  params = attention_block::params_of(a);
   const RopeSpec& rope = g.spec().rope;
   const io::Tensor& tp = g.tensor("attention_positions");
   const io::Tensor& tq = g.tensor("attention_q");

@@ -18,6 +18,9 @@
 
 namespace ropecheck::checker::check_detail {
 
+// The block's parameters from the manifest's record and the sinks tensor, without the engine's work.
+AttentionParams block_params(const golden::GoldenSet& g);
+
 class AttentionBlock {
  public:
   // InputError when the set has no attention block, or its file disagrees with its manifest. The

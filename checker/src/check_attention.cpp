@@ -23,7 +23,7 @@ std::vector<std::string> attention_output_names(const golden::GoldenSet& g) {
   return out;
 }
 
-AttentionParams attention_params_of(const golden::GoldenSet& g) { return check_detail::AttentionBlock(g, 1).params; }
+AttentionParams attention_params_of(const golden::GoldenSet& g) { return check_detail::block_params(g); }
 
 // A named namespace, not an anonymous one: the checker compiles as one unit (checker_unit.cpp).
 namespace attention_check {

@@ -108,7 +108,7 @@ std::vector<std::string> judged_names(const GoldenSet& golden);
 struct Matched {
   std::vector<std::pair<std::string, std::size_t>> checked;
   std::optional<std::pair<std::string, std::size_t>> scores;  // the scores tensor answered (at most one dtype)
-  std::optional<std::pair<std::string, std::size_t>> attention;  // the attention outputs answered (at most one dtype)
+  std::vector<std::pair<std::string, std::size_t>> attention;  // the attention outputs answered, one per dtype
   std::vector<std::string> ignored, unchecked, not_tested;
 };
 Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options);

@@ -225,7 +225,7 @@ Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const 
     }
     const std::string& role = golden.find(o)->role;
     if (role == "score") out.scores = {o, it->second};
-    else if (role == "attention") out.attention = {o, it->second};
+    else if (role == "attention") out.attention.emplace_back(o, it->second);
     else out.checked.emplace_back(o, it->second);
   }
   return out;

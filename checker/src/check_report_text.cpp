@@ -81,7 +81,7 @@ std::string CheckReport::summary() const {
     }
   }
   if (scores) s += scores->summary(criterion);
-  if (attention) s += attention->summary(criterion);
+  for (const AttentionOutputsReport& a : attention) s += a.summary(criterion);
   if (!ignored_candidate.empty()) s += "\nignored candidate tensors (no golden output): " + join(ignored_candidate) + "\n";
   if (!unchecked_golden.empty())
     s += fmt::format("{}{} golden outputs not checked (no candidate tensor, an f64 truth copy, or outside --only); "
@@ -95,9 +95,8 @@ std::string CheckReport::summary() const {
   if (scores)  // the scores' own verdict (their classes are not the rotated elements')
     untested_note += fmt::format("; attention scores: {} passed, {} failed, {} not tested", scores->passed, scores->failed,
                                  scores->not_tested);
-  if (attention)
-    untested_note += fmt::format("; attention outputs: {} passed, {} failed, {} not tested", attention->passed,
-                                 attention->failed, attention->not_tested);
+  for (const AttentionOutputsReport& a : attention)
+    untested_note += fmt::format("; {}: {} passed, {} failed, {} not tested", a.golden_name, a.passed, a.failed, a.not_tested);
   std::int64_t violations = 0, failing = 0;
   std::optional<std::int64_t> first;
   for (const TensorReport& t : tensors) {
@@ -111,9 +110,9 @@ std::string CheckReport::summary() const {
     failing += scores->verdict != ropecheck::Verdict::pass;
     ++judged;
   }
-  if (attention) {  // the same for the attention outputs
-    violations += attention->failed;
-    failing += attention->verdict == ropecheck::Verdict::fail;
+  for (const AttentionOutputsReport& a : attention) {  // the same for each dtype of the attention outputs
+    violations += a.failed;
+    failing += a.verdict == ropecheck::Verdict::fail;
     ++judged;
   }
   if (pass)
@@ -126,7 +125,7 @@ std::string CheckReport::summary() const {
     s += fmt::format("\nFAIL: {} violated by {} element{} in {} of {} tensor{}{}; classes satisfied: {}{}\n",
                      criterion.to_string(), violations, violations == 1 ? "" : "s", failing, judged,
                      judged == 1 ? "" : "s",
-                     first || !(scores || attention) ? fmt::format(" (first at position {})", first.value_or(-1)) : std::string(),
+                     first || !(scores || !attention.empty()) ? fmt::format(" (first at position {})", first.value_or(-1)) : std::string(),
                      join(sat), untested_note);
   return s;
 }

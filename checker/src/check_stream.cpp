@@ -187,7 +187,7 @@ CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, co
   hashes.wait();
   for (Reading& r : reads) part.tensors.push_back(r.check.finish());
   if (m.scores) part.scores = judge_scores(golden, source, options, shard, *m.scores);
-  if (m.attention) part.attention = judge_attention(golden, source, options, shard, *m.attention);
+  for (const auto& a : m.attention) part.attention.push_back(judge_attention(golden, source, options, shard, a));
   return part;
 }
 

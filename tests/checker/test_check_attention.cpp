@@ -12,6 +12,7 @@
 #include <map>
 
 #include "ropecheck/checker/checker.hpp"
+#include "ropecheck/checker/run_check.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/kernels/rope_attention.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
@@ -108,11 +109,11 @@ io::Tensor builtin_outputs(const golden::GoldenSet& g, const ScoreRecipe& rc) {
 AttentionOutputsReport judge(const golden::GoldenSet& g, const io::Tensor& cand, accuracy::AccuracyClass c) {
   CheckOptions opt;
   opt.criterion = Criterion::of_class(c);
-  opt.only = {"attention_out"};
+  opt.only = {"attention_out." + std::string(io::to_string(cand.dtype))};  // the one dtype the candidate answers
   opt.threads = 2;
   const CheckReport r = check_candidate(g, {cand}, opt);
-  EXPECT_TRUE(r.attention.has_value());
-  return r.attention.value_or(AttentionOutputsReport{});
+  EXPECT_EQ(r.attention.size(), 1u);
+  return r.attention.empty() ? AttentionOutputsReport{} : r.attention.front();
 }
 
 TEST(CheckAttention, OwnFusedRecipesPassTheirClassOnEveryPreset) {
@@ -193,7 +194,7 @@ TEST(CheckAttention, MissingOutputsAreNotTestedAndNanFails) {
   CheckOptions opt;
   opt.only = {"q_rot.f32", "attention_out.f32"};
   const CheckReport r = check_candidate(g, {q}, opt);
-  EXPECT_FALSE(r.attention.has_value());
+  EXPECT_TRUE(r.attention.empty());
   EXPECT_EQ(r.verdict, Verdict::not_tested);
   EXPECT_NE(std::find(r.not_tested.begin(), r.not_tested.end(), "attention_out.f32"), r.not_tested.end());
   io::Tensor o = g.tensor("attention_out.f32");
@@ -228,6 +229,49 @@ TEST(CheckAttention, ReportDoesNotDependOnThreadsAndTolerancesApply) {
                                                                  "attention_out.f16", "attention_out.bf16"}));
   EXPECT_EQ(attention_params_of(g).window, 4);
   EXPECT_EQ(attention_params_of(g).softcap, 30.0);
+}
+
+// A built-in kernel that hides its fused entry point (as a revision-1 plugin or a CUDA kernel does).
+class NoFusedEntry final : public kut::KernelUnderTest {
+ public:
+  explicit NoFusedEntry(kernels::Recipe r) : k_(kut::make_cpu_kernel(r, {.threads = 1})), info_(k_->info()) {
+    info_.capabilities.rope_attention = info_.capabilities.attention_scores = false;
+  }
+  const kut::Info& info() const override { return info_; }
+  kut::CallResult rope_apply(const kut::RopeApplyCall& c) override { return k_->rope_apply(c); }
+  kut::CallResult rope_cos_sin(const kut::RopeTableCall& c) override { return k_->rope_cos_sin(c); }
+  kut::CallResult sinusoidal(const kut::SinusoidalCall& c) override { return k_->sinusoidal(c); }
+
+ private:
+  std::unique_ptr<kut::KernelUnderTest> k_;
+  kut::Info info_;
+};
+
+CheckOutcome kernel_check(const golden::GoldenSet& g, std::shared_ptr<kut::KernelUnderTest> k) {
+  CheckRequest req;
+  req.options.criterion = Criterion::of_class(accuracy::AccuracyClass::fp32_angle);
+  req.options.threads = 2;
+  req.diagnose = CheckRequest::Diagnose::never;
+  return run_check(g, kernel_candidate(std::move(k), "test kernel", nlohmann::json::object()), req);
+}
+
+// check --kernel: the fused entry point runs on the block's inputs, once per dtype of the set (f64, f32,
+// f16, bf16 here), and builtin:accurate passes every one; a kernel without it leaves the outputs not
+// tested with a note saying why, never passed.
+TEST(CheckAttention, KernelFusedEntryIsJudgedAndItsAbsenceIsNotTested) {
+  const golden::GoldenSet g = golden::load_golden_set(attention_set("llama-3.1-8b", variant_of("llama-3.1-8b", 1)));
+  const CheckOutcome ok = kernel_check(g, kut::make_cpu_kernel(kernels::Recipe::accurate, {.threads = 1}));
+  ASSERT_EQ(ok.report.attention.size(), 4u);
+  for (const AttentionOutputsReport& a : ok.report.attention) EXPECT_EQ(a.verdict, Verdict::pass) << a.golden_name << a.reason;
+  EXPECT_EQ(ok.verdict, Verdict::pass) << ok.report.reason;
+  const CheckOutcome none = kernel_check(g, std::make_shared<NoFusedEntry>(kernels::Recipe::accurate));
+  EXPECT_TRUE(none.report.attention.empty());
+  EXPECT_EQ(none.verdict, Verdict::not_tested);
+  EXPECT_NE(std::find(none.report.not_tested.begin(), none.report.not_tested.end(), "attention_out.f32"),
+            none.report.not_tested.end());
+  EXPECT_TRUE(std::any_of(none.header.begin(), none.header.end(), [](const std::string& h) {
+    return h.find("attention_out not checked (not tested): the kernel exports no fused") != std::string::npos;
+  }));
 }
 
 }  // namespace

@@ -188,8 +188,9 @@ struct CheckReport {
   // The attention scores (scores.hpp) when the set has them and the candidate a tensor answering one
   // dtype of them; nullopt otherwise (the asked-for score tensors are then in not_tested).
   std::optional<ScoresReport> scores;
-  // The same for the attention outputs (attention_outputs.hpp) of a set with an attention block.
-  std::optional<AttentionOutputsReport> attention;
+  // The attention outputs (attention_outputs.hpp) of a set with an attention block: one report per dtype
+  // a candidate tensor answered (golden order); the asked-for ones without a candidate are in not_tested.
+  std::vector<AttentionOutputsReport> attention;
   // fail: some tensor failed; not-tested: none failed, but an asked-for output had no candidate or
   // some tensor is not tested (saturated bounds); pass: everything asked for was tested and held.
   ropecheck::Verdict verdict = ropecheck::Verdict::fail;
