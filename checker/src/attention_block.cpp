@@ -8,6 +8,7 @@
 
 #include "ropecheck/attention/engine.hpp"
 #include "ropecheck/core/input_error.hpp"
+#include "ropecheck/io/memory_budget.hpp"
 #include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/fast_rounding.hpp"
 
@@ -81,7 +82,7 @@ AttentionParams block_params(const golden::GoldenSet& g) {
   return attention_block::params_of(attention_block::spec_of(g, attention_block::record_of(g), g.dir().string() + "/manifest.json"));
 }
 
-AttentionBlock::AttentionBlock(const golden::GoldenSet& g, int threads) {
+AttentionBlock::AttentionBlock(const golden::GoldenSet& g, int threads, std::uint64_t max_memory) {
   using attention_block::decoded_values;
   const nlohmann::json& r = attention_block::record_of(g);
   if (r.contains("argument") && r["argument"].is_string()) argument = r["argument"].get<std::string>();
@@ -100,6 +101,11 @@ AttentionBlock::AttentionBlock(const golden::GoldenSet& g, int threads) {
     throw InputError(g.dir().string() + ": the attention file's tensors disagree with its record (attention_positions "
                      "[T], attention_q [T][group][head_dim], attention_k [T][head_dim], attention_v [T][value_dim], "
                      "attention_out.f64 [T][group][value_dim])");
+  // Every visible logit is held (a causal block of T tokens has T (T + 1) / 2 per head), with the inputs,
+  // the rotated vectors and one class's bounds on them, as doubles.
+  const double logit_count = static_cast<double>(G) * static_cast<double>(attention_score_count(params, T));
+  io::require_memory(static_cast<std::uint64_t>(8 * (logit_count + 5.0 * T * (G + 1) * D + 2.0 * T * G * Dv + T * Dv)),
+                     max_memory, "check of the attention block " + argument);
   std::int64_t hi = 0;
   for (double x : decoded_values(tp)) {
     pos.push_back(static_cast<std::int64_t>(x));

@@ -23,9 +23,10 @@ AttentionParams block_params(const golden::GoldenSet& g);
 
 class AttentionBlock {
  public:
-  // InputError when the set has no attention block, or its file disagrees with its manifest. The
-  // engine's work (every visible logit, the rotated vectors) runs on `threads` workers.
-  AttentionBlock(const golden::GoldenSet& g, int threads);
+  // InputError when the set has no attention block, or its file disagrees with its manifest; SpecError
+  // (io::require_memory) when its logits and vectors need more than max_memory (0: the machine's). The
+  // engine's work (every visible logit) runs on `threads` workers.
+  AttentionBlock(const golden::GoldenSet& g, int threads, std::uint64_t max_memory = 0);
 
   std::int64_t T = 0, G = 0, D = 0, Dv = 0;
   std::string argument;

@@ -150,10 +150,10 @@ void set_verdict(AttentionOutputsReport& r, const Criterion& cr) {
 AttentionOutputsReport check_attention_outputs(const golden::GoldenSet& g, const std::string& golden_name,
                                                const std::string& candidate_name, io::TensorDType dtype,
                                                std::span<const double> cand, const Criterion& criterion, int worst_count,
-                                               int threads) {
+                                               int threads, std::uint64_t max_memory) {
   using attention_check::Judge;
   using attention_check::Partial;
-  const check_detail::AttentionBlock b(g, threads);
+  const check_detail::AttentionBlock b(g, threads, max_memory);
   const std::optional<DType> dt = check_detail::float_dtype(dtype);
   const ManifestTensor* m = g.find(golden_name);
   const std::int64_t n = b.T * b.G * b.Dv;

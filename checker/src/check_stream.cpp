@@ -131,7 +131,7 @@ AttentionOutputsReport judge_attention(const GoldenSet& golden, CandidateSource&
     throw InputError("--shard: the candidate's attention outputs " + quote_name(c.name) + " (" + match.first +
                      ") are one block, not split by token; check them in an unsharded run, or leave them out with --only");
   return check_attention_outputs(golden, match.first, c.name, c.dtype, whole_values(source, match.second), options.criterion,
-                                 options.worst_count, options.threads);
+                                 options.worst_count, options.threads, options.max_memory);
 }
 
 CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options, const Shard& shard) {

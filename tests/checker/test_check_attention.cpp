@@ -225,6 +225,8 @@ TEST(CheckAttention, ReportDoesNotDependOnThreadsAndTolerancesApply) {
   EXPECT_TRUE(loose.classes.empty());
   EXPECT_THROW(check_attention_outputs(g, "attention_out.f32", "x", io::TensorDType::f32, std::span(v).first(7), cls, 5, 2),
                InputError);
+  // The block's logits and vectors are counted before they are allocated: one line (SpecError), not bad_alloc.
+  EXPECT_THROW(check_attention_outputs(g, "attention_out.f32", "x", io::TensorDType::f32, v, cls, 5, 2, 4096), SpecError);
   EXPECT_EQ(attention_output_names(g), (std::vector<std::string>{"attention_out.f64", "attention_out.f32",
                                                                  "attention_out.f16", "attention_out.bf16"}));
   EXPECT_EQ(attention_params_of(g).window, 4);

@@ -64,11 +64,12 @@ struct AttentionOutputsReport {
 // The candidate's outputs `cand` ([T][G][Dv] values of `dtype`, already decoded) against golden tensor
 // `golden_name` ("attention_out.<dt>") of `g`, under `criterion`; worst_count worst elements listed;
 // `threads` as CheckOptions (the result does not depend on it). InputError when the set's attention file
-// is unusable or `cand` has the wrong size.
+// is unusable or `cand` has the wrong size; SpecError when the block's logits need more than max_memory
+// (CheckOptions::max_memory; 0: the machine's memory).
 AttentionOutputsReport check_attention_outputs(const golden::GoldenSet& g, const std::string& golden_name,
                                                const std::string& candidate_name, io::TensorDType dtype,
                                                std::span<const double> cand, const Criterion& criterion, int worst_count,
-                                               int threads);
+                                               int threads, std::uint64_t max_memory = 0);
 
 // The set's attention output tensors ("attention_out.<dt>", manifest order; empty without --attention).
 std::vector<std::string> attention_output_names(const golden::GoldenSet& g);
