@@ -120,6 +120,11 @@ nlohmann::json CheckReport::to_json() const {
           {"unchecked_golden", unchecked_golden},
           {"not_tested", not_tested}};
   if (scores) out["scores"] = scores->to_json();  // only for sets with scores: other reports keep their bytes
+  if (!attention.empty()) {  // the same for attention blocks: one entry per dtype judged
+    nlohmann::json a = nlohmann::json::array();
+    for (const AttentionOutputsReport& r : attention) a.push_back(r.to_json());
+    out["attention"] = std::move(a);
+  }
   return out;
 }
 

@@ -1,6 +1,6 @@
 // A kernel under test run one block of tokens at a time (kernel_blocks.hpp). The calls and their order
 // are run_kernel()'s (kernel_run.cpp): per output dtype, rope_apply on q then on k, then rope_cos_sin;
-// or sinusoidal.
+// or sinusoidal; after the fused attention call of a set with an attention block.
 #include "ropecheck/checker/kernel_blocks.hpp"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 
+#include "attention_block.hpp"
 #include "check_internal.hpp"
 
 namespace ropecheck::checker {
@@ -55,6 +56,7 @@ struct KernelBlocks::State {
   const golden::GoldenSet* golden = nullptr;
   std::vector<CandidateTensor> tensors;
   std::vector<DType> dtypes;                   // per tensor
+  std::vector<bool> whole_block;               // per tensor: an attention output, computed once by probe()
   std::vector<std::vector<std::uint8_t>> out;  // per tensor: the current block's values
   std::vector<Call> calls;
   std::vector<std::string> notes;
@@ -80,6 +82,7 @@ struct KernelBlocks::State {
   kut::Storage storage(std::size_t i) { return {dtypes[i], std::as_writable_bytes(std::span(out[i]))}; }
   kut::CallResult call(Call& c, const std::vector<Position>& pos);
   void probe(const kut::Capabilities& caps);
+  void probe_attention(const kut::Capabilities& caps);
   void add_output(const std::string& name, DType d);
 };
 
@@ -89,6 +92,60 @@ void KernelBlocks::State::add_output(const std::string& name, DType d) {
   tensors.push_back({name, io::tensor_dtype(d), m->shape});
   dtypes.push_back(d);
   out.emplace_back();
+  whole_block.push_back(name.rfind("attention_out.", 0) == 0);
+}
+
+// The set's attention block (attention_outputs.hpp) through the fused entry point, once per dtype of the
+// set the kernel declares: its inputs (the block's positions, q, k, v as f32, the manifest's parameters)
+// as kut::RopeAttentionCall takes them, without scores. A kernel without the entry point leaves the
+// outputs to the check's not tested, with a note saying why; unsupported is a note; failed a failure
+// (its outputs NaN, so they fail too).
+void KernelBlocks::State::probe_attention(const kut::Capabilities& caps) {
+  if (attention_output_names(*golden).empty()) return;
+  if (!caps.rope_attention) {
+    notes.push_back("attention_out not checked (not tested): the kernel exports no fused RoPE + attention entry point "
+                    "(ropecheck_rope_attention)");
+    return;
+  }
+  const AttentionParams a = check_detail::block_params(*golden);
+  const io::Tensor& tp = golden->tensor("attention_positions");
+  std::vector<Position> pos(static_cast<std::size_t>(tp.numel()));
+  for (std::size_t i = 0; i < pos.size(); ++i) {
+    std::int64_t p;
+    std::memcpy(&p, tp.data.data() + 8 * i, 8);
+    pos[i] = Position::uniform(p);  // text tokens, as golden --attention writes them
+  }
+  const io::Tensor &q = golden->tensor("attention_q"), &k = golden->tensor("attention_k"), &v = golden->tensor("attention_v");
+  for (const std::string& d : golden->dtypes()) {
+    const std::optional<DType> dt = parse_dtype(d);
+    const std::string name = "attention_out." + d;
+    if (!dt || !golden->find(name)) continue;
+    if (!caps.supports(*dt)) {
+      notes.push_back(name + " skipped: the kernel does not support " + d + " output (UNSUPPORTED)");
+      continue;
+    }
+    add_output(name, *dt);
+    const std::size_t i = tensors.size() - 1;
+    out[i].assign(static_cast<std::size_t>(tensors[i].numel()) * dtype_size(io::tensor_dtype(*dt)), 0);
+    const std::string what = name + ": a block of " + std::to_string(pos.size()) + " tokens x " + std::to_string(a.group) +
+                             " query heads, " + d + " output, spec " + golden->spec().name;
+    outputs_of[what] = {name};
+    kut::RopeAttentionCall c;
+    c.problem = {&golden->spec(), golden->seq_len(), pos, what};
+    c.attention = &a;
+    c.q = {DType::f32, std::as_bytes(std::span(q.data))};
+    c.k = {DType::f32, std::as_bytes(std::span(k.data))};
+    c.v = {DType::f32, std::as_bytes(std::span(v.data))};
+    c.out = storage(i);
+    const kut::CallResult r = kernel->rope_attention(c);
+    if (r.status == kut::CallResult::Status::unsupported) {
+      notes.push_back(name + " skipped (UNSUPPORTED" + (r.message.empty() ? "" : ": " + r.message) + ")");
+      tensors.pop_back(), dtypes.pop_back(), out.pop_back(), whole_block.pop_back();
+    } else if (r.status == kut::CallResult::Status::failed) {
+      failures.push_back({{name}, r.message});
+      fill_nan(out[i], *dt);
+    }
+  }
 }
 
 // One call on the current block, its outputs zeroed first (run_kernel's NaN-free zeroed outputs).
@@ -137,7 +194,8 @@ kut::CallResult KernelBlocks::State::call(Call& c, const std::vector<Position>& 
   return kernel->sinusoidal(a);
 }
 
-// The first block: every call run_kernel makes, deciding what the kernel produces.
+// The first block: the fused attention call (a set with an attention block), then every call run_kernel
+// makes, deciding what the kernel produces.
 void KernelBlocks::State::probe(const kut::Capabilities& caps) {
   const std::string& who = kernel->info().name;
   std::vector<std::string> reasons;  // distinct unsupported reasons, for "declined"
@@ -166,6 +224,7 @@ void KernelBlocks::State::probe(const kut::Capabilities& caps) {
       tensors.pop_back();
       dtypes.pop_back();
       out.pop_back();
+      whole_block.pop_back();
     }
   };
   if (golden->is_rope()) {
@@ -180,6 +239,9 @@ void KernelBlocks::State::probe(const kut::Capabilities& caps) {
     declined = who + ": the golden set is sinusoidal but the kernel does not export ropecheck_sinusoidal";
     return;
   }
+  // The attention block first: its one call per dtype is then made whatever the rotation calls did (a
+  // plugin that keeps failing is given up on).
+  if (golden->is_rope()) probe_attention(caps);
   std::vector<DType> set_dtypes;
   for (const std::string& d : golden->dtypes())
     if (const std::optional<DType> t = parse_dtype(d)) set_dtypes.push_back(*t);
@@ -268,7 +330,11 @@ const std::vector<KernelFailure>& KernelBlocks::failures() const { return s_->fa
 
 std::vector<std::string> KernelBlocks::golden_inputs() const {
   if (s_->golden != nullptr && !s_->golden->is_rope()) return {"positions"};
-  return {"positions", "q", "k"};
+  std::vector<std::string> in = {"positions", "q", "k"};
+  if (std::find(s_->whole_block.begin(), s_->whole_block.end(), true) != s_->whole_block.end())
+    for (const char* n : {"attention_positions", "attention_q", "attention_k", "attention_v", "attention_sinks"})
+      if (s_->golden->find(n)) in.emplace_back(n);
+  return in;
 }
 
 void KernelBlocks::begin_block(std::int64_t t0, std::int64_t t1, const std::vector<std::size_t>& needed) {
@@ -304,7 +370,7 @@ void KernelBlocks::begin_block(std::int64_t t0, std::int64_t t1, const std::vect
 }
 
 std::span<const std::uint8_t> KernelBlocks::elements(std::size_t i, std::int64_t e0, std::int64_t e1, std::vector<std::uint8_t>&) {
-  const std::int64_t first = s_->t0 * s_->per_token(i);
+  const std::int64_t first = s_->whole_block[i] ? 0 : s_->t0 * s_->per_token(i);  // an attention output: whole
   const std::size_t es = dtype_size(io::tensor_dtype(s_->dtypes[i]));
   if (e0 < first || (e1 - first) * static_cast<std::int64_t>(es) > static_cast<std::int64_t>(s_->out[i].size()))
     throw std::logic_error("KernelBlocks::elements: a range outside the current block of " + s_->tensors[i].name);

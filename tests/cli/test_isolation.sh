@@ -14,7 +14,7 @@
 #
 # BAD_PLUGIN_DIR holds bad_plugin_<mode>.so. Prints PASS/FAIL per check and "N passed, M failed".
 # With `smoke` (ctest cli_isolation_smoke): one crash, one hang, one overrun and NaN outputs under the
-# three commands, then the good kernel; the rest runs in cli_isolation (label exhaustive).
+# three commands, a crash and a hang in the fused RoPE + attention call under check, then the good kernel; the rest runs in cli_isolation (label exhaustive).
 set -u
 
 if [ $# -lt 2 ] || [ $# -gt 3 ] || { [ $# -eq 3 ] && [ "$3" != smoke ]; }; then
@@ -141,6 +141,25 @@ while IFS='|' read -r mode want want2; do
   ls -a "$TMP" | grep -q partial && p+="a partial folder was left; "
   check "$mode: drift --compare fails (exit 1), names what happened, writes its outputs and JUnit, prints the failure once" "$p"
 done <<<"$CASES"
+
+# The fused entry point (ropecheck_rope_attention) under check: a set with an attention block, only its
+# outputs asked for (f64 alone keeps a hang's timeouts to one per call). A crash and a hang there are
+# that kernel's KERNEL FAILURE, the outputs fail (NaN), exit 1.
+"$BIN" golden --preset llama-3.1-8b --positions 0:4 --heads 2 --dtypes f64 --attention causal:0:4 --out "$TMP/GA" \
+  --quiet >/dev/null 2>&1 || { echo "cannot make the golden set with an attention block" >&2; exit 2; }
+for pair in 'segv|killed by SIGSEGV' 'loop|no answer after 1 s'; do
+  mode=${pair%%|*} want=${pair#*|}
+  lib="$DIR/bad_plugin_$mode.so"
+  rm -f "$TMP/a.json"
+  run check --golden "$TMP/GA" --kernel "$lib" --only attention_out --report "$TMP/a.json" --kernel-timeout 1
+  p=""
+  [ "$RC" -eq 1 ] || p+="exit code $RC (want 1); "
+  grep -Eq "^KERNEL FAILURE: kernel '[^']*' \([^)]*bad_plugin_$mode.so\): $want inside ropecheck_rope_attention.* \(attention_out.f64: a block of 4 tokens x 2 query heads, f64 output, spec llama-3.1-8b\)$" "$TMP/out" ||
+    p+="no KERNEL FAILURE line for attention_out.f64: $(grep KERNEL "$TMP/out" | tail -1); "
+  [ -f "$TMP/a.json" ] && p+=$(json_has "$TMP/a.json" 'd["pass"] is False and any("attention_out.f64" in f["outputs"] for f in d["candidate_source"]["failures"]) and d["attention"][0]["failed"] == d["attention"][0]["elements"]')
+  [ -f "$TMP/a.json" ] || p+="no report; "
+  check "$mode: the fused call's failure is the kernel's (check exit 1, KERNEL FAILURE, outputs failed)" "$p"
+done
 
 # The good kernel passes all three, isolated and in-process; an isolated kernel's stdout goes to
 # stderr (in-process it is ropecheck's own stdout, as documented).

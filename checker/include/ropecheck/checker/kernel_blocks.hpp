@@ -8,6 +8,11 @@
 // that fails (a plugin that crashed, hung, ...) is listed once, with its message; its outputs read as NaN
 // from then on, without calling it again. A kernel that answers unsupported on a later block after
 // computing the first is unusable input (InputError), as one answering unsupported for k after q is.
+//
+// A set with an attention block (attention_outputs.hpp): before the rotation calls, the kernel's fused
+// entry point (kut::RopeAttentionCall) runs once per dtype of the set it declares, on the block's inputs
+// and the manifest's parameters, without scores; its outputs attention_out.<dt> are whole tensors, read
+// in any block. A kernel without the entry point leaves them not tested, with a note.
 #pragma once
 
 #include <memory>
