@@ -66,6 +66,7 @@ namespace check_detail {
 std::vector<std::string> judged_names(const GoldenSet& golden) {
   std::vector<std::string> out = golden.output_names();
   for (const std::string& s : score_outputs(golden)) out.push_back(s);
+  for (const std::string& s : attention_output_names(golden)) out.push_back(s);
   return out;
 }
 
@@ -222,7 +223,9 @@ Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const 
       if (asked.count(o)) out.not_tested.push_back(o);
       continue;
     }
-    if (golden.find(o)->role == "score") out.scores = {o, it->second};
+    const std::string& role = golden.find(o)->role;
+    if (role == "score") out.scores = {o, it->second};
+    else if (role == "attention") out.attention = {o, it->second};
     else out.checked.emplace_back(o, it->second);
   }
   return out;

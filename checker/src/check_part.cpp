@@ -196,13 +196,17 @@ CheckReport finalize(const CheckPart& part) {
   if (!rep.not_tested.empty()) rep.verdict = ropecheck::combine(rep.verdict, ropecheck::Verdict::not_tested);
   rep.scores = part.scores;
   if (rep.scores) rep.verdict = ropecheck::combine(rep.verdict, rep.scores->verdict);
+  rep.attention = part.attention;
+  if (rep.attention) rep.verdict = ropecheck::combine(rep.verdict, rep.attention->verdict);
   if (rep.verdict == ropecheck::Verdict::fail) {
     std::int64_t failing = 0;
     for (const TensorReport& t : rep.tensors) failing += t.verdict == ropecheck::Verdict::fail;
     rep.reason = fmt::format("{} of {} tensors fail {}", failing, rep.tensors.size(), rep.criterion.to_string());
     if (rep.scores && rep.scores->verdict == ropecheck::Verdict::fail) rep.reason += "; " + rep.scores->reason;
+    if (rep.attention && rep.attention->verdict == ropecheck::Verdict::fail) rep.reason += "; " + rep.attention->reason;
   } else if (rep.verdict == ropecheck::Verdict::not_tested) {
     if (rep.scores && rep.scores->verdict == ropecheck::Verdict::not_tested) ++saturated_tensors;
+    if (rep.attention && rep.attention->verdict == ropecheck::Verdict::not_tested) ++saturated_tensors;
     std::vector<std::string> why;
     if (!rep.declined.empty())
       why.push_back("the kernel declined every output asked for (" + check_detail::join(rep.not_tested, 8) +

@@ -81,6 +81,7 @@ std::string CheckReport::summary() const {
     }
   }
   if (scores) s += scores->summary(criterion);
+  if (attention) s += attention->summary(criterion);
   if (!ignored_candidate.empty()) s += "\nignored candidate tensors (no golden output): " + join(ignored_candidate) + "\n";
   if (!unchecked_golden.empty())
     s += fmt::format("{}{} golden outputs not checked (no candidate tensor, an f64 truth copy, or outside --only); "
@@ -94,6 +95,9 @@ std::string CheckReport::summary() const {
   if (scores)  // the scores' own verdict (their classes are not the rotated elements')
     untested_note += fmt::format("; attention scores: {} passed, {} failed, {} not tested", scores->passed, scores->failed,
                                  scores->not_tested);
+  if (attention)
+    untested_note += fmt::format("; attention outputs: {} passed, {} failed, {} not tested", attention->passed,
+                                 attention->failed, attention->not_tested);
   std::int64_t violations = 0, failing = 0;
   std::optional<std::int64_t> first;
   for (const TensorReport& t : tensors) {
@@ -107,6 +111,11 @@ std::string CheckReport::summary() const {
     failing += scores->verdict != ropecheck::Verdict::pass;
     ++judged;
   }
+  if (attention) {  // the same for the attention outputs
+    violations += attention->failed;
+    failing += attention->verdict == ropecheck::Verdict::fail;
+    ++judged;
+  }
   if (pass)
     s += fmt::format("\nPASS: {} holds on every element of {} tensor{}; classes satisfied: {}{}\n", criterion.to_string(),
                      judged, judged == 1 ? "" : "s", join(sat), untested_note);
@@ -117,7 +126,7 @@ std::string CheckReport::summary() const {
     s += fmt::format("\nFAIL: {} violated by {} element{} in {} of {} tensor{}{}; classes satisfied: {}{}\n",
                      criterion.to_string(), violations, violations == 1 ? "" : "s", failing, judged,
                      judged == 1 ? "" : "s",
-                     first || !scores ? fmt::format(" (first at position {})", first.value_or(-1)) : std::string(),
+                     first || !(scores || attention) ? fmt::format(" (first at position {})", first.value_or(-1)) : std::string(),
                      join(sat), untested_note);
   return s;
 }

@@ -100,6 +100,17 @@ std::vector<std::string> files_hashed_by(const GoldenSet& golden, const std::vec
   return out;
 }
 
+// Candidate tensor i read whole and decoded (a float dtype: match_candidate checked it against the manifest).
+std::vector<double> whole_values(CandidateSource& source, std::size_t i) {
+  const CandidateTensor& c = source.tensors()[i];
+  std::vector<std::uint8_t> buffer;
+  const std::span<const std::uint8_t> b = source.elements(i, 0, c.numel(), buffer);
+  std::vector<double> values(static_cast<std::size_t>(c.numel()));
+  decode(b.data(), *float_dtype(c.dtype), values);
+  source.release(i, 0, c.numel());
+  return values;
+}
+
 // The candidate's scores tensor read whole and judged (scores.hpp); parts of a sharded run hold no scores
 // (they are not split by token), so a candidate that carries them is refused there.
 ScoresReport judge_scores(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options,
@@ -108,13 +119,19 @@ ScoresReport judge_scores(const GoldenSet& golden, CandidateSource& source, cons
   if (shard.count > 1)
     throw InputError("--shard: the candidate's attention scores " + quote_name(c.name) + " (" + match.first +
                      ") are not split by token; check them in an unsharded run, or leave them out with --only");
-  std::vector<std::uint8_t> buffer;
-  const std::span<const std::uint8_t> b = source.elements(match.second, 0, c.numel(), buffer);
-  std::vector<double> values(static_cast<std::size_t>(c.numel()));
-  decode(b.data(), *float_dtype(c.dtype), values);
-  source.release(match.second, 0, c.numel());
-  return check_scores(golden, match.first, c.name, c.dtype, values, options.criterion, options.worst_count, options.threads,
-                      options.diagnose_scores);
+  return check_scores(golden, match.first, c.name, c.dtype, whole_values(source, match.second), options.criterion,
+                      options.worst_count, options.threads, options.diagnose_scores);
+}
+
+// The same for the attention outputs (attention_outputs.hpp): one block of the set, not split by token.
+AttentionOutputsReport judge_attention(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options,
+                                       const Shard& shard, const std::pair<std::string, std::size_t>& match) {
+  const CandidateTensor& c = source.tensors()[match.second];
+  if (shard.count > 1)
+    throw InputError("--shard: the candidate's attention outputs " + quote_name(c.name) + " (" + match.first +
+                     ") are one block, not split by token; check them in an unsharded run, or leave them out with --only");
+  return check_attention_outputs(golden, match.first, c.name, c.dtype, whole_values(source, match.second), options.criterion,
+                                 options.worst_count, options.threads);
 }
 
 CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options, const Shard& shard) {
@@ -170,6 +187,7 @@ CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, co
   hashes.wait();
   for (Reading& r : reads) part.tensors.push_back(r.check.finish());
   if (m.scores) part.scores = judge_scores(golden, source, options, shard, *m.scores);
+  if (m.attention) part.attention = judge_attention(golden, source, options, shard, *m.attention);
   return part;
 }
 

@@ -20,3 +20,6 @@
 #include "score_problem.cpp"
 #include "check_scores.cpp"
 #include "check_scores_report.cpp"
+#include "attention_block.cpp"
+#include "check_attention.cpp"
+#include "check_attention_report.cpp"

@@ -41,7 +41,7 @@ USES = {
     "kernel_host": ["kernel_abi"],
     "plugin": ["kut", "kut_cuda", "kernel_abi", "io", "reference"],
     "golden": ["io", "reference", "attention_files"],  # privately: --scores, --attention
-    "checker": ["golden", "accuracy", "kut", "io", "reference"],
+    "checker": ["golden", "accuracy", "kut", "io", "reference", "attention"],
     "props": ["accuracy", "reference", "kut", "attention"],
     "props_gtest": ["props"],
     "drift": ["accuracy", "reference", "attention", "kut", "kut_cuda", "plugin", "golden", "io"],

@@ -648,6 +648,37 @@ def check_score_cases(c):
     c.case("check scores NaN fails", chk + ["sc-nan.safetensors", "--only", "scores", "--no-diagnose"], 1)
 
 
+def check_attention_cases(c):
+    """check of a candidate's attention outputs (checker/CHECK_REPORT.md, "Attention outputs"): a wrong
+    shape or dtype, outputs under --shard, or a --map to a missing tensor is refused with one line; NaN
+    outputs are failures (exit 1); a set with a block and a candidate without outputs is not tested (exit 3)."""
+    subprocess.run([c.exe, "golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet", "--positions", "0:4",
+                    "--attention", "causal:0:3", "--out", c.path("ATG")], check=True, capture_output=True)
+    n = 3 * 1 * 128  # T x group x value_dim
+    good = struct.pack(f"<{n}f", *([0.5] * n))
+    c.write("ao-shape.safetensors", safetensors_bytes({"attention_out": ("F32", [3, 1, 127], good[:-12])}))
+    c.write("ao-f16.safetensors", safetensors_bytes({"attention_out": ("F16", [3, 1, 128], bytes(2 * n))}))
+    c.write("ao-nan.safetensors",
+            safetensors_bytes({"attention_out": ("F32", [3, 1, 128], struct.pack("<f", float("nan")) * n)}))
+    c.write("ao-ok.safetensors", safetensors_bytes({"attention_out": ("F32", [3, 1, 128], good)}))
+    with open(c.path("ATG/outputs_f32.safetensors"), "rb") as f:  # the set's own q_rot.f32: it passes
+        raw = f.read()
+    size = struct.unpack("<Q", raw[:8])[0]
+    lo, hi = json.loads(raw[8:8 + size])["q_rot.f32"]["data_offsets"]
+    c.write("ao-none.safetensors", safetensors_bytes({"q_rot": ("F32", [4, 1, 128], raw[8 + size + lo:8 + size + hi])}))
+    chk = ["check", "--golden", "ATG", "--report", "r.json", "--candidate"]
+    c.case("check attention outputs wrong shape", chk + ["ao-shape.safetensors"], 2,
+           ["attention_out.f32", "shape [3, 1, 127]"], dest="r.json")
+    c.case("check attention outputs wrong dtype", chk + ["ao-f16.safetensors"], 2, ["attention_out.f16", "does not have"],
+           dest="r.json")
+    c.case("check attention outputs with --shard", chk + ["ao-ok.safetensors", "--shard", "1/2"], 2,
+           ["--shard", "attention outputs"], dest="r.json")
+    c.case("check attention outputs --map to a missing tensor",
+           chk + ["ao-ok.safetensors", "--map", "attention_out.f32=nope"], 2, ["--map", "no tensor 'nope'"], dest="r.json")
+    c.case("check attention outputs NaN fails", chk + ["ao-nan.safetensors", "--only", "attention_out"], 1)
+    c.case("check attention outputs missing: not tested", chk + ["ao-none.safetensors", "--only", "q_rot,attention_out"], 3)
+
+
 def safetensors_bytes(tensors):
     """tensors: {name: (dtype, shape, raw bytes)} -> a safetensors file."""
     header, data = {}, b""
@@ -757,6 +788,7 @@ def main():
         option_cases(c)
         score_cases(c)
         check_score_cases(c)
+        check_attention_cases(c)
         message_cases(c, os.path.abspath(a.plugins) if a.plugins else "")
     finally:
         if not a.keep:

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/checker/error_stats.hpp"
+#include "ropecheck/checker/attention_outputs.hpp"
 #include "ropecheck/checker/scores.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/io/tensor.hpp"
@@ -187,6 +188,8 @@ struct CheckReport {
   // The attention scores (scores.hpp) when the set has them and the candidate a tensor answering one
   // dtype of them; nullopt otherwise (the asked-for score tensors are then in not_tested).
   std::optional<ScoresReport> scores;
+  // The same for the attention outputs (attention_outputs.hpp) of a set with an attention block.
+  std::optional<AttentionOutputsReport> attention;
   // fail: some tensor failed; not-tested: none failed, but an asked-for output had no candidate or
   // some tensor is not tested (saturated bounds); pass: everything asked for was tested and held.
   ropecheck::Verdict verdict = ropecheck::Verdict::fail;
