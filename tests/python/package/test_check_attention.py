@@ -1,6 +1,8 @@
-"""check(golden, scores=...): a candidate's attention scores as an array or from a Python callable
-fn(q, k, query_positions, key_positions) -> [G][N], judged with the score class (ERROR_MODEL.md 16.3);
-bad returns are the CLI's one-line errors or failures; the report is the CLI's."""
+"""check(golden, scores=...) and check(golden, attention=...): a candidate's attention scores or
+attention outputs as an array or from a Python callable (fn(q, k, query_positions, key_positions) ->
+[G][N]; fn(q, k, v, positions[, sinks=]) -> [T][G][Dv]), judged with the score and output classes
+(ERROR_MODEL.md 16.3, 16.4); bad returns are the CLI's one-line errors or failures; the report is the
+CLI's."""
 from __future__ import annotations
 
 import json
@@ -143,4 +145,79 @@ def test_the_report_is_the_clis(cli, g, tmp_path):
     theirs.pop("candidate_source")
     for j in (mine, theirs):
         j["scores"].get("diagnosis", {}).pop("seconds", None)
+    assert mine == theirs and str(r).splitlines()[2:] == p.stdout.splitlines()[2:]
+
+
+# Attention outputs: check(golden, attention=...) on a block (golden --attention).
+@pytest.fixture(scope="module")
+def block():
+    return ropecheck.golden("llama-3.1-8b", positions="0:2", heads=2, dtypes=("f32",), seed=3,
+                            attention="causal:4090:12:8", sinks=True)
+
+
+def attention_kernel(block_set):
+    """RoPE in f32 (rotate_f32), then causal sliding-window attention with sinks in binary64, rounded
+    to the inputs' dtype; the window and scale from the manifest's record."""
+    rec = block_set.manifest["attention"]
+    seen = {}
+
+    def attention(q, k, v, positions, sinks):
+        seen.update(q=q, k=k, v=v, positions=positions, sinks=sinks)
+        Q, K = rotate_f32(q, positions).astype(np.float64), rotate_f32(k, positions).astype(np.float64)
+        s = np.einsum("igd,jd->gij", Q, K) * rec["scale_binary64"]
+        i, j = np.indices((len(positions), len(positions)))
+        s[:, (j > i) | (j <= i - rec["window"])] = -np.inf
+        top = np.maximum(s.max(-1, keepdims=True), sinks[:, None, None])
+        p = np.exp(s - top)
+        p /= p.sum(-1, keepdims=True) + np.exp(sinks[:, None, None] - top)
+        return np.einsum("gij,jc->igc", p, v.astype(np.float64)).astype(q.dtype)
+    attention.seen = seen
+    return attention
+
+
+def test_an_attention_callable_gets_the_blocks_inputs_and_lands_in_its_class(block):
+    fn = attention_kernel(block)
+    r = ropecheck.check(block, attention=fn)
+    assert r.passed and r.attention["passed"] == r.attention["elements"] == 12 * 2 * 128, r
+    assert r.attention["golden"] == "attention_out.f32" and r.tensors == {} and r.scores is None
+    s = fn.seen
+    assert s["q"].shape == (12, 2, 128) and s["k"].shape == (12, 128) and s["v"].shape == (12, 128)
+    assert s["q"].dtype == np.float32 and list(s["positions"]) == list(range(4090, 4102))
+    np.testing.assert_array_equal(s["sinks"], block["attention_sinks"])
+
+
+def test_bad_attention_returns(block):
+    good = attention_kernel(block)
+    with pytest.raises(ropecheck.InputError, match=r"^attention_out.f32: candidate tensor 'attention_out.f32' has shape \[12, 256\]"):
+        ropecheck.check(block, attention=lambda *a, **kw: good(*a, **kw).reshape(12, 256))
+    with pytest.raises(TypeError):  # a callable without sinks= on a set with sinks: its own error
+        ropecheck.check(block, attention=lambda q, k, v, positions: q)
+    nan = good(*(block[n] for n in ("attention_q", "attention_k", "attention_v", "attention_positions")),
+               sinks=block["attention_sinks"])
+    nan[3, 1, 7] = np.inf
+    r = ropecheck.check(block, attention=nan)
+    assert r.verdict == "fail" and r.attention["nonfinite"] == 1
+
+    def declines(q, k, v, positions, sinks):
+        raise NotImplementedError("no sinks")
+    r = ropecheck.check(block, attention=declines)
+    assert r.verdict == "not-tested" and "no sinks" in r.declined and r.not_tested == ["attention_out.f32"]
+
+
+def test_the_attention_report_is_the_clis(cli, block, tmp_path):
+    """The same JSON and terminal report as `ropecheck check --candidate FILE --only attention_out.f32`
+    on the same outputs (a failing run: every query 1% too long, so every logit 1% off)."""
+    import safetensors.numpy as stn
+
+    inputs = [np.asarray(block[n]) for n in ("attention_q", "attention_k", "attention_v", "attention_positions")]
+    out = attention_kernel(block)(inputs[0] * np.float32(1.01), *inputs[1:], sinks=np.asarray(block["attention_sinks"]))
+    block.save(tmp_path / "set")
+    stn.save_file({"attention_out": out}, str(tmp_path / "cand.safetensors"))
+    p = run_cli(cli, "check", "--golden", str(tmp_path / "set"), "--candidate", str(tmp_path / "cand.safetensors"),
+                "--only", "attention_out.f32", "--report", str(tmp_path / "r.json"))
+    assert p.returncode == 1, p.stderr
+    r = ropecheck.check(ropecheck.load(tmp_path / "set"), attention=out)
+    mine, theirs = json.loads(r.to_json()), json.load(open(tmp_path / "r.json"))
+    assert mine.pop("candidate_source") == {"kind": "python"}
+    theirs.pop("candidate_source")
     assert mine == theirs and str(r).splitlines()[2:] == p.stdout.splitlines()[2:]
