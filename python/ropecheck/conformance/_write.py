@@ -50,7 +50,9 @@ def markdown(m: Matrix) -> str:
             if info is None or name == c.strictest:
                 break
             first = info["first_violating_position"]  # None for attention cells (judged per output)
-            stricter.append(f"{name} {first}" if first is not None else f"{name} ({info['violations']} outputs)")
+            if first is None:  # attention: outputs outside the class, or none but saturated ones (not tested)
+                first = f"({info['violations']} outputs)" if info["violations"] else f"(not tested: {info.get('saturated')} saturated)"
+            stricter.append(f"{name} {first}")
         verdict = f"**{c.state}**" if c.state in ("fail", "error") else c.state
         if c.is_declined():
             verdict = "not-tested (declined)"
