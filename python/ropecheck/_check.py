@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _core
 from ._arrays import DTYPES, InputError, dtype_name, from_thd, to_numpy, to_thd
+from ._check_attention import AttentionKernel, Parts, ScoresKernel, collect
 from ._golden import Golden
 
 Kernel = Callable[[Any, Any, np.ndarray], tuple[Any, Any]]
@@ -72,6 +73,10 @@ class Report:
         self.diagnosis: dict | None = self.json.get("diagnosis")
         # check(..., baseline=): the comparison with the earlier report (a regression fails the verdict).
         self.baseline: dict | None = self.json.get("baseline")
+        # check(..., scores=) / check(..., attention=): the judged scores' and attention outputs' objects
+        # (CHECK_REPORT.md, "Attention scores" and "Attention outputs"); None when none was judged.
+        self.scores: dict | None = self.json.get("scores")
+        self.attention: dict | None = self.json.get("attention")
 
     def __bool__(self) -> bool:
         return self.passed
@@ -145,30 +150,48 @@ def _run_kernel(golden: Golden, fn: Kernel, dtypes: Iterable[str], layout: str) 
 
 
 def _as_candidate(golden: Golden, candidate: Any, dtypes: Iterable[str] | None, layout: str,
-                  only: Iterable[str] | str | None) -> tuple[list, str, dict[str, Any], list[str], str]:
+                  only: Iterable[str] | str | None, parts: Parts) -> tuple[list, str, dict[str, Any], list[str], str]:
     """(tensors, kernel name, candidate_source, only, declined) for _core.check from what check() was
-    given; declined: a callable's reasons when it declined every dtype."""
+    given (`parts`: its scores= / attention=); declined: the callables' reasons when every one declined."""
     if isinstance(only, str):
         only = only.split(",")
+    asked_default = only is None
     if isinstance(candidate, str):  # a kernel by name: the C++ side runs it, as `ropecheck check --kernel`
+        if parts.tensors or parts.callables:
+            raise InputError("scores= / attention=: not with a kernel name (the checker runs a named kernel's "
+                             "rotations only); check them in a call of their own")
         return [], candidate, {}, list(only or []), ""
-    source: dict[str, Any] = {"kind": "python"}
-    declined = ""
-    if callable(candidate) and not isinstance(candidate, Mapping):
+    names, reasons = [], list(parts.declined)
+    tensors: dict[str, Any] = {}
+    if candidate is None:
+        if not parts.only:
+            raise InputError("check: nothing to check (give a candidate, scores= or attention=)")
+        only = list(parts.only) if asked_default else only
+    elif callable(candidate) and not isinstance(candidate, Mapping):
         dtypes = list(dtypes) if dtypes is not None else [d for d in golden.dtypes if d != "f64"] or ["f64"]
-        source = {"kind": "python-callable", "name": getattr(candidate, "__qualname__", type(candidate).__name__)}
-        candidate, reasons = _run_kernel(golden, candidate, dtypes, layout)
+        names.append(getattr(candidate, "__qualname__", type(candidate).__name__))
+        tensors, declined = _run_kernel(golden, candidate, dtypes, layout)
+        reasons = declined + reasons
         # Every dtype asked for: a declined one is not tested, never left out.
-        only = [f"{b}.{dt}" for dt in dtypes for b in ("q_rot", "k_rot")] if only is None else only
-        if not candidate:
-            declined = f"{source['name']} raised NotImplementedError for every dtype ({'; '.join(reasons)})"
-    elif not isinstance(candidate, Mapping):
+        if asked_default:
+            only = [f"{b}.{dt}" for dt in dtypes for b in ("q_rot", "k_rot")] + parts.only
+    elif isinstance(candidate, Mapping):
+        tensors = dict(candidate)
+    else:
         raise InputError("candidate: expected a mapping of name -> array, a kernel callable or a kernel name, "
                          f"got {type(candidate).__name__}")
-    return _candidate_tensors(golden, candidate, layout), "", source, list(only or []), declined
+    names += parts.callables
+    source: dict[str, Any] = {"kind": "python-callable", "name": ", ".join(names)} if names else {"kind": "python"}
+    declined = ""
+    if names and not tensors and not parts.tensors:
+        declined = f"{source['name']} raised NotImplementedError for every dtype ({'; '.join(reasons)})"
+    out = _candidate_tensors(golden, tensors, layout)
+    out += [(n, dtype_name(a), list(a.shape), a.reshape(-1).view(np.uint8)) for n, a in parts.tensors.items()]
+    return out, "", source, list(only or []), declined
 
 
-def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str, *, cls: str | None = None,
+def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str | None = None, *,
+          scores: Any | ScoresKernel = None, attention: Any | AttentionKernel = None, cls: str | None = None,
           max_ulp: float | None = None, atol: float | None = None, rtol: float | None = None,
           layout: str = "thd", dtypes: Iterable[str] | None = None, only: Iterable[str] | None = None,
           name_map: Mapping[str, str] | None = None, worst: int = 10, threads: int = 0,
@@ -184,12 +207,24 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str, *, cls: s
     the set's dtypes but f64); then q_rot and k_rot of those dtypes are what is asked for (a dtype for
     which fn raises NotImplementedError is declined: not tested, "not-tested" when every one is). Or a kernel
     name, as `ropecheck check --kernel` takes it ("builtin:hf", "cuda:hf", "plugin:./librope.so").
+    Or None, with scores= or attention=.
+    scores: for a set with attention scores (golden(..., scores=PAIRS)), an array [G][N] (its dtype picks
+    scores.<dt>) or a callable fn(q [G][D], k [D], query_positions [N], key_positions [N]) -> [G][N]:
+    score [h][p] = scale <R(query_positions[p]) q[h], R(key_positions[p]) k>, scale the manifest's
+    scores.scale_binary64 (1/sqrt(head_dim)), soft-capped when the set is.
+    attention: for a set with an attention block (golden(..., attention=BLOCK)), an array [T][G][Dv] or a
+    callable fn(q [T][G][D], k [T][D], v [T][Dv], positions [T]) -> [T][G][Dv] (and sinks=[G] when the
+    set has sinks): RoPE on q and k at `positions`, then attention with the manifest's mask, scale and
+    soft-cap (its "attention" record). Each callable runs once, in one dtype (dtypes= names it when the
+    set has several), on inputs in the golden set's own shapes (`layout` is for q / k only); it may
+    raise NotImplementedError to decline (not tested). Given alone, they are all that is asked for.
     layout: "thd" [tokens, heads, head_dim], "bhsd" [batch, heads, seq, head_dim] or "bshd" [batch,
     seq, heads, head_dim] for q / k shaped tensors (a kernel gets batch 1).
     diagnose: None (as `ropecheck check`: a failing check is diagnosed), True (always, every
     tensor: --diagnose) or False (never: --no-diagnose); the result is Report.diagnosis.
     baseline: an earlier report's path (`--baseline`): an error grown past `max_growth` fails."""
-    tensors, kernel, source, only, declined = _as_candidate(golden, candidate, dtypes, layout, only)
+    parts = collect(golden, dtypes, scores=scores, attention=attention)
+    tensors, kernel, source, only, declined = _as_candidate(golden, candidate, dtypes, layout, only, parts)
     result = _core.check(golden._core, tensors, kernel, cls or "", max_ulp, atol, rtol, only, dict(name_map or {}),
                          worst, threads, json.dumps(source), diagnose, baseline or "", max_growth, declined)
     report = Report(result)

@@ -7,16 +7,17 @@ on ropecheck's golden inputs, and the checker judges it (docs/guide/conformance.
 from __future__ import annotations
 
 from ._adapter import Adapter, Declined, NotTested
-from ._run import DEFAULT_HEADS, DEFAULT_POSITIONS, Cell, Matrix, judge, run
+from ._run import ATTENTION_BLOCK, DEFAULT_HEADS, DEFAULT_POSITIONS, Cell, Matrix, judge, judge_attention, run
 from ._write import markdown, write
 from .keras_hub import KerasHub
 from .mlx import MlxFastRope, MlxLm
+from .mlx_attention import MlxAttention
 from .onnxruntime import OnnxContrib, OnnxStandard
-from .onnxruntime_gqa import OnnxGqa
+from .onnxruntime_gqa import OnnxGqa, OnnxGqaAttention
 from .torch_impls import HfTransformers, LigerRope, Torchtune
 
-ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib, OnnxGqa, KerasHub, HfTransformers, Torchtune,
-                                        LigerRope, MlxFastRope, MlxLm)
+ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib, OnnxGqa, OnnxGqaAttention, KerasHub, HfTransformers,
+                                        Torchtune, LigerRope, MlxFastRope, MlxLm, MlxAttention)
 
 
 def adapters(names: list[str] | None = None) -> list[Adapter]:
@@ -31,4 +32,4 @@ def adapters(names: list[str] | None = None) -> list[Adapter]:
 
 
 __all__ = ["Adapter", "Declined", "NotTested", "Cell", "Matrix", "ADAPTERS", "DEFAULT_HEADS", "DEFAULT_POSITIONS", "adapters",
-           "judge", "markdown", "run", "write"]
+           "ATTENTION_BLOCK", "judge", "judge_attention", "markdown", "run", "write"]

@@ -3,7 +3,7 @@ set's inputs, returning q_rot / k_rot in ropecheck's [tokens, heads, head_dim] l
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -31,6 +31,10 @@ class Adapter:
     # The class a correct implementation lands in with the inputs this adapter gives it, per dtype
     # (accuracy/ERROR_MODEL.md); landing in a weaker one is a finding.
     expected: dict[str, str] = {}
+    # What its cells judge: "rotations" (run() returns q_rot / k_rot) or "attention" (attention_fn()
+    # computes the outputs of the golden set's attention block, judged with the output classes of
+    # accuracy/ERROR_MODEL.md section 16.4 by check(golden, attention=fn)).
+    judges: str = "rotations"
 
     def missing(self) -> str | None:
         """None when the implementation imports, else why not (the import error, one line)."""
@@ -65,6 +69,11 @@ class Adapter:
         """A difference from Hugging Face that the cells of `spec` carry whatever their verdict (e.g.
         one by design, or one the golden inputs do not reach), shown in the matrix; None for none."""
         return None
+
+    def attention_fn(self, spec: Any, dtype: str, *, seq_len: int, scale: float) -> Callable[..., Any]:
+        """For judges == "attention": fn(q [T][G][D], k [T][D], v [T][Dv], positions [T]) -> the output
+        [T][G][Dv] in `dtype`, causal, with the block's seq_len and softmax scale."""
+        raise NotImplementedError
 
     def run(self, golden: Golden, dtype: str) -> tuple[np.ndarray, np.ndarray]:
         """q_rot, k_rot of the golden inputs in `dtype`, shaped [tokens, heads, head_dim] (q_rot None

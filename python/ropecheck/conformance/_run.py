@@ -20,6 +20,10 @@ GOLDEN_DTYPES = ("f32", "f16", "bf16")
 # Added to the positions of mrope presets (unless they have triples or a grid already): a 4 x 6 image
 # block from position 64, so the temporal, height and width streams differ.
 MROPE_GRID = "grid:64:4:6"
+# The attention block the attention adapters' cells are judged on (golden --attention): 64 causal
+# tokens at positions 4032..4095, the set's heads as one query group sharing one key / value head;
+# inside every preset's original context, where fp32-angle's outputs are not saturated.
+ATTENTION_BLOCK = "causal:4032:64"
 
 # Cell states. pass / fail / not-tested are the checker's verdicts against the expected class;
 # "error": the implementation raised on valid input (counts as a failure). A cell the implementation
@@ -73,6 +77,7 @@ class Matrix:
     versions: dict[str, str]
     date: str = ""
     command: str = ""
+    attention_block: str = ""  # the block the attention cells are judged on ("" when none ran)
 
     def verdict(self) -> str:
         """fail when any cell failed or errored; not-tested when nothing failed but a cell was not
@@ -89,7 +94,7 @@ class Matrix:
     def to_dict(self) -> dict[str, Any]:
         return {"format": "ropecheck-conformance", "format_version": 1, "date": self.date, "command": self.command,
                 "positions": self.positions, "heads": self.heads, "seed": self.seed, "verdict": self.verdict(),
-                "versions": self.versions, "adapters": [asdict(a) for a in self.adapters],
+                "attention_block": self.attention_block, "versions": self.versions, "adapters": [asdict(a) for a in self.adapters],
                 "cells": [asdict(c) for c in self.cells]}
 
 
@@ -115,6 +120,26 @@ def judge(golden: _golden.Golden, dtype: str, q_rot: Any, k_rot: Any, expected: 
     return {"state": report.verdict, "reason": report.reason, "strictest": satisfied[0] if satisfied else None,
             "worst_score": _max_or_none(r.worst_score for r in report.tensors.values()), "classes": classes,
             "diagnosis": d["conclusion"] if d else None, "diagnosis_match": d["match"] if d else None}
+
+
+def judge_attention(golden: _golden.Golden, dtype: str, fn: Callable[..., Any], expected: str) -> dict[str, Any]:
+    """The checker on fn's outputs of the set's attention block in `dtype` (check(golden, attention=fn))
+    against `expected`, as judge()'s figures: per output class held, violations, saturated outputs and
+    the worst margin (no first violating position: outputs are judged per element of the block)."""
+    report = _check.check(golden, attention=fn, dtypes=[dtype], cls=expected, diagnose=False)
+    a = report.attention
+    if a is None:  # fn declined (NotImplementedError): nothing judged
+        return {"state": report.verdict, "reason": report.reason, "strictest": None, "worst_score": None,
+                "classes": {}, "diagnosis": None, "diagnosis_match": None}
+    classes = {c["class"]: {"held": c["state"] == "satisfied", "violations": c["violations"],
+                            "first_violating_position": None, "worst_margin": c["worst_margin"],
+                            "saturated": c["saturated"]} for c in a["classes"]}
+    held = [name for name, c in classes.items() if c["held"]]
+    reason = report.reason
+    if a["not_tested"]:
+        reason = f"{a['not_tested']} of {a['elements']} outputs saturated under {expected}" + (f"; {reason}" if reason else "")
+    return {"state": report.verdict, "reason": reason, "strictest": held[0] if held else None,
+            "worst_score": a["verdict"]["worst_score"], "classes": classes, "diagnosis": None, "diagnosis_match": None}
 
 
 def _max_or_none(values: Iterable[float | None]) -> float | None:
@@ -154,14 +179,15 @@ def run(adapters: Iterable[Adapter], presets: Iterable[str], *, positions: str =
         if (spec_dict.get("rope") or {}).get("mrope") and "grid:" not in positions and "/" not in positions:
             # Equal streams would make mrope plain RoPE: an image block gives the streams apart.
             spec_positions = positions + "," + MROPE_GRID
-        golden = _golden.golden(spec, spec_positions, heads=heads, dtypes=GOLDEN_DTYPES, seed=seed)
+        block = ATTENTION_BLOCK if any(a.judges == "attention" and why is None for a, why in todo) else None
+        golden = _golden.golden(spec, spec_positions, heads=heads, dtypes=GOLDEN_DTYPES, seed=seed, attention=block)
         seq_len = None
         if (spec_dict.get("rope") or {}).get("scaling", {}).get("type") in ("dynamic", "longrope"):
             # These resolve with the sequence length: the one that holds every golden position, as
             # Hugging Face takes it (max(position_ids) + 1) and as a caller would build caches for it.
             seq_len = int(golden["positions"].max()) + 1
             golden = _golden.golden(spec, spec_positions, heads=heads, dtypes=GOLDEN_DTYPES, seed=seed,
-                                    seq_len=seq_len)
+                                    seq_len=seq_len, attention=block)
         for a, why in todo:
             if why is not None:
                 cells.append(Cell(a.name, preset, "-", "not-tested", reason=why, declined=True))
@@ -172,14 +198,21 @@ def run(adapters: Iterable[Adapter], presets: Iterable[str], *, positions: str =
                     continue
                 cells.append(_cell(a, preset, golden, dt, progress))
                 cells[-1].seq_len = seq_len
-    return Matrix(positions, heads, seed, runs, cells, {})
+    block = ATTENTION_BLOCK if any(a.judges == "attention" for a in active) else ""
+    return Matrix(positions, heads, seed, runs, cells, {}, attention_block=block)
 
 
 def _cell(a: Adapter, preset: str, golden: _golden.Golden, dt: str, progress: Callable[[str], None]) -> Cell:
     start = time.perf_counter()
     expected = a.expected_class(golden.spec.to_dict(), dt)
     try:
-        q_rot, k_rot = a.run(golden, dt)
+        if a.judges == "attention":
+            m = golden.manifest
+            fn = a.attention_fn(golden.spec, dt, seq_len=m["seq_len"], scale=m["attention"]["scale_binary64"])
+            figures = judge_attention(golden, dt, fn, expected)
+        else:
+            q_rot, k_rot = a.run(golden, dt)
+            figures = judge(golden, dt, q_rot, k_rot, expected)
     except Declined as e:
         cell = Cell(a.name, preset, dt, "not-tested", expected, reason=str(e), declined=True)
     except NotTested as e:
@@ -189,7 +222,7 @@ def _cell(a: Adapter, preset: str, golden: _golden.Golden, dt: str, progress: Ca
         cell = Cell(a.name, preset, dt, "error", expected,
                     reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} ({last.filename}:{last.lineno})")
     else:
-        cell = Cell(a.name, preset, dt, expected=expected, **judge(golden, dt, q_rot, k_rot, expected))
+        cell = Cell(a.name, preset, dt, expected=expected, **figures)
     cell.note = a.note(golden.spec.to_dict()) or ""
     cell.seconds = round(time.perf_counter() - start, 3)
     line = f"{a.name} {preset} {dt}: {cell.state}"

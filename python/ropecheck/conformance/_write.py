@@ -28,7 +28,10 @@ def _md(text: str) -> str:
 def markdown(m: Matrix) -> str:
     lines = [f"Conformance matrix, {m.date}: `{m.command}`", "",
              f"Golden inputs: positions `{m.positions}`, {m.heads} heads, seed {m.seed}. Versions: "
-             + ", ".join(f"{k} {v}" for k, v in sorted(m.versions.items())) + ".", ""]
+             + ", ".join(f"{k} {v}" for k, v in sorted(m.versions.items())) + "."
+             + (f" Attention cells (`*-attention`): the outputs of the block `{m.attention_block}` (golden --attention), "
+                "judged with the output classes (accuracy/ERROR_MODEL.md 16.4); for them the last column but one "
+                "counts the outputs outside each stricter class." if m.attention_block else ""), ""]
     lines += ["| implementation | state | versions | install |", "|---|---|---|---|"]
     for a in m.adapters:
         state = "run" if a.state == "run" else f"**not run**: {_md(a.reason)}"
@@ -46,7 +49,10 @@ def markdown(m: Matrix) -> str:
             info = c.classes.get(name)
             if info is None or name == c.strictest:
                 break
-            stricter.append(f"{name} {info['first_violating_position']}")
+            first = info["first_violating_position"]  # None for attention cells (judged per output)
+            if first is None:  # attention: outputs outside the class, or none but saturated ones (not tested)
+                first = f"({info['violations']} outputs)" if info["violations"] else f"(not tested: {info.get('saturated')} saturated)"
+            stricter.append(f"{name} {first}")
         verdict = f"**{c.state}**" if c.state in ("fail", "error") else c.state
         if c.is_declined():
             verdict = "not-tested (declined)"

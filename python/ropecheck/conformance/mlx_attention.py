@@ -8,13 +8,13 @@ module gives the attention output, [tokens][G][value_dim], for an attention gold
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from .._spec import Spec
-from ._adapter import rope_section
-from .mlx import _to_mx, _to_numpy, fast_rope
+from ._adapter import Declined, rope_section
+from .mlx import MLX_INSTALL, MlxFastRope, _to_mx, _to_numpy, fast_rope
 
 
 def attention_fn(spec: Spec | str, dtype: str, *, seq_len: int | None = None,
@@ -46,3 +46,21 @@ def attention_fn(spec: Spec | str, dtype: str, *, seq_len: int | None = None,
                 *bhtd, scale=scale if scale is not None else 1.0 / math.sqrt(q.shape[2]), mask="causal")
             return np.ascontiguousarray(_to_numpy(out[0].transpose(1, 0, 2), dtype))
     return fn
+
+
+class MlxAttention(MlxFastRope):
+    """mx.fast.rope then mx.fast.scaled_dot_product_attention (attention_fn), judged on the golden set's
+    attention block. Expected classes (ERROR_MODEL.md 16.2): the rotation's class is mlx-fast-rope's
+    (the same call: fp32-angle, f16-table, bf16-table); the attention arithmetic assumed from MLX's CPU
+    SDPA, which runs the unfused graph (mlx/fast.cpp): q times the scale and Q K^T in the activation
+    dtype (the CPU GEMM accumulating in f32), softmax in f32 (precise) stored in the dtype, P V likewise:
+    u_acc = 2^-24, u_mid = the dtype's unit, as the classes describe."""
+    name = "mlx-attention"
+    title = "mlx.core.fast.rope + mx.fast.scaled_dot_product_attention (causal): attention output, MLX CPU"
+    install = MLX_INSTALL
+    judges = "attention"
+
+    def attention_fn(self, spec: Any, dtype: str, *, seq_len: int, scale: float) -> Callable[..., np.ndarray]:
+        if dtype not in self.dtypes:
+            raise Declined(f"{dtype}: not a dtype of this adapter")
+        return attention_fn(spec, dtype, seq_len=seq_len, scale=scale)

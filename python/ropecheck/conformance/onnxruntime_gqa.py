@@ -146,3 +146,21 @@ class OnnxGqa(Adapter):
         # One call per key head (kv_num_heads = 1), all query heads as its group.
         keys = [run_gqa(dtype, q, k[:, h], k[:, h], cos, sin, interleaved)[1] for h in range(k.shape[1])]
         return None, np.stack(keys, axis=1)
+
+
+class OnnxGqaAttention(OnnxGqa):
+    """The same operator's attention output, judged on the golden set's attention block. Expected
+    classes (ERROR_MODEL.md 16.2): the rotation's class is present_key's (caches correctly rounded to the
+    activation dtype, rotation in f32: f32-reduced, f16-table); the attention arithmetic assumed from
+    onnxruntime's CPU GroupQueryAttention on x86-64: Q K^T and P V through MLAS's f32 GEMM (f16 inputs
+    converted to f32: MLAS has no half-precision GEMM there), softmax in f32, probabilities held in f32
+    or the activation dtype, the output rounded once to it: u_acc = 2^-24, u_mid <= the dtype's, inside
+    both classes."""
+    name = "onnxruntime-gqa-attention"
+    title = "com.microsoft GroupQueryAttention (do_rotary=1): attention output, onnxruntime CPU"
+    judges = "attention"
+
+    def attention_fn(self, spec: Any, dtype: str, *, seq_len: int, scale: float) -> Callable[..., np.ndarray]:
+        if dtype not in self.dtypes:
+            raise Declined(f"{dtype}: not a type of this operator")
+        return attention_fn(spec, dtype, seq_len=seq_len, scale=scale)
