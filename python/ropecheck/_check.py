@@ -73,10 +73,11 @@ class Report:
         self.diagnosis: dict | None = self.json.get("diagnosis")
         # check(..., baseline=): the comparison with the earlier report (a regression fails the verdict).
         self.baseline: dict | None = self.json.get("baseline")
-        # check(..., scores=) / check(..., attention=): the judged scores' and attention outputs' objects
-        # (CHECK_REPORT.md, "Attention scores" and "Attention outputs"); None when none was judged.
+        # check(..., scores=) / check(..., attention=): the judged scores' object and the attention
+        # outputs' objects, one per dtype judged (CHECK_REPORT.md, "Attention scores" and "Attention
+        # outputs"); None when none was judged.
         self.scores: dict | None = self.json.get("scores")
-        self.attention: dict | None = self.json.get("attention")
+        self.attention: list[dict] | None = self.json.get("attention")
 
     def __bool__(self) -> bool:
         return self.passed

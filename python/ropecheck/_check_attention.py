@@ -34,8 +34,8 @@ class Parts:
 
 def one_dtype(golden: Golden, dtypes: Iterable[str] | None, keyword: str) -> str:
     """The one dtype a scores / attention callable runs in: the only one of `dtypes`, else the set's
-    only dtype but f64. A check judges one scores tensor and one attention tensor (the report has one
-    `scores` and one `attention` object), so more than one is refused."""
+    only dtype but f64. A check judges one scores tensor (the report has one `scores` object), and a
+    callable is run in one dtype, so more than one is refused."""
     have = [d for d in golden.dtypes if d != "f64"] or ["f64"]
     chosen = list(dtypes) if dtypes is not None else have
     if len(chosen) != 1:

@@ -127,7 +127,7 @@ def judge_attention(golden: _golden.Golden, dtype: str, fn: Callable[..., Any], 
     against `expected`, as judge()'s figures: per output class held, violations, saturated outputs and
     the worst margin (no first violating position: outputs are judged per element of the block)."""
     report = _check.check(golden, attention=fn, dtypes=[dtype], cls=expected, diagnose=False)
-    a = report.attention
+    a = report.attention[0] if report.attention else None  # one dtype asked: one entry
     if a is None:  # fn declined (NotImplementedError): nothing judged
         return {"state": report.verdict, "reason": report.reason, "strictest": None, "worst_score": None,
                 "classes": {}, "diagnosis": None, "diagnosis_match": None}

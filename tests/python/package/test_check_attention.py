@@ -178,8 +178,8 @@ def attention_kernel(block_set):
 def test_an_attention_callable_gets_the_blocks_inputs_and_lands_in_its_class(block):
     fn = attention_kernel(block)
     r = ropecheck.check(block, attention=fn)
-    assert r.passed and r.attention["passed"] == r.attention["elements"] == 12 * 2 * 128, r
-    assert r.attention["golden"] == "attention_out.f32" and r.tensors == {} and r.scores is None
+    assert r.passed and r.attention[0]["passed"] == r.attention[0]["elements"] == 12 * 2 * 128, r
+    assert r.attention[0]["golden"] == "attention_out.f32" and r.tensors == {} and r.scores is None
     s = fn.seen
     assert s["q"].shape == (12, 2, 128) and s["k"].shape == (12, 128) and s["v"].shape == (12, 128)
     assert s["q"].dtype == np.float32 and list(s["positions"]) == list(range(4090, 4102))
@@ -196,7 +196,7 @@ def test_bad_attention_returns(block):
                sinks=block["attention_sinks"])
     nan[3, 1, 7] = np.inf
     r = ropecheck.check(block, attention=nan)
-    assert r.verdict == "fail" and r.attention["nonfinite"] == 1
+    assert r.verdict == "fail" and r.attention[0]["nonfinite"] == 1
 
     def declines(q, k, v, positions, sinks):
         raise NotImplementedError("no sinks")
