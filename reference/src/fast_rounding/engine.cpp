@@ -150,6 +150,22 @@ struct RopeRoundingEngine::HeadScale {
 
 namespace {
 constexpr long kNormGuardBits = kStoredGuardBits - 1;
+
+// A pass-through channel of a normalized head, s * (x f): a zero angle (cos 1, sin 0) with s as the
+// factor, settled in MPFR (rare: partial rotary only).
+void normed_passthrough(mpfr_srcptr zero, mpfr_srcptr s, double xf, std::span<const DType> dtypes,
+                        std::span<const RoundedOut> out, std::size_t at, RoundingStats& stats) {
+  ZivInputs in;
+  in.inv = zero;
+  in.att = s;
+  in.guard_bits = kNormGuardBits;
+  double results[4];
+  unsigned char need[4];
+  for (std::size_t d = 0; d < dtypes.size(); ++d) need[d] = out[d].rot != nullptr;
+  stats.fallback_values += ziv_round(in, ZivQuantity::rot, xf, 0.0, dtypes, results, need);
+  for (std::size_t d = 0; d < dtypes.size(); ++d)
+    if (out[d].rot != nullptr) out[d].rot[at] = results[d];
+}
 }  // namespace
 
 void RopeRoundingEngine::evaluate(const Position& pos, std::span<const double> x, int heads,
@@ -238,14 +254,9 @@ void RopeRoundingEngine::evaluate_heads(const Position& pos, std::span<const dou
     ZivInputs in;
     in.p = sc.angles[j].p;
     in.inv = m.inv_mp[j]->get();
-    in.att = m.att_mp->get();
-    in.att_exact = m.att_exact;
-    in.guard_bits = kStoredGuardBits;
-    if (head_scale != nullptr) {
-      in.att = head_scale->att_mp->get();
-      in.att_exact = head_scale->exact;
-      in.guard_bits = kNormGuardBits;
-    }
+    in.att = head_scale != nullptr ? head_scale->att_mp->get() : m.att_mp->get();
+    in.att_exact = head_scale != nullptr ? head_scale->exact : m.att_exact;
+    in.guard_bits = head_scale != nullptr ? kNormGuardBits : kStoredGuardBits;
     return in;
   };
   // Rounds one value for every dtype (fast path, then the fallback for the rest); writes via put.
@@ -292,12 +303,10 @@ void RopeRoundingEngine::evaluate_heads(const Position& pos, std::span<const dou
     const std::size_t base = static_cast<std::size_t>(h) * D;
     const double* xh = x.data() + base;
     head_scale = (scales != nullptr && scales[h].normed) ? &scales[h] : nullptr;
-    if (head_scale != nullptr)
-      rotate_head(xh, m.channels.data(), sc.sc.data(), sc.ok.data(), m.P, head_scale->att, false, head_scale->exact,
-                  head_scale->exact ? 0.0 : 0x1p-104, sc.y.data(), sc.e.data());
-    else
-      rotate_head(xh, m.channels.data(), sc.sc.data(), sc.ok.data(), m.P, m.att, m.att_one, m.att_exact,
-                  m.att_rel_err, sc.y.data(), sc.e.data());
+    const bool hs = head_scale != nullptr;  // a normalized head: its own factor att * s
+    rotate_head(xh, m.channels.data(), sc.sc.data(), sc.ok.data(), m.P, hs ? head_scale->att : m.att, !hs && m.att_one,
+                hs ? head_scale->exact : m.att_exact, hs ? (head_scale->exact ? 0.0 : 0x1p-104) : m.att_rel_err,
+                sc.y.data(), sc.e.data());
     for (std::size_t j = 0; j < P; ++j) {
       const double a = xh[m.channels[j].ia], b = xh[m.channels[j].ib];
       for (int which = 0; which < 2; ++which) {
@@ -314,15 +323,8 @@ void RopeRoundingEngine::evaluate_heads(const Position& pos, std::span<const dou
     }
     for (int ch : m.passthrough) {
       const std::size_t c = static_cast<std::size_t>(ch);
-      if (head_scale != nullptr) {  // s * x * f: a zero angle (cos 1, sin 0) with s as the factor, in MPFR
-        ZivInputs in;
-        in.inv = m.zero_mp->get();
-        in.att = head_scale->s_mp->get();
-        in.guard_bits = kNormGuardBits;
-        for (std::size_t d = 0; d < nd; ++d) need[d] = out[d].rot != nullptr;
-        stats.fallback_values += ziv_round(in, ZivQuantity::rot, xh[c], 0.0, dtypes, results, need);
-        for (std::size_t d = 0; d < nd; ++d)
-          if (out[d].rot != nullptr) out[d].rot[base + c] = results[d];
+      if (head_scale != nullptr) {
+        normed_passthrough(m.zero_mp->get(), head_scale->s_mp->get(), xh[c], dtypes, out, base + c, stats);
         continue;
       }
       for (std::size_t d = 0; d < nd; ++d)
