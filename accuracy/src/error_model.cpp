@@ -126,4 +126,11 @@ double absolute_floor(AccuracyClass c, DType candidate) {
   return class_bound(c, candidate, Quantity::rotated).floor;
 }
 
+double qk_norm_relative_term(int head_dim) {
+  if (head_dim <= 0) return 0.0;
+  // Section 17: squares and an in-order sum of head_dim positive terms (gamma_D), the division and eps
+  // (2u), halved by the square root; the root, the reciprocal, the product and the weight (4u).
+  return (head_dim / 2.0 + 5.0) * unit_roundoff(DType::f32) * (1.0 + model::kSecondOrder);
+}
+
 }  // namespace ropecheck::accuracy

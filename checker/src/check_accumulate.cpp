@@ -45,6 +45,12 @@ TensorPass::TensorPass(const GoldenSet& g, const std::string& golden_name, Tenso
   for (std::size_t c = 0; c < kClasses; ++c)
     for (Quantity q : {Quantity::table, Quantity::rotated, Quantity::passthrough})
       bounds_[c][static_cast<std::size_t>(q)] = accuracy::class_bound(accuracy::kAccuracyClasses[c], dt_, q);
+  const std::string base = base_of(golden_name);
+  if (g.is_rope() && (base == "q_rot" || base == "k_rot")) norm_ = norm_stage(g.spec().rope, base.substr(0, 1));
+  if (norm_ != nullptr)
+    for (std::size_t c = 1; c < kClasses; ++c)
+      for (Quantity q : {Quantity::rotated, Quantity::passthrough})
+        bounds_[c][static_cast<std::size_t>(q)].k_const += accuracy::qk_norm_relative_term(g.spec().rope.head_dim);
 }
 
 // The worker's worst list: a bounded heap under a total order (the result does not depend on threads).

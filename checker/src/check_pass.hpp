@@ -79,6 +79,7 @@ struct RowScratch {
   std::vector<double> saturable;  // per channel: 1 when the criterion's bound is saturated there
   std::vector<double> margin, rel_bound, floor;  // [class][channel]
   std::vector<int> bin;           // per channel: its position bin
+  std::vector<double> norm_in;    // the head's raw input when the norm stage normalizes it
 };
 
 // The statistics of a row that do not depend on the order of its elements (check_rows.cpp).
@@ -186,6 +187,9 @@ class TensorPass {
   double u_dt_;
   OutputGeometry geo_;
   std::array<std::array<ClassBound, 3>, kClasses> bounds_{};
+  // q_rot / k_rot of a spec that normalizes that input first: M is taken of the normalized input and the
+  // norm's term is in bounds_ (ERROR_MODEL.md section 17); nullptr otherwise.
+  const RmsNormStage* norm_ = nullptr;
   const Criterion& cr_;
   std::size_t crit_class_;
   bool crit_exact_, crit_class_bound_;

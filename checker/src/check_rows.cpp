@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "check_pass.hpp"
+#include "ropecheck/formulas/qk_norm.hpp"
 
 namespace ropecheck::checker::check_detail {
 
@@ -246,6 +247,11 @@ void TensorPass::run_rows(Acc& a, const Block& b, std::int64_t t0, std::int64_t 
       }
       if (rotated) {
         decode(at(b.in_bytes, 4), DType::f32, std::span(r.x.data(), Dr));
+        if (norm_ != nullptr) {  // M of the rotation's input: the normalized head (in double, within g)
+          std::vector<double>& raw = r.norm_in;
+          raw.assign(r.x.begin(), r.x.begin() + D);
+          rms_norm_head<double>(raw, *norm_, std::span(r.x.data(), Dr));
+        }
         for (int ch = 0; ch < D; ++ch) r.M[static_cast<std::size_t>(ch)] = rope.magnitude(r.x.data(), ch);
       }
       RowStats st;

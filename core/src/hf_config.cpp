@@ -365,6 +365,23 @@ void read_mrope(const RopeSource& src, RopeSpec& r) {
   r.mrope = inter ? MropeMode::interleaved : MropeMode::chunked;
 }
 
+// The Q/K RMSNorm stage of the model types that apply one before the rotation, with the config's
+// rms_norm_eps (transformers' default 1e-6): Qwen3 (Qwen3RMSNorm, times w) and Gemma 3 (Gemma3RMSNorm,
+// times 1 + w). The weights are not in config.json: golden generates them from the seed.
+void read_qk_norm(const json& cfg, const std::string& model_type, RopeSpec& r) {
+  const bool qwen3 = model_type == "qwen3" || model_type == "qwen3_moe";
+  const bool gemma3 = model_type.rfind("gemma3", 0) == 0 && model_type.rfind("gemma3n", 0) != 0;
+  if (!qwen3 && !gemma3) return;
+  RmsNormStage n;
+  if (const json* v = find(cfg, "rms_norm_eps")) {
+    if (!v->is_number()) config_fail("rms_norm_eps", "must be a number, got " + json_excerpt(*v));
+    n.eps = v->get<double>();
+  }
+  n.weight_form = gemma3 ? NormWeightForm::one_plus_w : NormWeightForm::w;
+  r.q_norm = n;
+  r.k_norm = n;
+}
+
 }  // namespace
 
 EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& opt, std::vector<std::string>* ignored) {
@@ -385,6 +402,7 @@ EncodingSpec spec_from_hf_config(const json& full_cfg, const HfImportOptions& op
   read_scaling_type(type, prf, r);
   read_scaling_parameters(cfg, src, type.type, r);
   read_mrope(src, r);
+  read_qk_norm(cfg, model_type, r);
 
   spec.source = "imported from a Hugging Face config.json (model_type \"" + model_type + "\")";
   validate(spec);

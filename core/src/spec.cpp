@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+
+#include "ropecheck/core/dtype.hpp"
 #include <sstream>
 
 namespace ropecheck {
@@ -105,6 +108,43 @@ void validate_scaling(const RopeSpec& r) {
          "only valid for rope type 'longrope'");
 }
 
+// Significant bits of a finite nonzero double (the span from its leading to its trailing one bit).
+int significant_bits(double v) {
+  int e = 0;
+  double m = std::fabs(std::frexp(v, &e));  // m in [0.5, 1): exact
+  int bits = 0;
+  while (m != 0.0) {
+    m = m * 2.0;
+    const double whole = std::floor(m);
+    m -= whole;
+    ++bits;
+  }
+  return bits;
+}
+
+// The norm stage: eps > 0; the weights (when given) one per channel, each a bf16 value whose factor
+// (w or 1 + w) multiplies an f32 input exactly in binary64 (the reference's rotation inputs are exact).
+void validate_norm(const RmsNormStage& n, const std::string& key, int head_dim) {
+  require_positive(key + ".eps", n.eps);
+  if (n.weight.empty()) return;
+  if (static_cast<int>(n.weight.size()) != head_dim)
+    fail(key + ".weight", std::to_string(n.weight.size()) + " values",
+         "needs head_dim (" + std::to_string(head_dim) + ") values");
+  for (std::size_t c = 0; c < n.weight.size(); ++c) {
+    const std::string k = key + ".weight[" + std::to_string(c) + "]";
+    const double w = n.weight[c];
+    require_finite(k, w);
+    try {
+      (void)double_to_bits(w, DType::bf16);
+    } catch (const std::invalid_argument&) {
+      fail(k, num(w), "must be exactly a bf16 value (weights are stored in bf16)");
+    }
+    const double f = norm_weight_factor(n, static_cast<int>(c));
+    if (f != 0.0 && significant_bits(f) > kNormFactorBits)
+      fail(k, num(w), "1 + w needs more than " + std::to_string(kNormFactorBits) + " significant bits");
+  }
+}
+
 void validate_rope(const RopeSpec& r) {
   if (r.head_dim <= 0 || r.head_dim % 2 != 0)
     fail("rope.head_dim", std::to_string(r.head_dim), "must be even and > 0");
@@ -132,6 +172,8 @@ void validate_rope(const RopeSpec& r) {
       fail("rope.mrope.section", v.str(), why.str());
     }
   }
+  if (r.q_norm) validate_norm(*r.q_norm, "rope.q_norm", r.head_dim);
+  if (r.k_norm) validate_norm(*r.k_norm, "rope.k_norm", r.head_dim);
 }
 
 void validate_sinusoidal(const SinusoidalSpec& s) {
@@ -194,6 +236,16 @@ int mrope_stream(const RopeSpec& r, int pair) {
   return 0;
 }
 
+const RmsNormStage* norm_stage(const RopeSpec& rope, std::string_view input) {
+  const std::optional<RmsNormStage>& n = input == "k" ? rope.k_norm : rope.q_norm;
+  return n ? &*n : nullptr;
+}
+
+double norm_weight_factor(const RmsNormStage& norm, int channel) {
+  const double w = norm.weight.at(static_cast<std::size_t>(channel));
+  return norm.weight_form == NormWeightForm::one_plus_w ? 1.0 + w : w;
+}
+
 int sinusoidal_frequency_count(const SinusoidalSpec& s) {
   // Vaswani odd widths have one more sine than cosine (DistilBERT / Marian rule).
   if (s.frequencies == SinusoidalFrequencies::vaswani) return (s.d_model + 1) / 2;
@@ -228,5 +280,6 @@ std::string_view to_string(SinusoidalLayout l) {
 std::string_view to_string(SinusoidalFrequencies f) {
   return f == SinusoidalFrequencies::vaswani ? "vaswani" : "half_dim_minus_one";
 }
+std::string_view to_string(NormWeightForm f) { return f == NormWeightForm::w ? "w" : "1+w"; }
 
 }  // namespace ropecheck

@@ -160,10 +160,35 @@ RopeScaling parse_scaling(const json& j) {
   return s;
 }
 
+RmsNormStage parse_norm(const json& j, const std::string& w) {
+  require_object(j, w);
+  check_keys(j, w, {"eps", "weight_form", "weight"});
+  RmsNormStage n;
+  n.eps = get_number(at(j, w, "eps"), w + ".eps");
+  if (j.contains("weight_form")) {
+    const std::string f = get_string(j["weight_form"], w + ".weight_form");
+    if (f == "w")
+      n.weight_form = NormWeightForm::w;
+    else if (f == "1+w")
+      n.weight_form = NormWeightForm::one_plus_w;
+    else
+      fail(w + ".weight_form", "must be \"w\" (Qwen3) or \"1+w\" (Gemma 3), got \"" + f + "\"");
+  }
+  if (j.contains("weight")) n.weight = get_number_list(j["weight"], w + ".weight");
+  return n;
+}
+
+json norm_to_json(const RmsNormStage& n) {
+  json o{{"eps", n.eps}, {"weight_form", std::string(to_string(n.weight_form))}};
+  if (!n.weight.empty()) o["weight"] = n.weight;
+  return o;
+}
+
 RopeSpec parse_rope(const json& j) {
   const std::string w = "rope";
   require_object(j, w);
-  check_keys(j, w, {"head_dim", "rotary_dim", "base", "layout", "max_position_embeddings", "scaling", "mrope"});
+  check_keys(j, w,
+             {"head_dim", "rotary_dim", "base", "layout", "max_position_embeddings", "scaling", "mrope", "q_norm", "k_norm"});
   RopeSpec r;
   r.head_dim = get_small_int(at(j, w, "head_dim"), "rope.head_dim");
   r.rotary_dim = j.contains("rotary_dim") ? get_small_int(j["rotary_dim"], "rope.rotary_dim") : r.head_dim;
@@ -182,6 +207,8 @@ RopeSpec parse_rope(const json& j) {
     const bool inter = m.contains("interleaved") && get_bool(m["interleaved"], "rope.mrope.interleaved");
     r.mrope = inter ? MropeMode::interleaved : MropeMode::chunked;
   }
+  if (j.contains("q_norm")) r.q_norm = parse_norm(j["q_norm"], "rope.q_norm");
+  if (j.contains("k_norm")) r.k_norm = parse_norm(j["k_norm"], "rope.k_norm");
   return r;
 }
 
@@ -304,6 +331,9 @@ json spec_to_json(const EncodingSpec& spec) {
     o["scaling"] = sc;
     if (r.mrope != MropeMode::none)
       o["mrope"] = {{"section", r.mrope_section}, {"interleaved", r.mrope == MropeMode::interleaved}};
+    // Written only when present, so every spec without the stage keeps its bytes.
+    if (r.q_norm) o["q_norm"] = norm_to_json(*r.q_norm);
+    if (r.k_norm) o["k_norm"] = norm_to_json(*r.k_norm);
     j["rope"] = o;
   } else {
     const SinusoidalSpec& s = spec.sinusoidal;

@@ -108,6 +108,9 @@ class ValueWriter {
       : opt_(opt), plan_(plan), files_(files), hd_(static_cast<std::size_t>(plan.H * plan.D)) {
     if (plan.rope) {
       rope_engine_ = std::make_unique<const RopeRoundingEngine>(opt.spec.rope, plan.seq_len, plan.max_pos);
+      // Heads [0, H) are q, [H, 2H) are k: each normalized by its input's stage (weights filled in).
+      if (has_qk_norm(opt.spec.rope))
+        for (std::int64_t h = 0; h < 2 * plan.H; ++h) norms_.push_back(norm_stage(opt.spec.rope, h < plan.H ? "q" : "k"));
     } else {
       sin_engine_ = std::make_unique<const SinusoidalRoundingEngine>(opt.spec.sinusoidal, plan.max_pos);
     }
@@ -123,6 +126,7 @@ class ValueWriter {
     }
   }
   std::int64_t fast_values() const { return fast_.load(); }
+  std::vector<const RmsNormStage*> norms_;  // per evaluated head; empty: the spec has no norm stage
   std::int64_t fallback_values() const { return fallback_.load(); }
 
  private:
@@ -178,8 +182,11 @@ class ValueWriter {
         x[i] = blk.q[base + i];
         x[hd + i] = blk.k[base + i];
       }
-      rope_engine_->evaluate(plan_.positions[static_cast<std::size_t>(blk.start + t)], x, static_cast<int>(2 * plan_.H),
-                             plan_.dtypes, rounded, stats);
+      const Position& pos = plan_.positions[static_cast<std::size_t>(blk.start + t)];
+      if (norms_.empty())
+        rope_engine_->evaluate(pos, x, static_cast<int>(2 * plan_.H), plan_.dtypes, rounded, stats);
+      else
+        rope_engine_->evaluate_normed(pos, x, static_cast<int>(2 * plan_.H), norms_, plan_.dtypes, rounded, stats);
       for (std::size_t d = 0; d < n; ++d) {
         DtypeOutputs& o = blk.outs[d];
         const std::size_t sz = dtype_size(o.cos.dtype);

@@ -12,6 +12,7 @@
 #include "golden_files.hpp"
 #include "golden_values.hpp"
 #include "ropecheck/golden/golden_shared.hpp"
+#include "ropecheck/golden/input_generator.hpp"
 #include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/io/memory_budget.hpp"
 #include "ropecheck/io/tensor.hpp"
@@ -184,7 +185,11 @@ nlohmann::json finish_folder(const GoldenOptions& opt, const RunPlan& plan, deta
 
 }  // namespace
 
-GoldenSummary write_golden_set(const GoldenOptions& opt) {
+GoldenSummary write_golden_set(const GoldenOptions& options) {
+  // The norm stage's weights are golden inputs: generated from the seed unless the spec gives them, and
+  // recorded in the set's spec (manifest.json), which every later reader takes them from.
+  GoldenOptions opt = options;
+  fill_norm_weights(opt.spec, opt.seed);
   RunPlan plan = plan_tokens(opt);
   plan_blocks(opt, plan);
   detail::GoldenMeta meta = start_meta(opt, plan);

@@ -40,4 +40,16 @@ std::vector<float> generate_inputs(std::uint64_t seed, InputStream stream, std::
   return v;
 }
 
+void fill_norm_weights(EncodingSpec& spec, std::uint64_t seed) {
+  if (spec.family != Family::rope) return;
+  const auto head_dim = static_cast<std::uint64_t>(spec.rope.head_dim);
+  for (auto [stage, stream] : {std::pair{&spec.rope.q_norm, InputStream::q_norm_weight},
+                               std::pair{&spec.rope.k_norm, InputStream::k_norm_weight}}) {
+    if (!stage->has_value() || !(*stage)->weight.empty()) continue;
+    const std::vector<float> w = generate_inputs(seed, stream, head_dim);
+    (*stage)->weight.assign(w.begin(), w.end());
+  }
+  validate(spec);
+}
+
 }  // namespace ropecheck::golden

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ropecheck/reference/resolve.hpp"
+#include "ropecheck/formulas/qk_norm.hpp"
 #include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/reference/scalar.hpp"
 #include "ropecheck/reference/rounding.hpp"
@@ -113,7 +114,12 @@ void compare_sample(const GoldenSet& set) {
            {std::tuple{&q, &q_rot, 0, "q_rot.f64"}, std::tuple{&k, &k_rot, H - 1, "k_rot.f64"}}) {
         const std::int64_t row = (t * H + head) * D;
         std::vector<Real> x(static_cast<std::size_t>(D));
-        for (int ch = 0; ch < D; ++ch) x[static_cast<std::size_t>(ch)] = Real(in->value(row + ch));
+        std::vector<double> xd(static_cast<std::size_t>(D));
+        for (int ch = 0; ch < D; ++ch) xd[static_cast<std::size_t>(ch)] = in->value(row + ch);
+        for (int ch = 0; ch < D; ++ch) x[static_cast<std::size_t>(ch)] = Real(xd[static_cast<std::size_t>(ch)]);
+        // The norm stage (when the spec has one) before the rotation, in MPFR as well.
+        if (const RmsNormStage* n = norm_stage(r, name[0] == 'q' ? "q" : "k"))
+          rms_norm_head<Real>(xd, *n, std::span<Real>(x));
         const std::vector<Real> y = rope_apply(r, f, p, std::span<const Real>(x));
         std::set<int> channels = {D - 1};
         for (int j : sample_indices(P)) {

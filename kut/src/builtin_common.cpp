@@ -1,5 +1,7 @@
 #include "builtin_common.hpp"
 
+#include "ropecheck/kernels/qk_norm.hpp"
+
 namespace ropecheck::kut::detail {
 
 ThreeStreams three_streams(std::span<const Position> positions, bool multimodal) {
@@ -28,7 +30,24 @@ std::string check_rope_apply(const RopeApplyCall& c) {
   const std::size_t n = c.problem.positions.size() * static_cast<std::size_t>(c.heads < 0 ? 0 : c.heads) *
                         static_cast<std::size_t>(spec->rope.head_dim);
   if (c.heads < 0 || c.x.count() != n || c.out.count() != n) return "input / output sizes do not match tokens x heads x head_dim";
+  if (const RmsNormStage* norm = norm_stage(spec->rope, c.input); norm && norm->weight.empty())
+    return "the spec's " + std::string(c.input) + "_norm stage has no weights (golden sets record them)";
   return {};
+}
+
+std::string check_no_norm(const RopeApplyCall& c) {
+  if (norm_stage(c.problem.spec->rope, c.input) != nullptr)
+    return "this kernel has no Q/K RMSNorm stage (the spec normalizes " + std::string(c.input) + " before the rotation)";
+  return {};
+}
+
+std::vector<float> rms_normed_f32(const RmsNormStage& norm, const ConstStorage& x, int heads, int head_dim) {
+  std::vector<double> wide(x.count());
+  decode(x.bytes.data(), x.dtype, wide);
+  const std::vector<float> in(wide.begin(), wide.end());  // transformers: hidden_states.to(torch.float32)
+  std::vector<float> out(in.size());
+  if (!in.empty()) kernels::rms_norm_f32(norm, in, heads, head_dim, out);
+  return out;
 }
 
 std::string check_rope_table(const RopeTableCall& c) {

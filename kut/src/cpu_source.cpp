@@ -27,7 +27,15 @@ class CpuKernel final : public KernelUnderTest {
     return detail::run_guarded([&] {
       const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
       const std::int64_t T = pos.tokens, H = c.heads, D = plan.head_dim;
-      k::rope_apply(plan, pos.view(), k::TensorView::contiguous(const_cast<std::byte*>(c.x.bytes.data()), c.x.dtype, T, H, D),
+      const std::byte* x = c.x.bytes.data();
+      DType x_dtype = c.x.dtype;
+      std::vector<float> normed;  // the spec's Q/K RMSNorm stage, binary32, before the rotation
+      if (const RmsNormStage* n = norm_stage(c.problem.spec->rope, c.input)) {
+        normed = detail::rms_normed_f32(*n, c.x, static_cast<int>(H), static_cast<int>(D));
+        x = reinterpret_cast<const std::byte*>(normed.data());
+        x_dtype = DType::f32;
+      }
+      k::rope_apply(plan, pos.view(), k::TensorView::contiguous(const_cast<std::byte*>(x), x_dtype, T, H, D),
                     k::TensorView::contiguous(c.out.bytes.data(), c.out.dtype, T, H, D), {}, {}, options_);
     });
   }

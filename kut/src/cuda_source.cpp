@@ -64,6 +64,7 @@ class CudaKernel final : public KernelUnderTest {
 
   CallResult rope_apply(const RopeApplyCall& c) override {
     if (std::string why = detail::check_rope_apply(c); !why.empty()) return detail::unsupported(why);
+    if (std::string why = detail::check_no_norm(c); !why.empty()) return detail::unsupported(why);
     return detail::run_guarded([&] {
       const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
       const std::int64_t T = pos.tokens, H = c.heads, D = plan.head_dim;

@@ -117,6 +117,8 @@ kut::CallResult PluginKernel::rope_apply(const kut::RopeApplyCall& call) {
   if (!info_.capabilities.rope_apply || spec.family != Family::rope)
     return {kut::CallResult::Status::unsupported, "the kernel exports no ropecheck_rope_apply for this spec"};
   if (call.x.dtype != DType::f32) return {kut::CallResult::Status::unsupported, "the kernel ABI takes f32 input"};
+  if (norm_stage(spec.rope, call.input) != nullptr)
+    return {kut::CallResult::Status::unsupported, "the kernel ABI carries no Q/K RMSNorm stage (the spec has one)"};
   const RopeInputs in = rope_inputs(call.problem);
   const std::span<const float> x(reinterpret_cast<const float*>(call.x.bytes.data()), call.x.count());
   const std::string input(call.input);

@@ -84,7 +84,7 @@ struct RopeRoundingEngine::Impl {
   std::vector<std::array<double, 3>> inv;
   std::vector<std::unique_ptr<MpfrValue>> inv_mp;
   std::vector<int> passthrough;
-  std::unique_ptr<MpfrValue> att_mp;
+  std::unique_ptr<MpfrValue> att_mp, zero_mp;
   DD att;
   bool att_one = false, att_exact = false;
   double att_rel_err = 0.0;
@@ -125,6 +125,8 @@ RopeRoundingEngine::RopeRoundingEngine(const RopeSpec& rope, std::optional<std::
   m.att_one = mpfr_cmp_ui(m.att_mp->get(), 1) == 0;
   m.att_exact = mpfr_cmp_d(m.att_mp->get(), att3[0]) == 0;
   m.att_rel_err = m.att_exact ? 0.0 : 0x1p-104;
+  m.zero_mp = std::make_unique<MpfrValue>(2);
+  mpfr_set_zero(m.zero_mp->get(), 1);
 }
 
 RopeRoundingEngine::~RopeRoundingEngine() = default;
@@ -135,9 +137,88 @@ int RopeRoundingEngine::pairs() const { return impl_->P; }
 int RopeRoundingEngine::head_dim() const { return impl_->D; }
 double RopeRoundingEngine::attention_factor() const { return impl_->att.hi; }
 
+// One normalized head: its rotation inputs x * f (exact), s = 1 / sqrt(mean(x^2) + eps) and att * s.
+// Relative errors at kStoredBits: the mean and the sum with eps are rounded once each, rec_sqrt once, so
+// s is within 2^(1 - kStoredBits); att (2^-kStoredGuardBits) times s, rounded once: att * s is within
+// 2^-(kStoredGuardBits - 1) (kNormGuardBits). The sum of squares is exact (f32 squares span < 600 bits).
+struct RopeRoundingEngine::HeadScale {
+  bool normed = false, exact = false;
+  std::vector<double> xw;
+  std::unique_ptr<MpfrValue> s_mp, att_mp;
+  DD att;
+};
+
+namespace {
+constexpr long kNormGuardBits = kStoredGuardBits - 1;
+
+// A pass-through channel of a normalized head, s * (x f): a zero angle (cos 1, sin 0) with s as the
+// factor, settled in MPFR (rare: partial rotary only).
+void normed_passthrough(mpfr_srcptr zero, mpfr_srcptr s, double xf, std::span<const DType> dtypes,
+                        std::span<const RoundedOut> out, std::size_t at, RoundingStats& stats) {
+  ZivInputs in;
+  in.inv = zero;
+  in.att = s;
+  in.guard_bits = kNormGuardBits;
+  double results[4];
+  unsigned char need[4];
+  for (std::size_t d = 0; d < dtypes.size(); ++d) need[d] = out[d].rot != nullptr;
+  stats.fallback_values += ziv_round(in, ZivQuantity::rot, xf, 0.0, dtypes, results, need);
+  for (std::size_t d = 0; d < dtypes.size(); ++d)
+    if (out[d].rot != nullptr) out[d].rot[at] = results[d];
+}
+}  // namespace
+
 void RopeRoundingEngine::evaluate(const Position& pos, std::span<const double> x, int heads,
                                   std::span<const DType> dtypes, std::span<const RoundedOut> out,
                                   RoundingStats& stats) const {
+  evaluate_heads(pos, x, heads, nullptr, dtypes, out, stats);
+}
+
+void RopeRoundingEngine::evaluate_normed(const Position& pos, std::span<const double> x, int heads,
+                                         std::span<const RmsNormStage* const> norms, std::span<const DType> dtypes,
+                                         std::span<const RoundedOut> out, RoundingStats& stats) const {
+  const Impl& m = *impl_;
+  const std::size_t D = static_cast<std::size_t>(m.D);
+  if (heads < 0 || norms.size() != static_cast<std::size_t>(heads) || x.size() < static_cast<std::size_t>(heads) * D)
+    throw std::invalid_argument("ropecheck: evaluate_normed: one norm per head and heads * head_dim values");
+  std::vector<HeadScale> scales(static_cast<std::size_t>(heads));
+  std::vector<double> xw(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(heads) * D));
+  for (std::size_t h = 0; h < scales.size(); ++h) {
+    const RmsNormStage* n = norms[h];
+    if (n == nullptr) continue;
+    if (n->weight.size() != D) throw std::invalid_argument("ropecheck: evaluate_normed: the norm's weights are not filled in");
+    HeadScale& hs = scales[h];
+    hs.normed = true;
+    MpfrValue sum(kStoredBits), sq(128);
+    mpfr_set_zero(sum.get(), 1);
+    bool exact = true;
+    for (std::size_t c = 0; c < D; ++c) {
+      const double v = x[h * D + c];
+      if (!std::isfinite(v)) throw std::invalid_argument("ropecheck: evaluate_normed: x must be finite");
+      mpfr_set_d(sq.get(), v, MPFR_RNDN);
+      exact = mpfr_sqr(sq.get(), sq.get(), MPFR_RNDN) == 0 && exact;  // exact: an f32 square has 48 bits
+      exact = mpfr_add(sum.get(), sum.get(), sq.get(), MPFR_RNDN) == 0 && exact;
+      xw[h * D + c] = v * norm_weight_factor(*n, static_cast<int>(c));  // exact (validate: <= 29-bit factor)
+    }
+    exact = mpfr_div_ui(sum.get(), sum.get(), static_cast<unsigned long>(D), MPFR_RNDN) == 0 && exact;
+    exact = mpfr_add_d(sum.get(), sum.get(), n->eps, MPFR_RNDN) == 0 && exact;
+    hs.s_mp = std::make_unique<MpfrValue>(kStoredBits);
+    exact = mpfr_rec_sqrt(hs.s_mp->get(), sum.get(), MPFR_RNDN) == 0 && exact;
+    hs.att_mp = std::make_unique<MpfrValue>(kStoredBits);
+    exact = mpfr_mul(hs.att_mp->get(), m.att_mp->get(), hs.s_mp->get(), MPFR_RNDN) == 0 && exact && m.att_exact;
+    const std::array<double, 3> a3 = triple_of(hs.att_mp->get());
+    hs.att = {a3[0], a3[1]};
+    hs.exact = exact && mpfr_cmp_d(hs.att_mp->get(), a3[0]) == 0;
+  }
+  for (std::size_t h = 0; h < scales.size(); ++h)
+    if (scales[h].normed)
+      scales[h].xw.assign(xw.begin() + static_cast<std::ptrdiff_t>(h * D), xw.begin() + static_cast<std::ptrdiff_t>((h + 1) * D));
+  evaluate_heads(pos, xw, heads, scales.data(), dtypes, out, stats);
+}
+
+void RopeRoundingEngine::evaluate_heads(const Position& pos, std::span<const double> x, int heads,
+                                        const HeadScale* scales, std::span<const DType> dtypes,
+                                        std::span<const RoundedOut> out, RoundingStats& stats) const {
   const Impl& m = *impl_;
   if (out.size() != dtypes.size()) throw std::invalid_argument("ropecheck: evaluate: one RoundedOut per dtype");
   for (std::int64_t v : {pos.t, pos.h, pos.w}) check_position(v);
@@ -168,13 +249,14 @@ void RopeRoundingEngine::evaluate(const Position& pos, std::span<const double> x
   double results[4];
   unsigned char need[4];
   if (nd > 4) throw std::invalid_argument("ropecheck: evaluate: at most 4 dtypes");
+  const HeadScale* head_scale = nullptr;  // the head being rotated, when normalized
   auto inputs_for = [&](std::size_t j) {
     ZivInputs in;
     in.p = sc.angles[j].p;
     in.inv = m.inv_mp[j]->get();
-    in.att = m.att_mp->get();
-    in.att_exact = m.att_exact;
-    in.guard_bits = kStoredGuardBits;
+    in.att = head_scale != nullptr ? head_scale->att_mp->get() : m.att_mp->get();
+    in.att_exact = head_scale != nullptr ? head_scale->exact : m.att_exact;
+    in.guard_bits = head_scale != nullptr ? kNormGuardBits : kStoredGuardBits;
     return in;
   };
   // Rounds one value for every dtype (fast path, then the fallback for the rest); writes via put.
@@ -220,7 +302,10 @@ void RopeRoundingEngine::evaluate(const Position& pos, std::span<const double> x
   for (int h = 0; h < heads; ++h) {
     const std::size_t base = static_cast<std::size_t>(h) * D;
     const double* xh = x.data() + base;
-    rotate_head(xh, m.channels.data(), sc.sc.data(), sc.ok.data(), m.P, m.att, m.att_one, m.att_exact, m.att_rel_err,
+    head_scale = (scales != nullptr && scales[h].normed) ? &scales[h] : nullptr;
+    const bool hs = head_scale != nullptr;  // a normalized head: its own factor att * s
+    rotate_head(xh, m.channels.data(), sc.sc.data(), sc.ok.data(), m.P, hs ? head_scale->att : m.att, !hs && m.att_one,
+                hs ? head_scale->exact : m.att_exact, hs ? (head_scale->exact ? 0.0 : 0x1p-104) : m.att_rel_err,
                 sc.y.data(), sc.e.data());
     for (std::size_t j = 0; j < P; ++j) {
       const double a = xh[m.channels[j].ia], b = xh[m.channels[j].ib];
@@ -238,6 +323,10 @@ void RopeRoundingEngine::evaluate(const Position& pos, std::span<const double> x
     }
     for (int ch : m.passthrough) {
       const std::size_t c = static_cast<std::size_t>(ch);
+      if (head_scale != nullptr) {
+        normed_passthrough(m.zero_mp->get(), head_scale->s_mp->get(), xh[c], dtypes, out, base + c, stats);
+        continue;
+      }
       for (std::size_t d = 0; d < nd; ++d)
         if (out[d].rot != nullptr) {
           out[d].rot[base + c] = round_exact(xh[c], dtypes[d]);

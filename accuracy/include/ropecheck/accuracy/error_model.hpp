@@ -115,6 +115,11 @@ struct ClassBound {
 
 ClassBound class_bound(AccuracyClass c, DType candidate, Quantity q);
 
+// The Q/K RMSNorm stage before the rotation (ERROR_MODEL.md section 17): the relative error of a binary32
+// norm's output, (head_dim / 2 + 5) u_f32 (1 + g), added to k_const of the rotated and pass-through
+// bounds of every class but exact, with M taken of the normalized input. 0 for head_dim <= 0.
+double qk_norm_relative_term(int head_dim);
+
 // The bound in units of M (what the issue calls the per-element bound); the allowed absolute
 // error is element_bound(...) * M + absolute_floor(...).
 double element_bound(AccuracyClass c, DType candidate, const PairAngle& angle, Quantity q);

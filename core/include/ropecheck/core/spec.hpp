@@ -82,6 +82,23 @@ struct RopeScaling {
   std::optional<double> long_mscale;
 };
 
+// The Q/K RMSNorm stage applied to each head before the rotation (Qwen3 q_norm / k_norm, Gemma 3):
+// y_i = x_i / sqrt(mean_h(x^2) + eps) * w'_i over each head's head_dim channels, the mean over head_dim,
+// w' one weight per channel shared by all heads. transformers' Qwen3RMSNorm multiplies by w,
+// Gemma3RMSNorm by (1 + w) (its weights are stored zero-centred): weight_form says which.
+enum class NormWeightForm {
+  w,           // Qwen3, Llama-style RMSNorm
+  one_plus_w,  // Gemma 3
+};
+
+struct RmsNormStage {
+  double eps = 1e-6;  // > 0
+  NormWeightForm weight_form = NormWeightForm::w;
+  // head_dim stored weights w (before the form is applied), each exactly a bf16 value; empty: the weights
+  // are golden inputs, generated from the seed (golden/GOLDEN_FORMAT.md) and filled in before any use.
+  std::vector<double> weight;
+};
+
 struct RopeSpec {
   int head_dim = 0;
   // Channels rotated. Prefix-partial for every type except proportional, where it
@@ -93,6 +110,8 @@ struct RopeSpec {
   RopeScaling scaling;
   MropeMode mrope = MropeMode::none;
   std::array<int, 3> mrope_section{0, 0, 0};
+  // Absent: no norm (every spec before the stage existed). Present for q, for k, or both.
+  std::optional<RmsNormStage> q_norm, k_norm;
 };
 
 struct SinusoidalSpec {
@@ -151,6 +170,14 @@ inline std::pair<int, int> pair_channels(const RopeSpec& rope, int j) {
   return {j, j + rope_pairs(rope)};
 }
 
+// The norm stage of input "q" or "k" (nullptr when that input has none).
+const RmsNormStage* norm_stage(const RopeSpec& rope, std::string_view input);
+inline bool has_qk_norm(const RopeSpec& rope) { return rope.q_norm.has_value() || rope.k_norm.has_value(); }
+// The factor channel c is multiplied by: w[c] or 1 + w[c] (exact in binary64: validate() requires it
+// to carry at most kNormFactorBits significant bits, so its product with an f32 input is exact).
+double norm_weight_factor(const RmsNormStage& norm, int channel);
+inline constexpr int kNormFactorBits = 29;
+
 // Number of frequencies of a sinusoidal spec and of sin / cos columns.
 int sinusoidal_frequency_count(const SinusoidalSpec& s);
 
@@ -160,5 +187,6 @@ std::string_view to_string(ScalingType);
 std::string_view to_string(MropeMode);
 std::string_view to_string(SinusoidalLayout);
 std::string_view to_string(SinusoidalFrequencies);
+std::string_view to_string(NormWeightForm);
 
 }  // namespace ropecheck

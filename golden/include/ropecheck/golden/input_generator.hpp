@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ropecheck/core/spec.hpp"
 #include "ropecheck/core/splitmix.hpp"
 
 namespace ropecheck::golden {
@@ -22,11 +23,16 @@ inline constexpr const char* kGeneratorName = "ropecheck-irwin-hall-bf16";
 inline constexpr int kGeneratorVersion = 1;
 
 // v and sinks: the values and sink logits of attention blocks (golden --attention, --sinks).
-enum class InputStream : std::uint64_t { q = 1, k = 2, v = 3, sinks = 4 };
+// q_norm_weight / k_norm_weight: the stored weights w of the Q/K RMSNorm stage when the spec gives none,
+// elements 0 .. head_dim-1 (bf16 values; the factor is w or 1 + w, core/SPEC_FORMAT.md).
+enum class InputStream : std::uint64_t { q = 1, k = 2, v = 3, sinks = 4, q_norm_weight = 5, k_norm_weight = 6 };
 
 // Element `index` of a stream.
 float generate_input(std::uint64_t seed, InputStream stream, std::uint64_t index);
 // Elements [first, first + count) of a stream (a shard of a golden set starts past 0).
 std::vector<float> generate_inputs(std::uint64_t seed, InputStream stream, std::uint64_t count, std::uint64_t first = 0);
+
+// Fills in the weights of the spec's norm stages that have none (rope family; no stage: unchanged).
+void fill_norm_weights(EncodingSpec& spec, std::uint64_t seed);
 
 }  // namespace ropecheck::golden

@@ -106,8 +106,19 @@ class RopeRoundingEngine {
   void evaluate(const Position& pos, std::span<const double> x, int heads, std::span<const DType> dtypes,
                 std::span<const RoundedOut> out, RoundingStats& stats) const;
 
+  // The same for heads normalized before the rotation (the Q/K RMSNorm stage, formulas/qk_norm.hpp):
+  // head h is rotated as x_h * f / sqrt(mean(x_h^2) + eps), with norms[h] its stage (weights filled in;
+  // nullptr: not normalized). x holds the stage's inputs (f32 values, so x * f is exact in binary64); the
+  // scale is computed in MPFR and folded into the attention factor (relative error <= 2^-(guard bits)).
+  void evaluate_normed(const Position& pos, std::span<const double> x, int heads,
+                       std::span<const RmsNormStage* const> norms, std::span<const DType> dtypes,
+                       std::span<const RoundedOut> out, RoundingStats& stats) const;
+
  private:
   struct Impl;
+  struct HeadScale;
+  void evaluate_heads(const Position& pos, std::span<const double> x, int heads, const HeadScale* scales,
+                      std::span<const DType> dtypes, std::span<const RoundedOut> out, RoundingStats& stats) const;
   std::unique_ptr<Impl> impl_;
 };
 
