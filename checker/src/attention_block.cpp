@@ -104,7 +104,9 @@ AttentionBlock::AttentionBlock(const golden::GoldenSet& g, int threads, std::uin
   // Every visible logit is held (a causal block of T tokens has T (T + 1) / 2 per head), with the inputs,
   // the rotated vectors and one class's bounds on them, as doubles.
   const double logit_count = static_cast<double>(G) * static_cast<double>(attention_score_count(params, T));
-  io::require_memory(static_cast<std::uint64_t>(8 * (logit_count + 5.0 * T * (G + 1) * D + 2.0 * T * G * Dv + T * Dv)),
+  const double t = static_cast<double>(T), g1 = static_cast<double>(G + 1), hd = static_cast<double>(D),
+               gdv = static_cast<double>(G * Dv), dv = static_cast<double>(Dv);
+  io::require_memory(static_cast<std::uint64_t>(8 * (logit_count + 5.0 * t * g1 * hd + 2.0 * t * gdv + t * dv)),
                      max_memory, "check of the attention block " + argument);
   std::int64_t hi = 0;
   for (double x : decoded_values(tp)) {
