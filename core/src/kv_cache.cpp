@@ -119,16 +119,6 @@ CacheSpec parse_cache_spec(const nlohmann::json& j, std::uint64_t seed) {
   return c;
 }
 
-CacheSpec parse_cache_spec_text(const std::string& text, const std::string& what, std::uint64_t seed) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    input_error(what, std::string("not JSON: ") + e.what());
-  }
-  return parse_cache_spec(j, seed);
-}
-
 nlohmann::json to_json(const CacheSpec& c) {
   nlohmann::json seqs = nlohmann::json::array();
   for (const Sequence& s : c.sequences) seqs.push_back({{"cached", s.cached}, {"appended", s.appended}});

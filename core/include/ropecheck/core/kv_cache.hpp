@@ -51,8 +51,6 @@ inline constexpr std::int64_t kMaxSequences = std::int64_t{1} << 16;
 // The description (grammar: golden/GOLDEN_FORMAT.md, "KV-cache writes"); a missing page table is
 // generated from `seed` (seeded Fisher-Yates over the pool) and recorded. SpecError naming the field.
 CacheSpec parse_cache_spec(const nlohmann::json& j, std::uint64_t seed);
-// The same from a JSON file's text (SpecError "--kv-cache PATH: ..." for bad JSON).
-CacheSpec parse_cache_spec_text(const std::string& text, const std::string& what, std::uint64_t seed);
 // The description as recorded in a manifest (page table always written out; parse_cache_spec reads it
 // back to the same spec).
 nlohmann::json to_json(const CacheSpec& c);
