@@ -20,3 +20,5 @@
 #include "score_problem.cpp"
 #include "check_scores.cpp"
 #include "check_scores_report.cpp"
+#include "kv_cache_check.cpp"
+#include "kv_cache_report.cpp"
