@@ -43,7 +43,10 @@ nlohmann::json KvCacheReport::to_json() const {
   if (diagnosed) cache_j["diagnosis"] = diag;
   nlohmann::json j = k.to_json();
   j["kv_cache"] = cache_j;
+  // The run's verdict is the cache's: the k check's keys say the same.
   j["verdict"] = to_string(verdict);
+  j["pass"] = verdict == Verdict::pass;
+  j["reason"] = reason;
   return j;
 }
 

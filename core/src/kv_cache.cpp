@@ -140,6 +140,18 @@ std::vector<std::int64_t> batch_indices(const CacheSpec& c) {
   return b;
 }
 
+std::vector<std::int64_t> append_indptr(const CacheSpec& c) {
+  std::vector<std::int64_t> p{0};
+  for (const Sequence& s : c.sequences) p.push_back(p.back() + s.appended);
+  return p;
+}
+
+std::vector<std::int64_t> seq_lens(const CacheSpec& c) {
+  std::vector<std::int64_t> l;
+  for (const Sequence& s : c.sequences) l.push_back(s.length());
+  return l;
+}
+
 std::optional<std::int64_t> slot_of(const CacheSpec& c, std::size_t s, std::int64_t index) {
   if (s >= c.page_table.size() || index < 0) return std::nullopt;
   const auto page = static_cast<std::size_t>(index / c.page_size);

@@ -55,6 +55,9 @@ io::DescribedFile kv_cache_file(const GoldenOptions& opt, const RunPlan& plan) {
   std::memcpy(vt.data.data(), v.data(), vt.data.size());
   f.tensors.push_back({std::move(vt), "the values appended with k, token by token: every one a bf16 value (stream v)"});
   f.tensors.push_back({ints("batch_indices", kv::batch_indices(c), io::TensorDType::i32), "the sequence of each token"});
+  f.tensors.push_back({ints("append_indptr", kv::append_indptr(c), io::TensorDType::i32),
+                       "sequence s appends tokens append_indptr[s] .. append_indptr[s+1]-1 (cu_seqlens)"});
+  f.tensors.push_back({ints("seq_lens", kv::seq_lens(c), io::TensorDType::i32), "each sequence's length after the append"});
   if (c.kind == kv::CacheKind::paged) {
     const kv::PagedMetadata m = kv::paged_metadata(c);
     f.tensors.push_back({ints("kv_indptr", m.indptr, io::TensorDType::i32), "sequence s holds pages kv_indices[kv_indptr[s]:kv_indptr[s+1]]"});

@@ -55,6 +55,12 @@ def write_safetensors(path, tensors):
 
 def slots_of(kv, positions, page_size):
     """(page, entry) of each appended token, from the metadata the set gives the kernel."""
+    # FlashInfer's get_batch_indices_positions(append_indptr, seq_lens, nnz): token j of request b is at
+    # position seq_lens[b] - (append_indptr[b+1] - append_indptr[b]) + j.
+    indptr_a, lens = kv["append_indptr"][1], kv["seq_lens"][1]
+    for b in range(len(lens)):
+        for j, t in enumerate(range(indptr_a[b], indptr_a[b + 1])):
+            assert kv["batch_indices"][1][t] == b and positions[t] == lens[b] - (indptr_a[b + 1] - indptr_a[b]) + j
     if "slot_mapping" in kv:
         return [(s // page_size, s % page_size) for s in kv["slot_mapping"][1]]
     indptr, indices, last = kv["kv_indptr"][1], kv["kv_indices"][1], kv["kv_last_page_len"][1]
@@ -63,6 +69,7 @@ def slots_of(kv, positions, page_size):
     for t, b in enumerate(batch):
         pages = indptr[b + 1] - indptr[b]
         kv_len = (pages - 1) * page_size + last[b]
+        assert kv_len == kv["seq_lens"][1][b], (b, kv_len)
         p = positions[t]
         assert 0 <= p < kv_len, (t, p, kv_len)
         out.append((indices[indptr[b] + p // page_size], p % page_size))

@@ -40,6 +40,8 @@ TEST(KvCache, PositionsBatchIndicesAndSlots) {
   const std::vector<std::int64_t> pos = positions(c);
   EXPECT_EQ(pos, (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 9, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(batch_indices(c), (std::vector<std::int64_t>{0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2}));
+  EXPECT_EQ(append_indptr(c), (std::vector<std::int64_t>{0, 7, 8, 14}));
+  EXPECT_EQ(seq_lens(c), (std::vector<std::int64_t>{7, 10, 9}));
   // Sequence 1's cache index 9 lies in its third page (3), offset 1; sequence 2's index 3 in page 2, offset 3.
   const std::vector<std::int64_t> s = token_slots(c);
   EXPECT_EQ(s[7], 3 * 4 + 1);

@@ -59,6 +59,11 @@ nlohmann::json to_json(const CacheSpec& c);
 std::vector<std::int64_t> positions(const CacheSpec& c);
 // Sequence of each appended token (FlashInfer's batch_indices).
 std::vector<std::int64_t> batch_indices(const CacheSpec& c);
+// Where each sequence's appended tokens start in the batch, and the total: [S + 1] (FlashInfer's
+// append_indptr, vLLM's query_start_loc / cu_seqlens).
+std::vector<std::int64_t> append_indptr(const CacheSpec& c);
+// Each sequence's length after the append, cached + appended (FlashInfer's seq_lens, vLLM's seq_lens).
+std::vector<std::int64_t> seq_lens(const CacheSpec& c);
 // Slot (page * page_size + offset in page) of cache index `index` of sequence s; nullopt past its pages.
 std::optional<std::int64_t> slot_of(const CacheSpec& c, std::size_t s, std::int64_t index);
 // Slot of each appended token: vLLM's slot_mapping, and what the checker reads back.
