@@ -103,13 +103,16 @@ CacheSpec parse_cache_spec(const nlohmann::json& j, std::uint64_t seed) {
   }
   // One spare page by default: never written, so its sentinels are checked too.
   c.pages = j.contains("pages") ? count(j["pages"], "pages", 1, 4 * kMaxCacheTokens) : needed + 1;
+  if (c.pages * c.page_size > kMaxCacheSlots)
+    bad("pages x page_size = " + std::to_string(c.pages * c.page_size) + " slots, more than " + std::to_string(kMaxCacheSlots));
   if (c.pages < needed) bad("pages = " + std::to_string(c.pages) + " but the batch needs " + std::to_string(needed));
   if (j.contains("page_table")) {
-    try {
-      c.page_table = j["page_table"].get<std::vector<std::vector<std::int64_t>>>();
-    } catch (const nlohmann::json::exception&) {
-      bad("page_table must be an array of arrays of integers");
-    }
+    const nlohmann::json& t = j["page_table"];
+    const auto is_row = [](const nlohmann::json& r) {
+      return r.is_array() && std::all_of(r.begin(), r.end(), [](const nlohmann::json& x) { return x.is_number_integer(); });
+    };
+    if (!t.is_array() || !std::all_of(t.begin(), t.end(), is_row)) bad("page_table must be an array of arrays of integers");
+    c.page_table = t.get<std::vector<std::vector<std::int64_t>>>();
     if (c.page_table.size() != c.sequences.size()) bad("page_table has " + std::to_string(c.page_table.size()) + " rows for " + std::to_string(c.sequences.size()) + " sequences");
     check_table(c, "--kv-cache: page_table");
   } else {

@@ -47,6 +47,7 @@ struct CacheSpec {
 // Largest sizes a description may ask for (a golden set stays small enough to check whole).
 inline constexpr std::int64_t kMaxCacheTokens = std::int64_t{1} << 20;
 inline constexpr std::int64_t kMaxSequences = std::int64_t{1} << 16;
+inline constexpr std::int64_t kMaxCacheSlots = std::int64_t{1} << 24;  // pages * page_size
 
 // The description (grammar: golden/GOLDEN_FORMAT.md, "KV-cache writes"); a missing page table is
 // generated from `seed` (seeded Fisher-Yates over the pool) and recorded. SpecError naming the field.
