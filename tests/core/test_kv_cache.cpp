@@ -96,7 +96,10 @@ TEST(KvCache, RefusesBadDescriptions) {
   refused(with("page_table", {{0}, {2, 3, 4}, {5, 6, 7}}), "need 2");
   refused(with("page_table", {{0, 1.5}, {2, 3, 4}, {5, 6, 7}}), "arrays of integers");
   refused(with("page_table", 3), "arrays of integers");
-  refused(with("pages", 1 << 22), "more than 16777216");  // x page_size 4
+  nlohmann::json big = kBatch;
+  big["page_size"] = 8;
+  big["pages"] = 1 << 22;
+  refused([big] { parse_cache_spec(big, 0); }, "more than 16777216");
   nlohmann::json slots = kBatch;
   slots["cache"] = "slots";
   slots["layout"] = "HND";
