@@ -20,6 +20,7 @@
 #include "check_rediagnose.hpp"
 #include "commands.hpp"
 #include "junit.hpp"
+#include "ropecheck/checker/kv_cache.hpp"
 #include "ropecheck/checker/run_check.hpp"
 #include "ropecheck/io/atomic_output.hpp"
 #include "memory_option.hpp"
@@ -28,7 +29,7 @@ namespace ropecheck::cli {
 namespace {
 
 struct CheckCliOptions {
-  std::string golden_dir, candidate, kernel, only, accuracy_class, report, junit, baseline, shard, max_memory;
+  std::string golden_dir, candidate, kernel, kv_cache, only, accuracy_class, report, junit, baseline, shard, max_memory;
   std::string layout = "thd";
   std::vector<std::string> maps;
   double max_ulp = 0, atol = 0, rtol = 0, max_growth = 2;
@@ -80,7 +81,29 @@ checker::Candidate load_candidate(const std::string& file, const std::optional<p
   return checker::kernel_candidate(std::move(k.kernel), k.title, std::move(k.source));
 }
 
+// --kv-cache FILE: a candidate cache of a set written with --kv-cache (checker/kv_cache.hpp).
+int run_kv_cache_check(const CheckCliOptions& o) {
+  for (const auto& [is_given, name] : {std::pair{!o.candidate.empty() || !o.kernel.empty(), "--candidate / --kernel"},
+                                       std::pair{!o.shard.empty(), "--shard"}, std::pair{!o.baseline.empty(), "--baseline"},
+                                       std::pair{!o.only.empty() || !o.maps.empty(), "--only / --map"}})
+    if (is_given) throw InputError(std::string("--kv-cache: not with ") + name + " (the cache is the candidate; its k is k_rot)");
+  if (!o.report.empty()) io::check_file_destination(o.report, "--report");
+  if (!o.junit.empty()) throw InputError("--kv-cache: not with --junit");
+  const checker::CheckRequest request = request_of(o);
+  const golden::GoldenSet g = golden::load_golden_set(o.golden_dir, {.hash_files = false});
+  checker::check_request(g, request);
+  const checker::KvCacheCandidate c = checker::read_kv_cache_candidate(o.kv_cache, g);
+  const checker::KvCacheReport r = checker::check_kv_cache(g, c, request);
+  if (!o.report.empty())
+    io::write_file_atomically(o.report, r.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                              "--report");
+  fmt::print("{}", r.summary());
+  std::fflush(stdout);
+  return exit_code(r.verdict);
+}
+
 int run_check_command(const CheckCliOptions& o) {
+  if (!o.kv_cache.empty()) return run_kv_cache_check(o);
   if (o.candidate.empty() == o.kernel.empty())
     throw InputError("exactly one of --candidate FILE or --kernel NAME is required");
   std::optional<plugin::KernelName> kernel;  // an unknown recipe before anything is loaded
@@ -137,6 +160,10 @@ Command add_check_command(CLI::App& app) {
   cmd->add_option("--golden", o->golden_dir, "golden set folder (written by `ropecheck golden`)")->required();
   auto* cand = cmd->add_option("--candidate", o->candidate,
                                "candidate tensors: .safetensors, .npz, or .npy (the tensor is named after the file stem)");
+  cmd->add_option("--kv-cache", o->kv_cache,
+                  "FILE: a candidate KV cache (tensors k_cache, optionally v_cache, sentinel and the kernel's own "
+                  "kv_indptr / kv_indices / kv_last_page_len or slot_mapping) of a set written with golden --kv-cache: "
+                  "written slots judged as k_rot, the others must keep the sentinel");
   auto* kern = cmd->add_option("--kernel", o->kernel, std::string("kernel run on the golden inputs: ") + kKernelGrammar);
   cand->excludes(kern);
   cmd->add_option("--only", o->only,

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "numeric_options.hpp"
+#include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "memory_option.hpp"
 #include "spec_source.hpp"
@@ -32,6 +33,7 @@ struct GoldenCliOptions {
   std::string shared_out;
   std::string scores;
   std::string attention;
+  std::string kv_cache;
   std::optional<double> softcap;
   bool sinks = false;
 };
@@ -56,8 +58,8 @@ Command add_golden_command(CLI::App& app) {
   auto o = std::make_shared<GoldenCliOptions>();
   o->source.add_options(*cmd);
   cmd->add_option("--positions", o->positions,
-                  "positions: P, A:B, A:B:STEP, log:MAX:K (K per octave), T/H/W, grid:S:H:W; comma-separated")
-      ->required();
+                  "positions: P, A:B, A:B:STEP, log:MAX:K (K per octave), T/H/W, grid:S:H:W; comma-separated "
+                  "(or --kv-cache)");
   auto* out = cmd->add_option("--out", o->out, "output folder (must not exist unless --overwrite)");
   cmd->add_option("--dtypes", o->dtypes, "output dtypes besides f64, comma-separated (f64,f32,f16,bf16)")
       ->capture_default_str();
@@ -87,6 +89,10 @@ Command add_golden_command(CLI::App& app) {
                   "BLOCK: also write the correctly rounded attention outputs softmax(scores + mask) V of this block of "
                   "tokens for the same head group (values from the generator): causal:S:N, causal:S:N:W (sliding "
                   "window), full:S:N");
+  cmd->add_option("--kv-cache", o->kv_cache,
+                  "FILE: a KV-cache write (JSON: sequences with cached / appended tokens, cache paged or slots, layout "
+                  "NHD / HND, page_size, pages, page_table): the set's tokens are the appended ones, at positions "
+                  "cached + i, and a file kv_cache carries the cache's metadata and the values v (instead of --positions)");
   cmd->add_option("--softcap", o->softcap, "CAP: with --scores / --attention, Gemma 2's logit soft-cap");
   cmd->add_flag("--sinks", o->sinks, "with --attention: one sink logit per query head, from the generator (gpt-oss)");
   add_max_memory_option(*cmd, o->max_memory);
@@ -99,7 +105,16 @@ Command add_golden_command(CLI::App& app) {
               throw SpecError("--shared-out: needs --shard I/N (the shard this process writes)");
             golden::GoldenOptions g;
             g.spec = o->source.load();
-            g.positions = parse_positions(o->positions);
+            if (o->positions.empty() == o->kv_cache.empty())
+              throw SpecError(o->positions.empty() ? "golden: give --positions or --kv-cache"
+                                                   : "--kv-cache: not with --positions (the batch gives the positions)");
+            if (!o->kv_cache.empty()) {
+              g.kv_cache = kv::parse_cache_spec(read_json_file(o->kv_cache), o->seed);
+              g.positions.argument = "kv-cache";
+              for (std::int64_t p : kv::positions(*g.kv_cache)) g.positions.positions.push_back(Position::uniform(p));
+            } else {
+              g.positions = parse_positions(o->positions);
+            }
             g.out = o->shared_out.empty() ? o->out : o->shared_out;
             g.shared_out = !o->shared_out.empty();
             g.scores = o->scores;

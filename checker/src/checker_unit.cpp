@@ -23,3 +23,5 @@
 #include "attention_block.cpp"
 #include "check_attention.cpp"
 #include "check_attention_report.cpp"
+#include "kv_cache_check.cpp"
+#include "kv_cache_report.cpp"

@@ -2,6 +2,7 @@
 // attention/set_files.hpp from this module's generated inputs (GOLDEN_FORMAT.md, "Attention scores",
 // "Attention blocks"). One head group: the set's heads are the group's query heads and its head 0 the
 // group's key (and value) head.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,52 @@ attention::SetFileContext context(const GoldenOptions& opt, const RunPlan& plan)
   return c;
 }
 
+// The kv_cache file: the batch's metadata as a kernel takes it, and the values it appends.
+io::DescribedFile kv_cache_file(const GoldenOptions& opt, const RunPlan& plan) {
+  const kv::CacheSpec& c = *opt.kv_cache;
+  const auto ints = [](std::string name, const std::vector<std::int64_t>& v, io::TensorDType dt) {
+    io::Tensor t{std::move(name), dt, {static_cast<std::int64_t>(v.size())}, {}};
+    for (std::int64_t x : v) {
+      const auto x32 = static_cast<std::int32_t>(x);
+      const auto* b = dt == io::TensorDType::i32 ? reinterpret_cast<const std::uint8_t*>(&x32) : reinterpret_cast<const std::uint8_t*>(&x);
+      t.data.insert(t.data.end(), b, b + io::dtype_size(dt));
+    }
+    return t;
+  };
+  io::DescribedFile f{"kv_cache", "kv_cache", {}, kv::to_json(c)};
+  const auto T = static_cast<std::uint64_t>(plan.tokens), G = static_cast<std::uint64_t>(plan.H * plan.D);
+  const std::vector<float> v = generate_inputs(opt.seed, InputStream::v, T * G);
+  io::Tensor vt{"v", io::TensorDType::f32, {plan.tokens, plan.H, plan.D}, {}};
+  vt.data.resize(v.size() * 4);
+  std::memcpy(vt.data.data(), v.data(), vt.data.size());
+  f.tensors.push_back({std::move(vt), "the values appended with k, token by token: every one a bf16 value (stream v)"});
+  f.tensors.push_back({ints("batch_indices", kv::batch_indices(c), io::TensorDType::i32), "the sequence of each token"});
+  f.tensors.push_back({ints("append_indptr", kv::append_indptr(c), io::TensorDType::i32),
+                       "sequence s appends tokens append_indptr[s] .. append_indptr[s+1]-1 (cu_seqlens)"});
+  f.tensors.push_back({ints("seq_lens", kv::seq_lens(c), io::TensorDType::i32), "each sequence's length after the append"});
+  if (c.kind == kv::CacheKind::paged) {
+    const kv::PagedMetadata m = kv::paged_metadata(c);
+    f.tensors.push_back({ints("kv_indptr", m.indptr, io::TensorDType::i32), "sequence s holds pages kv_indices[kv_indptr[s]:kv_indptr[s+1]]"});
+    f.tensors.push_back({ints("kv_indices", m.indices, io::TensorDType::i32), "the pool pages of the sequences, in order"});
+    f.tensors.push_back({ints("kv_last_page_len", m.last_page_len, io::TensorDType::i32), "tokens in each sequence's last page, after the append"});
+  } else {
+    f.tensors.push_back({ints("slot_mapping", kv::token_slots(c), io::TensorDType::i64), "the cache slot (block * block_size + offset) of each token"});
+  }
+  return f;
+}
+
 }  // namespace
+
+void plan_kv_cache(const GoldenOptions& opt, const RunPlan& plan) {
+  if (!opt.kv_cache) return;
+  if (!plan.rope || plan.streams != 1) throw SpecError("--kv-cache: needs a one-stream RoPE spec (the cache holds rotated k)");
+  if (opt.shard) throw SpecError("--kv-cache: not with --shard (write it in an unsharded run)");
+  if (plan.scores || plan.attention) throw SpecError("--kv-cache: not with --scores or --attention (a set of its own)");
+  const std::vector<std::int64_t> want = kv::positions(*opt.kv_cache);
+  bool same = static_cast<std::int64_t>(want.size()) == plan.tokens;
+  for (std::size_t t = 0; same && t < want.size(); ++t) same = plan.positions[t].t == want[t];
+  if (!same) throw SpecError("--kv-cache: the set's positions must be the batch's (cached + i for each sequence)");
+}
 
 void plan_attached(const GoldenOptions& opt, RunPlan& plan) {
   const bool any = !opt.scores.empty() || !opt.attention.empty();
@@ -69,6 +115,7 @@ void plan_attached(const GoldenOptions& opt, RunPlan& plan) {
 
 std::vector<io::DescribedFile> compute_attached(const GoldenOptions& opt, const RunPlan& plan) {
   std::vector<io::DescribedFile> files;
+  if (opt.kv_cache) files.push_back(kv_cache_file(opt, plan));  // alone: --scores / --attention may not join it
   if (!plan.scores && !plan.attention) return files;
   const attention::SetFileContext c = context(opt, plan);
   const auto G = static_cast<std::uint64_t>(plan.H), D = static_cast<std::uint64_t>(plan.D);

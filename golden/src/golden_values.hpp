@@ -52,6 +52,8 @@ ValueCounts write_values(const GoldenOptions& opt, const RunPlan& plan, GoldenFi
 inline constexpr std::int64_t kMaxScores = std::int64_t{1} << 22;
 inline constexpr std::int64_t kMaxBlockTokens = std::int64_t{1} << 16;
 void plan_attached(const GoldenOptions& opt, RunPlan& plan);
+// --kv-cache: the positions are the batch's, the set whole and RoPE (SpecError otherwise).
+void plan_kv_cache(const GoldenOptions& opt, const RunPlan& plan);
 std::vector<io::DescribedFile> compute_attached(const GoldenOptions& opt, const RunPlan& plan);
 
 }  // namespace ropecheck::golden::detail

@@ -74,6 +74,7 @@ RunPlan plan_tokens(const GoldenOptions& opt) {
   plan.P = plan.rope ? rope_pairs(spec.rope) : 0;
   plan.streams = plan.rope && spec.rope.mrope != MropeMode::none ? 3 : 1;
   detail::plan_attached(opt, plan);
+  detail::plan_kv_cache(opt, plan);
   return plan;
 }
 

@@ -677,6 +677,66 @@ def check_attention_cases(c):
            chk + ["ao-ok.safetensors", "--map", "attention_out.f32=nope"], 2, ["--map", "no tensor 'nope'"], dest="r.json")
     c.case("check attention outputs NaN fails", chk + ["ao-nan.safetensors", "--only", "attention_out"], 1)
     c.case("check attention outputs missing: not tested", chk + ["ao-none.safetensors", "--only", "q_rot,attention_out"], 3)
+def kv_cache_cases(c):
+    """golden --kv-cache FILE and check --kv-cache CACHE (GOLDEN_FORMAT.md / CHECK_REPORT.md, "KV-cache writes"):
+    a bad batch description, bad combinations, a cache of the wrong shape or dtype, bad metadata (an index out
+    of range, kv_indptr not monotone, a page_size mismatch) are refused with one line and nothing written."""
+    batch = {"sequences": [{"cached": 0, "appended": 3}, {"cached": 5, "appended": 1}], "page_size": 2}
+    c.write("kv.json", json.dumps(batch))
+    g = ["golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet", "--out", "KV"]
+    for name, over, words in (("layout NDH", {"layout": "NDH"}, ["layout 'NDH'"]),
+                              ("unknown key", {"colour": 1}, ["unknown key 'colour'"]),
+                              ("too few pages", {"pages": 2}, ["needs 5"]),
+                              ("page index out of range", {"page_table": [[0, 9], [1, 2, 3]]}, ["page index 9"]),
+                              ("page_size 0", {"page_size": 0}, ["page_size = 0"]),
+                              ("slots HND", {"cache": "slots", "layout": "HND"}, ["slot-mapped cache is NHD"])):
+        c.write("kv-bad.json", json.dumps({**batch, **over}))
+        c.case(f"golden --kv-cache {name}", g + ["--kv-cache", "kv-bad.json"], 2, ["--kv-cache"] + words, dest="KV")
+    c.write("kv-trunc.json", '{"sequences": [')
+    c.case("golden --kv-cache malformed JSON", g + ["--kv-cache", "kv-trunc.json"], 2, ["malformed JSON"], dest="KV")
+    c.case("golden --kv-cache missing file", g + ["--kv-cache", "nope.json"], 2, ["nope.json"], dest="KV")
+    c.case("golden --kv-cache with --positions", g + ["--kv-cache", "kv.json", "--positions", "0:4"], 2,
+           ["--kv-cache: not with --positions"], dest="KV")
+    c.case("golden without --positions or --kv-cache", g, 2, ["--positions or --kv-cache"], dest="KV")
+    c.case("golden --kv-cache with --shard", g + ["--kv-cache", "kv.json", "--shard", "1/2"], 2,
+           ["--kv-cache: not with --shard"], dest="KV")
+    c.case("golden --kv-cache with --scores", g + ["--kv-cache", "kv.json", "--scores", "causal:0:2"], 2,
+           ["--kv-cache: not with --scores"], dest="KV")
+    c.case("golden --kv-cache on a sinusoidal spec", ["golden", "--preset", "transformer-base", "--quiet", "--out", "KV",
+                                                      "--kv-cache", "kv.json"], 2, ["--kv-cache: needs"], dest="KV")
+    c.case("golden --kv-cache accepted", g + ["--kv-cache", "kv.json"], 0)
+    # KV: 4 tokens, 1 head of 128; the batch needs 2 + 3 pages of 2 slots, and one spare: k_cache [6, 2, 1, 128] (NHD).
+    shape, n = [6, 2, 1, 128], 6 * 2 * 128
+    ff = b"\xff" * (4 * n)
+    i32 = lambda v: struct.pack(f"<{len(v)}i", *v)
+    files = {"kv-nok.safetensors": {"v_cache": ("F32", shape, ff)},
+             "kv-pagesize.safetensors": {"k_cache": ("F32", [6, 3, 1, 128], b"\xff" * (4 * 6 * 3 * 128))},
+             "kv-dtype.safetensors": {"k_cache": ("F16", shape, ff[:2 * n])},
+             "kv-indptr.safetensors": {"k_cache": ("F32", shape, ff), "kv_indptr": ("I32", [3], i32([0, 3, 2])),
+                                       "kv_indices": ("I32", [5], i32([0, 1, 2, 3, 4])),
+                                       "kv_last_page_len": ("I32", [2], i32([1, 2]))},
+             "kv-index.safetensors": {"k_cache": ("F32", shape, ff), "kv_indptr": ("I32", [3], i32([0, 2, 5])),
+                                      "kv_indices": ("I32", [5], i32([0, 1, 2, 3, 6])),
+                                      "kv_last_page_len": ("I32", [2], i32([1, 2]))},
+             "kv-slots.safetensors": {"k_cache": ("F32", shape, ff), "slot_mapping": ("I64", [4], bytes(32))},
+             "kv-sentinel.safetensors": {"k_cache": ("F32", shape, ff), "sentinel": ("F32", [2], bytes(8))}}
+    for name, tensors in files.items():
+        with open(c.path(name), "wb") as f:
+            f.write(safetensors_bytes(tensors))
+    chk = ["check", "--golden", "KV", "--report", "kr.json", "--kv-cache"]
+    for name, words in (("kv-nok", ["has no tensor k_cache"]), ("kv-pagesize", ["page_size dimension", "is 3", "is 2"]),
+                        ("kv-dtype", ["dtype"]), ("kv-indptr", ["kv_indptr not monotone"]),
+                        ("kv-index", ["page index 6", "outside [0, 6)"]), ("kv-slots", ["slot_mapping for the set's paged"]),
+                        ("kv-sentinel", ["sentinel must be one element"])):
+        c.case(f"check --kv-cache {name}", chk + [name + ".safetensors"], 2, words, dest="kr.json")
+    c.case("check --kv-cache with --candidate", chk + ["kv-nok.safetensors", "--candidate", "x.safetensors"], 2,
+           ["--kv-cache: not with --candidate"], dest="kr.json")
+    c.case("check --kv-cache on a set without a cache", ["check", "--golden", "G", "--report", "kr.json", "--kv-cache",
+                                                         "kv-nok.safetensors"], 2, ["not written with --kv-cache"],
+           dest="kr.json")
+    with open(c.path("kv-empty.safetensors"), "wb") as f:
+        f.write(safetensors_bytes({"k_cache": ("F32", shape, ff)}))
+    c.case("check --kv-cache nothing written fails", chk + ["kv-empty.safetensors", "--no-diagnose"], 1)
 
 
 def safetensors_bytes(tensors):
@@ -789,6 +849,7 @@ def main():
         score_cases(c)
         check_score_cases(c)
         check_attention_cases(c)
+        kv_cache_cases(c)
         message_cases(c, os.path.abspath(a.plugins) if a.plugins else "")
     finally:
         if not a.keep:

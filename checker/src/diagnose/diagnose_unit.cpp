@@ -7,3 +7,4 @@
 #include "diagnosis_report.cpp"
 #include "shape_slips.cpp"
 #include "score_diagnosis.cpp"
+#include "kv_cache_diagnosis.cpp"

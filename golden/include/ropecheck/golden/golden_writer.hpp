@@ -13,6 +13,7 @@
 
 #include "ropecheck/core/positions.hpp"
 #include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/kv_cache.hpp"
 #include "ropecheck/core/shard.hpp"
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/io/tensor.hpp"
@@ -48,6 +49,10 @@ struct GoldenOptions {
   std::string attention;
   std::optional<double> softcap;  // --scores / --attention: Gemma 2's logit soft-cap
   bool sinks = false;             // --attention: one sink logit per query head, from the generator (gpt-oss)
+  // RoPE, whole sets only: the set's tokens are this batch's appended tokens (positions must be
+  // kv::positions of it), and a file "kv_cache" carries the cache's metadata and the values v appended
+  // (GOLDEN_FORMAT.md, "KV-cache writes"). nullopt: none, and the set is byte-identical to one without.
+  std::optional<kv::CacheSpec> kv_cache;
   // Called now and then from the calling thread with (tokens done, tokens total).
   std::function<void(std::int64_t, std::int64_t)> progress;
 };
