@@ -66,7 +66,7 @@ std::int64_t block_tokens(const GoldenSet& golden, const CheckOptions& options) 
   if (options.block_tokens > 0) return options.block_tokens;
   std::uint64_t per_token = 0;
   for (const ManifestTensor& t : golden.tensors()) {
-    if (t.role == "score" || t.role == "attention") continue;  // not read per token (scores.hpp reads the scores whole)
+    if (t.role == "score" || t.role == "attention" || t.role == "store") continue;  // not read per token (scores.hpp reads the scores whole)
     const auto row = static_cast<std::uint64_t>(row_elements(t.shape));
     if (t.role == "output") per_token += row * (8 + 2 * dtype_size(t.dtype));  // truth, golden, candidate
     else if (t.name == "positions") per_token += 8 * static_cast<std::uint64_t>(t.shape.size() == 2 ? t.shape[0] : 1) + sizeof(Position);

@@ -307,8 +307,8 @@ struct ManifestReader {
       mt.dtype = *tdt;
       mt.shape = get_shape(key(t, "shape", where, "tensors[]"), where, ctx);
       mt.role = get_string(t, "role", where, "tensors[]");
-      if (mt.role != "input" && mt.role != "output" && mt.role != "score" && mt.role != "attention")
-        fail(where, ctx + ": 'role' must be \"input\", \"output\", \"score\" or \"attention\"");
+      if (mt.role != "input" && mt.role != "output" && mt.role != "score" && mt.role != "attention" && mt.role != "store")
+        fail(where, ctx + ": 'role' must be \"input\", \"output\", \"score\", \"attention\" or \"store\"");
       if (t.contains("meaning") && t["meaning"].is_string()) mt.meaning = t["meaning"].get<std::string>();
       if (t.contains("attention_factor_folded")) {
         if (!t["attention_factor_folded"].is_boolean()) fail(where, ctx + ": 'attention_factor_folded' must be a boolean");

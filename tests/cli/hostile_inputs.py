@@ -613,6 +613,11 @@ def score_cases(c):
     c.case("golden --softcap without --scores / --attention", g + ["--softcap", "30"], 2,
            ["--softcap: only with --scores or --attention"], dest="sc")
     c.case("golden --sinks without --attention", g + ["--sinks"], 2, ["--sinks: only with"], dest="sc")
+    for bad, why in [("e4m3", "unknown store 'e4m3'"), ("e4m3fn:per-tensor", "not an FP8 option"),
+                     ("int4g48", "group size"), ("int8g64:f64", "not a scale dtype"), ("q8_0,q8_0", "named twice"),
+                     ("q4_0:x", "takes no options"), ("", None)]:
+        if why:
+            c.case(f"golden --stores {bad}", g + ["--stores", bad], 2, ["--stores: ", why], dest="st")
     for cap in ("0", "-3", "inf", "nan"):
         c.case(f"golden --softcap {cap}", g + ["--attention", "causal:0:4", f"--softcap={cap}"], 2, ["softcap"],
                dest="sc")
