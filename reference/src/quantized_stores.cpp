@@ -36,6 +36,14 @@ class Exact {
   std::vector<mpfr_srcptr> p_;
 };
 
+// 'item', built by appending: GCC 12's -Wrestrict misfires on "'" + std::string(...).
+std::string quoted(std::string_view item) {
+  std::string s(1, '\'');
+  s.append(item);
+  s.push_back('\'');
+  return s;
+}
+
 // The largest |f64 value - exact value| of a group: half an ulp of its largest magnitude.
 double f64_error(std::span<const double> y) {
   double a = 0;
@@ -133,7 +141,7 @@ std::optional<StoreSpec> parse_store(std::string_view item, std::string& why) {
                  g == ScaleGranularity::per_token || g == ScaleGranularity::per_token_head) {
         s.scale = *g;
       } else {
-        why = "'" + std::string(parts[i]) + "' is not an FP8 option (saturate, nonfinite, per-token, per-token-head)";
+        why = quoted(parts[i]) + " is not an FP8 option (saturate, nonfinite, per-token, per-token-head)";
         return std::nullopt;
       }
     }
@@ -153,7 +161,7 @@ std::optional<StoreSpec> parse_store(std::string_view item, std::string& why) {
     const std::string_view gs = head.substr(5);
     const auto [p, ec] = std::from_chars(gs.data(), gs.data() + gs.size(), group);
     if (ec != std::errc() || p != gs.data() + gs.size() || (group != 32 && group != 64 && group != 128)) {
-      why = "'" + std::string(head) + "': the group size is 32, 64 or 128";
+      why = quoted(head) + ": the group size is 32, 64 or 128";
       return std::nullopt;
     }
     s.kind = StoreKind::affine;
@@ -165,14 +173,14 @@ std::optional<StoreSpec> parse_store(std::string_view item, std::string& why) {
     if (parts.size() == 2) {
       const auto d = parse_dtype(parts[1]);
       if (!d || *d == DType::f64) {
-        why = "'" + std::string(parts[1]) + "' is not a scale dtype (f32, f16, bf16)";
+        why = quoted(parts[1]) + " is not a scale dtype (f32, f16, bf16)";
         return std::nullopt;
       }
       s.affine.scale_dtype = *d;
     }
     return s;
   }
-  why = "unknown store '" + std::string(head) + "' (e4m3fn, e5m2, q8_0, q4_0, int4gG, int8gG)";
+  why = "unknown store " + quoted(head) + " (e4m3fn, e5m2, q8_0, q4_0, int4gG, int8gG)";
   return std::nullopt;
 }
 
