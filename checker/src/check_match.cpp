@@ -66,6 +66,7 @@ namespace check_detail {
 std::vector<std::string> judged_names(const GoldenSet& golden) {
   std::vector<std::string> out = golden.output_names();
   for (const std::string& s : score_outputs(golden)) out.push_back(s);
+  for (const std::string& s : store_outputs(golden)) out.push_back(s);
   return out;
 }
 
@@ -223,8 +224,13 @@ Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const 
       continue;
     }
     if (golden.find(o)->role == "score") out.scores = {o, it->second};
+    else if (golden.find(o)->role == "store") out.stores.emplace_back(o, it->second);
     else out.checked.emplace_back(o, it->second);
   }
+  // A matched store's scales and biases come with it (stores.hpp): not ignored.
+  for (const auto& [o, ci] : out.stores)
+    for (const std::string& suffix : store_companions(golden, o))
+      std::erase(out.ignored, candidate[ci].name + suffix);
   return out;
 }
 

@@ -188,6 +188,7 @@ CheckReport finalize(const CheckPart& part) {
   rep.verdict = ropecheck::Verdict::pass;
   rep.reason.clear();
   std::int64_t saturated_tensors = 0;
+  std::string why_stores;
   for (const TensorStats& s : part.tensors) {
     rep.tensors.push_back(finalize(s, rep.criterion));
     rep.verdict = ropecheck::combine(rep.verdict, rep.tensors.back().verdict);
@@ -196,13 +197,17 @@ CheckReport finalize(const CheckPart& part) {
   if (!rep.not_tested.empty()) rep.verdict = ropecheck::combine(rep.verdict, ropecheck::Verdict::not_tested);
   rep.scores = part.scores;
   if (rep.scores) rep.verdict = ropecheck::combine(rep.verdict, rep.scores->verdict);
+  rep.stores = part.stores;
+  if (rep.stores) rep.verdict = ropecheck::combine(rep.verdict, rep.stores->verdict);
   if (rep.verdict == ropecheck::Verdict::fail) {
     std::int64_t failing = 0;
     for (const TensorReport& t : rep.tensors) failing += t.verdict == ropecheck::Verdict::fail;
     rep.reason = fmt::format("{} of {} tensors fail {}", failing, rep.tensors.size(), rep.criterion.to_string());
     if (rep.scores && rep.scores->verdict == ropecheck::Verdict::fail) rep.reason += "; " + rep.scores->reason;
+    if (rep.stores && rep.stores->verdict == ropecheck::Verdict::fail) rep.reason += "; " + rep.stores->reason;
   } else if (rep.verdict == ropecheck::Verdict::not_tested) {
     if (rep.scores && rep.scores->verdict == ropecheck::Verdict::not_tested) ++saturated_tensors;
+    if (rep.stores && rep.stores->verdict == ropecheck::Verdict::not_tested) why_stores = rep.stores->reason;
     std::vector<std::string> why;
     if (!rep.declined.empty())
       why.push_back("the kernel declined every output asked for (" + check_detail::join(rep.not_tested, 8) +
@@ -214,6 +219,7 @@ CheckReport finalize(const CheckPart& part) {
     if (saturated_tensors > 0)
       why.push_back(std::to_string(saturated_tensors) + " tensor" + (saturated_tensors == 1 ? "" : "s") +
                     " with saturated bounds (" + std::string(ropecheck::kSaturationAdvice) + ")");
+    if (!why_stores.empty()) why.push_back(why_stores);
     for (const std::string& w : why) rep.reason += (rep.reason.empty() ? "" : "; ") + w;
   }
   rep.pass = rep.verdict == ropecheck::Verdict::pass;

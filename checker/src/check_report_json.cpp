@@ -120,6 +120,7 @@ nlohmann::json CheckReport::to_json() const {
           {"unchecked_golden", unchecked_golden},
           {"not_tested", not_tested}};
   if (scores) out["scores"] = scores->to_json();  // only for sets with scores: other reports keep their bytes
+  if (stores) out["stores"] = stores->to_json();  // likewise
   return out;
 }
 

@@ -20,3 +20,5 @@
 #include "score_problem.cpp"
 #include "check_scores.cpp"
 #include "check_scores_report.cpp"
+#include "check_stores.cpp"
+#include "check_stores_report.cpp"

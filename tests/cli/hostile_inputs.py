@@ -653,6 +653,36 @@ def check_score_cases(c):
     c.case("check scores NaN fails", chk + ["sc-nan.safetensors", "--only", "scores", "--no-diagnose"], 1)
 
 
+def check_store_cases(c):
+    """check of a candidate's quantized stores (checker/CHECK_REPORT.md, "Quantized stores"): a store of the
+    wrong dtype or shape, a missing or misshapen scale, stores under --shard, a --map to a missing tensor are
+    refused with one line; a broken code fails (exit 1)."""
+    subprocess.run([c.exe, "golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet", "--positions", "0:2",
+                    "--heads", "1", "--stores", "e4m3fn,q8_0", "--out", c.path("STG")], check=True, capture_output=True)
+    codes, scale = bytes(128 * 2), struct.pack("<2f", 0.01, 0.01)
+    c.write("st-dtype.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("U8", [2, 1, 128], codes),
+                                                       "q_rot.e4m3fn.scale": ("F32", [2], scale)}))
+    c.write("st-shape.safetensors", safetensors_bytes({"q_rot.q8_0": ("U8", [2, 1, 4, 17], bytes(2 * 4 * 17))}))
+    c.write("st-noscale.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("F8_E4M3", [2, 1, 128], codes)}))
+    c.write("st-scaleshape.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("F8_E4M3", [2, 1, 128], codes),
+                                                            "q_rot.e4m3fn.scale": ("F32", [1, 2], scale)}))
+    c.write("st-zero.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("F8_E4M3", [2, 1, 128], codes),
+                                                      "q_rot.e4m3fn.scale": ("F32", [2], scale)}))
+    chk = ["check", "--golden", "STG", "--report", "r.json", "--candidate"]
+    c.case("check store wrong dtype", chk + ["st-dtype.safetensors"], 2, ["q_rot.e4m3fn", "is u8"], dest="r.json")
+    c.case("check store wrong shape", chk + ["st-shape.safetensors"], 2, ["q_rot.q8_0", "shape [2, 1, 4, 17]"],
+           dest="r.json")
+    c.case("check FP8 store without its scale", chk + ["st-noscale.safetensors"], 2,
+           ["comes without 'q_rot.e4m3fn.scale'"], dest="r.json")
+    c.case("check FP8 store scale of the wrong shape", chk + ["st-scaleshape.safetensors"], 2,
+           ["q_rot.e4m3fn.scale", "[1, 2]"], dest="r.json")
+    c.case("check store with --shard", chk + ["st-zero.safetensors", "--shard", "1/2"], 2,
+           ["--shard", "quantized store"], dest="r.json")
+    c.case("check store --map to a missing tensor", chk + ["st-zero.safetensors", "--map", "q_rot.q8_0=nope"], 2,
+           ["--map", "no tensor 'nope'"], dest="r.json")
+    c.case("check store of zero codes fails", chk + ["st-zero.safetensors", "--only", "q_rot.e4m3fn"], 1)
+
+
 def safetensors_bytes(tensors):
     """tensors: {name: (dtype, shape, raw bytes)} -> a safetensors file."""
     header, data = {}, b""
@@ -762,6 +792,7 @@ def main():
         option_cases(c)
         score_cases(c)
         check_score_cases(c)
+        check_store_cases(c)
         message_cases(c, os.path.abspath(a.plugins) if a.plugins else "")
     finally:
         if not a.keep:

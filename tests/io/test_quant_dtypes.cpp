@@ -71,9 +71,8 @@ TEST(QuantDtypes, ByteExactAsTheCrateWritesThem) {
   Bytes want = {static_cast<std::uint8_t>(header.size() & 0xFF), static_cast<std::uint8_t>(header.size() >> 8), 0, 0, 0,
                 0, 0, 0};
   want.insert(want.end(), header.begin(), header.end());
-  for (std::uint8_t b : {0, 0, 0x80, 0x3E, 1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0x38, 0x7E, 0xB0, 0x3C, 0x7B, 0, 1, 2,
-                         3, 4, 5}) {
-    want.push_back(b);
+  for (int b : {0, 0, 0x80, 0x3E, 1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0x38, 0x7E, 0xB0, 0x3C, 0x7B, 0, 1, 2, 3, 4, 5}) {
+    want.push_back(static_cast<std::uint8_t>(b));
   }
   EXPECT_EQ(serialize_safetensors(ts, {}), want);
 }

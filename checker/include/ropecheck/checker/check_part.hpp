@@ -80,6 +80,7 @@ struct CheckPart {
   int worst_count = 10;
   std::vector<TensorStats> tensors;
   std::optional<ScoresReport> scores;  // unsharded runs only (a part of several never holds scores)
+  std::optional<StoresReport> stores;  // unsharded runs only, as the scores
   // The golden set's data files the check read (manifest order) and, of those, the ones whose hashes this
   // part verified (files_hashed_by: together, the parts of a run verify each file once).
   std::vector<std::string> files_read, files_hashed;

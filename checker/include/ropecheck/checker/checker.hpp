@@ -29,6 +29,7 @@
 
 #include "ropecheck/checker/error_stats.hpp"
 #include "ropecheck/checker/scores.hpp"
+#include "ropecheck/checker/stores.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/io/tensor.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
@@ -187,6 +188,9 @@ struct CheckReport {
   // The attention scores (scores.hpp) when the set has them and the candidate a tensor answering one
   // dtype of them; nullopt otherwise (the asked-for score tensors are then in not_tested).
   std::optional<ScoresReport> scores;
+  // The quantized stores (stores.hpp) the candidate answered, when the set has them (golden --stores);
+  // nullopt otherwise (the asked-for stores are then in not_tested).
+  std::optional<StoresReport> stores;
   // fail: some tensor failed; not-tested: none failed, but an asked-for output had no candidate or
   // some tensor is not tested (saturated bounds); pass: everything asked for was tested and held.
   ropecheck::Verdict verdict = ropecheck::Verdict::fail;
