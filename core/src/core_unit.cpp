@@ -11,3 +11,4 @@
 #include "one_line.cpp"
 #include "quantized.cpp"
 #include "quantized_blocks.cpp"
+#include "quantized_store_spec.cpp"
