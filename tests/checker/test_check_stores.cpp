@@ -4,6 +4,7 @@
 // sit; a candidate without the stores leaves them not tested; bad companions are one-line input errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "ropecheck/checker/checker.hpp"
@@ -106,6 +107,20 @@ TEST(CheckStores, ABrokenDecidedCodeFailsWhereItSits) {
   EXPECT_EQ(s.worst[0].verdict, Verdict::fail);
   EXPECT_EQ(r.verdict, Verdict::fail);
   EXPECT_NE(r.reason.find("quantized stores fail"), std::string::npos) << r.reason;
+  // The report's section (CHECK_REPORT.md, "Quantized stores") and its terminal block.
+  const nlohmann::json j = r.to_json().at("stores");
+  EXPECT_EQ(j.at("class"), "fp32-angle");
+  EXPECT_EQ(j.at("verdict"), "fail");
+  const nlohmann::json& k = *std::find_if(j.at("stores").begin(), j.at("stores").end(),
+                                          [](const nlohmann::json& x) { return x.at("golden") == "k_rot.e4m3fn"; });
+  EXPECT_EQ(k.at("store"), "e4m3fn:saturate:per-token");
+  EXPECT_EQ(k.at("elements").at("failed"), 1);
+  EXPECT_EQ(k.at("worst").at(0).at("index"), static_cast<std::int64_t>(i));
+  EXPECT_EQ(k.at("worst").at(0).at("verdict"), "fail");
+  const std::string text = r.stores->summary();
+  EXPECT_NE(text.find("k_rot.e4m3fn"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 failed"), std::string::npos) << text;
+  EXPECT_FALSE(check_candidate(store_set(), {store_set().tensor("q_rot.f32")}, CheckOptions{}).to_json().contains("stores"));
 }
 
 TEST(CheckStores, AWrongScaleOrSwappedScaleAndBiasFails) {
