@@ -49,7 +49,7 @@ struct GoldenOptions {
   std::optional<double> softcap;  // --scores / --attention: Gemma 2's logit soft-cap
   bool sinks = false;             // --attention: one sink logit per query head, from the generator (gpt-oss)
   // RoPE, whole sets only: also write these quantized stores of q_rot and k_rot, comma-separated
-  // (reference/quantized_stores.hpp's parse_store; GOLDEN_FORMAT.md, "Quantized stores"). Empty: none.
+  // (core/quantized_store_spec.hpp's parse_store; GOLDEN_FORMAT.md, "Quantized stores"). Empty: none.
   std::string stores;
   // Called now and then from the calling thread with (tokens done, tokens total).
   std::function<void(std::int64_t, std::int64_t)> progress;
