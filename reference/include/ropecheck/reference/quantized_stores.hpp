@@ -1,7 +1,7 @@
 // The quantized stores a golden set carries (golden/GOLDEN_FORMAT.md, "Quantized stores"): what
-// `ropecheck golden --stores` names (core/quantized_store_spec.hpp) and each store's golden codes, scales, biases and margins for a
-// block of tokens, computed from the set's correctly rounded f64 rotated values with
-// quantized_rounding.hpp. Every store here groups within one token (a per-token or per-(token, head)
+// `ropecheck golden --stores` names (core/quantized_store_spec.hpp) and each store's golden codes,
+// scales, biases and margins for a block of tokens, computed from the set's correctly rounded f64
+// rotated values with quantized_rounding.hpp. Every store here groups within one token (a per-token or per-(token, head)
 // scale, GGML blocks and MLX groups along head_dim), so blocks of tokens and shards compute it alone.
 //
 // The f64 value differs from the exact one by at most half an ulp; a code whose margin on the f64 values
