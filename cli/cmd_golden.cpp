@@ -34,6 +34,7 @@ struct GoldenCliOptions {
   std::string scores;
   std::string attention;
   std::string kv_cache;
+  std::string stores;
   std::optional<double> softcap;
   bool sinks = false;
 };
@@ -95,6 +96,10 @@ Command add_golden_command(CLI::App& app) {
                   "cached + i, and a file kv_cache carries the cache's metadata and the values v (instead of --positions)");
   cmd->add_option("--softcap", o->softcap, "CAP: with --scores / --attention, Gemma 2's logit soft-cap");
   cmd->add_flag("--sinks", o->sinks, "with --attention: one sink logit per query head, from the generator (gpt-oss)");
+  cmd->add_option("--stores", o->stores,
+                  "LIST: also write these quantized stores of q_rot and k_rot, comma-separated: e4m3fn or e5m2 "
+                  "[:saturate|:nonfinite][:per-token|:per-token-head] (a data-derived scale), q8_0, q4_0, int4gG or "
+                  "int8gG [:f32|:f16|:bf16] (MLX affine, G = 32, 64, 128); whole sets only");
   add_max_memory_option(*cmd, o->max_memory);
   cmd->add_flag("--quiet", o->quiet, "no progress display");
   return {cmd, [o] {
@@ -119,6 +124,7 @@ Command add_golden_command(CLI::App& app) {
             g.shared_out = !o->shared_out.empty();
             g.scores = o->scores;
             g.attention = o->attention;
+            g.stores = o->stores;
             g.softcap = o->softcap;
             g.sinks = o->sinks;
             g.dtypes = parse_dtypes(o->dtypes);

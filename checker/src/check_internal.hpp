@@ -102,13 +102,15 @@ std::set<std::string> asked_outputs(const GoldenSet& golden, const CheckOptions&
 CheckPart part_header(const GoldenSet& golden, const CheckOptions& options, const Shard& shard);
 
 // The golden tensors a candidate tensor can answer: the outputs (manifest order), then the attention
-// scores (scores.hpp, score_outputs), then the attention outputs (attention_outputs.hpp).
+// scores (scores.hpp, score_outputs), the attention outputs (attention_outputs.hpp), then the quantized stores
+// (stores.hpp, store_outputs).
 std::vector<std::string> judged_names(const GoldenSet& golden);
 
 struct Matched {
   std::vector<std::pair<std::string, std::size_t>> checked;
   std::optional<std::pair<std::string, std::size_t>> scores;  // the scores tensor answered (at most one dtype)
   std::vector<std::pair<std::string, std::size_t>> attention;  // the attention outputs answered, one per dtype
+  std::vector<std::pair<std::string, std::size_t>> stores;    // the quantized stores answered (stores.hpp)
   std::vector<std::string> ignored, unchecked, not_tested;
 };
 Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options);

@@ -67,6 +67,7 @@ std::vector<std::string> judged_names(const GoldenSet& golden) {
   std::vector<std::string> out = golden.output_names();
   for (const std::string& s : score_outputs(golden)) out.push_back(s);
   for (const std::string& s : attention_output_names(golden)) out.push_back(s);
+  for (const std::string& s : store_outputs(golden)) out.push_back(s);
   return out;
 }
 
@@ -226,8 +227,13 @@ Matched match_candidate(const GoldenSet& golden, CandidateSource& source, const 
     const std::string& role = golden.find(o)->role;
     if (role == "score") out.scores = {o, it->second};
     else if (role == "attention") out.attention.emplace_back(o, it->second);
+    else if (role == "store") out.stores.emplace_back(o, it->second);
     else out.checked.emplace_back(o, it->second);
   }
+  // A matched store's scales and biases come with it (stores.hpp): not ignored.
+  for (const auto& [o, ci] : out.stores)
+    for (const std::string& suffix : store_companions(golden, o))
+      std::erase(out.ignored, candidate[ci].name + suffix);
   return out;
 }
 

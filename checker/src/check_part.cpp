@@ -188,6 +188,7 @@ CheckReport finalize(const CheckPart& part) {
   rep.verdict = ropecheck::Verdict::pass;
   rep.reason.clear();
   std::int64_t saturated_tensors = 0;
+  std::string why_stores;
   for (const TensorStats& s : part.tensors) {
     rep.tensors.push_back(finalize(s, rep.criterion));
     rep.verdict = ropecheck::combine(rep.verdict, rep.tensors.back().verdict);
@@ -198,6 +199,8 @@ CheckReport finalize(const CheckPart& part) {
   if (rep.scores) rep.verdict = ropecheck::combine(rep.verdict, rep.scores->verdict);
   rep.attention = part.attention;
   for (const AttentionOutputsReport& a : rep.attention) rep.verdict = ropecheck::combine(rep.verdict, a.verdict);
+  rep.stores = part.stores;
+  if (rep.stores) rep.verdict = ropecheck::combine(rep.verdict, rep.stores->verdict);
   if (rep.verdict == ropecheck::Verdict::fail) {
     std::int64_t failing = 0;
     for (const TensorReport& t : rep.tensors) failing += t.verdict == ropecheck::Verdict::fail;
@@ -205,9 +208,11 @@ CheckReport finalize(const CheckPart& part) {
     if (rep.scores && rep.scores->verdict == ropecheck::Verdict::fail) rep.reason += "; " + rep.scores->reason;
     for (const AttentionOutputsReport& a : rep.attention)
       if (a.verdict == ropecheck::Verdict::fail) rep.reason += "; " + a.golden_name + ": " + a.reason;
+    if (rep.stores && rep.stores->verdict == ropecheck::Verdict::fail) rep.reason += "; " + rep.stores->reason;
   } else if (rep.verdict == ropecheck::Verdict::not_tested) {
     if (rep.scores && rep.scores->verdict == ropecheck::Verdict::not_tested) ++saturated_tensors;
     for (const AttentionOutputsReport& a : rep.attention) saturated_tensors += a.verdict == ropecheck::Verdict::not_tested;
+    if (rep.stores && rep.stores->verdict == ropecheck::Verdict::not_tested) why_stores = rep.stores->reason;
     std::vector<std::string> why;
     if (!rep.declined.empty())
       why.push_back("the kernel declined every output asked for (" + check_detail::join(rep.not_tested, 8) +
@@ -219,6 +224,7 @@ CheckReport finalize(const CheckPart& part) {
     if (saturated_tensors > 0)
       why.push_back(std::to_string(saturated_tensors) + " tensor" + (saturated_tensors == 1 ? "" : "s") +
                     " with saturated bounds (" + std::string(ropecheck::kSaturationAdvice) + ")");
+    if (!why_stores.empty()) why.push_back(why_stores);
     for (const std::string& w : why) rep.reason += (rep.reason.empty() ? "" : "; ") + w;
   }
   rep.pass = rep.verdict == ropecheck::Verdict::pass;

@@ -125,6 +125,7 @@ nlohmann::json CheckReport::to_json() const {
     for (const AttentionOutputsReport& r : attention) a.push_back(r.to_json());
     out["attention"] = std::move(a);
   }
+  if (stores) out["stores"] = stores->to_json();  // likewise
   return out;
 }
 

@@ -82,6 +82,7 @@ std::string CheckReport::summary() const {
   }
   if (scores) s += scores->summary(criterion);
   for (const AttentionOutputsReport& a : attention) s += a.summary(criterion);
+  if (stores) s += "\n" + stores->summary();
   if (!ignored_candidate.empty()) s += "\nignored candidate tensors (no golden output): " + join(ignored_candidate) + "\n";
   if (!unchecked_golden.empty())
     s += fmt::format("{}{} golden outputs not checked (no candidate tensor, an f64 truth copy, or outside --only); "
@@ -115,6 +116,10 @@ std::string CheckReport::summary() const {
     failing += a.verdict == ropecheck::Verdict::fail;
     ++judged;
   }
+  if (stores) {  // each store counts as one more tensor
+    for (const StoreCheck& c : stores->stores) violations += c.failed + c.groups_failed, failing += c.verdict == ropecheck::Verdict::fail;
+    judged += stores->stores.size();
+  }
   if (pass)
     s += fmt::format("\nPASS: {} holds on every element of {} tensor{}; classes satisfied: {}{}\n", criterion.to_string(),
                      judged, judged == 1 ? "" : "s", join(sat), untested_note);
@@ -125,7 +130,7 @@ std::string CheckReport::summary() const {
     s += fmt::format("\nFAIL: {} violated by {} element{} in {} of {} tensor{}{}; classes satisfied: {}{}\n",
                      criterion.to_string(), violations, violations == 1 ? "" : "s", failing, judged,
                      judged == 1 ? "" : "s",
-                     first || !(scores || !attention.empty()) ? fmt::format(" (first at position {})", first.value_or(-1)) : std::string(),
+                     first || !(scores || !attention.empty() || stores) ? fmt::format(" (first at position {})", first.value_or(-1)) : std::string(),
                      join(sat), untested_note);
   return s;
 }

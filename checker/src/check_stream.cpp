@@ -66,7 +66,7 @@ std::int64_t block_tokens(const GoldenSet& golden, const CheckOptions& options) 
   if (options.block_tokens > 0) return options.block_tokens;
   std::uint64_t per_token = 0;
   for (const ManifestTensor& t : golden.tensors()) {
-    if (t.role == "score" || t.role == "attention" || t.role == "kv_cache") continue;  // not read per token (scores.hpp reads the scores whole)
+    if (t.role == "score" || t.role == "attention" || t.role == "kv_cache" || t.role == "store") continue;  // not read per token (scores.hpp reads the scores whole)
     const auto row = static_cast<std::uint64_t>(row_elements(t.shape));
     if (t.role == "output") per_token += row * (8 + 2 * dtype_size(t.dtype));  // truth, golden, candidate
     else if (t.name == "positions") per_token += 8 * static_cast<std::uint64_t>(t.shape.size() == 2 ? t.shape[0] : 1) + sizeof(Position);
@@ -134,6 +134,42 @@ AttentionOutputsReport judge_attention(const GoldenSet& golden, CandidateSource&
                                  options.worst_count, options.threads, options.max_memory);
 }
 
+// The candidate's quantized stores read whole with their scales and biases (stores.hpp), as the scores:
+// unsharded runs only. A missing companion, or one of the wrong dtype or shape, is an InputError.
+StoresReport judge_stores(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options,
+                          const Shard& shard, const std::vector<std::pair<std::string, std::size_t>>& matched) {
+  const std::vector<CandidateTensor>& ts = source.tensors();
+  const auto bytes_of = [&](std::size_t i) {
+    std::vector<std::uint8_t> buffer;
+    const std::span<const std::uint8_t> b = source.elements(i, 0, ts[i].numel(), buffer);
+    std::vector<std::uint8_t> out(b.begin(), b.end());
+    source.release(i, 0, ts[i].numel());
+    return out;
+  };
+  std::vector<StoreCandidate> cands;
+  for (const auto& [o, ci] : matched) {
+    if (shard.count > 1)
+      throw InputError("--shard: the candidate's quantized store " + quote_name(ts[ci].name) + " (" + o +
+                       ") is not split by token; check it in an unsharded run, or leave it out with --only");
+    StoreCandidate c{o, ts[ci].name, bytes_of(ci), {}, {}};
+    for (const std::string& suffix : store_companions(golden, o)) {
+      const ManifestTensor& m = *golden.find(o + suffix);
+      const auto it = std::find_if(ts.begin(), ts.end(), [&](const CandidateTensor& t) { return t.name == c.name + suffix; });
+      if (it == ts.end())
+        throw InputError(o + ": candidate tensor " + quote_name(c.name) + " comes without " + quote_name(c.name + suffix) +
+                         " (" + std::string(to_string(m.dtype)) + " " + io::shape_for_message(m.shape) + ")");
+      if (it->dtype != m.dtype || it->shape != m.shape)
+        throw InputError(o + suffix + ": candidate tensor " + quote_name(it->name) + " is " +
+                         std::string(to_string(it->dtype)) + " " + io::shape_for_message(it->shape) +
+                         " but the golden tensor is " + std::string(to_string(m.dtype)) + " " +
+                         io::shape_for_message(m.shape));
+      (suffix == ".biases" ? c.biases : c.scales) = bytes_of(static_cast<std::size_t>(it - ts.begin()));
+    }
+    cands.push_back(std::move(c));
+  }
+  return check_stores(golden, cands, options.criterion, options.worst_count);
+}
+
 CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, const CheckOptions& options, const Shard& shard) {
   validate(options.criterion);
   CheckPart part = part_header(golden, options, shard);
@@ -188,6 +224,7 @@ CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, co
   for (Reading& r : reads) part.tensors.push_back(r.check.finish());
   if (m.scores) part.scores = judge_scores(golden, source, options, shard, *m.scores);
   for (const auto& a : m.attention) part.attention.push_back(judge_attention(golden, source, options, shard, a));
+  if (!m.stores.empty()) part.stores = judge_stores(golden, source, options, shard, m.stores);
   return part;
 }
 

@@ -25,3 +25,5 @@
 #include "check_attention_report.cpp"
 #include "kv_cache_check.cpp"
 #include "kv_cache_report.cpp"
+#include "check_stores.cpp"
+#include "check_stores_report.cpp"

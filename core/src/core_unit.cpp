@@ -12,3 +12,4 @@
 #include "quantized.cpp"
 #include "quantized_blocks.cpp"
 #include "kv_cache.cpp"
+#include "quantized_store_spec.cpp"

@@ -97,6 +97,10 @@ nlohmann::json GoldenFiles::manifest(const GoldenMeta& meta, nlohmann::json file
                         {"shape", t.shape},        {"role", role},       {"meaning", meaning},
                         {"attention_factor_folded", folded}};
     if (format_ == FileFormat::npz && t.dtype == TensorDType::bf16) j["npy_storage"] = "uint16 bit patterns";
+    if (t.dtype == TensorDType::e4m3fn || t.dtype == TensorDType::e5m2) {  // .npy has no FP8 type
+      j["ml_dtypes"] = t.dtype == TensorDType::e4m3fn ? "float8_e4m3fn" : "float8_e5m2";
+      if (format_ == FileFormat::npz) j["npy_storage"] = "uint8 bit patterns";
+    }
     tensors.push_back(j);
   };
   std::int64_t tokens = 0;

@@ -307,8 +307,9 @@ struct ManifestReader {
       mt.dtype = *tdt;
       mt.shape = get_shape(key(t, "shape", where, "tensors[]"), where, ctx);
       mt.role = get_string(t, "role", where, "tensors[]");
-      if (mt.role != "input" && mt.role != "output" && mt.role != "score" && mt.role != "attention" && mt.role != "kv_cache")
-        fail(where, ctx + ": 'role' must be \"input\", \"output\", \"score\", \"attention\" or \"kv_cache\"");
+      if (mt.role != "input" && mt.role != "output" && mt.role != "score" && mt.role != "attention" && mt.role != "kv_cache" &&
+          mt.role != "store")
+        fail(where, ctx + ": 'role' must be \"input\", \"output\", \"score\", \"attention\", \"kv_cache\" or \"store\"");
       if (t.contains("meaning") && t["meaning"].is_string()) mt.meaning = t["meaning"].get<std::string>();
       if (t.contains("attention_factor_folded")) {
         if (!t["attention_factor_folded"].is_boolean()) fail(where, ctx + ": 'attention_factor_folded' must be a boolean");

@@ -164,6 +164,8 @@ class ValueWriter {
       files_.group(1 + d).write(2, t0b * hd_ * sz, bytes_of(o.q_rot));
       files_.group(1 + d).write(3, t0b * hd_ * sz, bytes_of(o.k_rot));
     }
+    if (!plan_.stores.empty())  // from the f64 outputs (dtypes[0])
+      write_store_block(plan_, files_, plan_.stores_group, plan_.at_token() + tb, blk.outs[0].q_rot, blk.outs[0].k_rot);
   }
 
   // Tokens [b, e) of a block, on one worker thread.

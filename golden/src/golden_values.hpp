@@ -11,6 +11,7 @@
 #include "golden_files.hpp"
 #include "ropecheck/attention/pairs.hpp"
 #include "ropecheck/core/shard.hpp"
+#include "ropecheck/reference/quantized_stores.hpp"
 
 namespace ropecheck::golden::detail {
 
@@ -33,6 +34,8 @@ struct RunPlan {
   std::int64_t block = 1;            // tokens computed and written at a time
   std::optional<attention::PairSet> scores;  // --scores: the pairs whose scores the run also writes
   std::optional<attention::Block> attention;  // --attention: the block whose outputs it writes
+  std::vector<quant::StoreSpec> stores;       // --stores: written per block into the last attached file
+  std::size_t stores_group = 0;               // that file's group in GoldenFiles
   // A shared file holds the whole set: this run's tokens start at token at_token() of its files.
   std::int64_t file_tokens() const { return shared ? set_tokens : tokens; }
   std::int64_t at_token() const { return shared ? first : 0; }
@@ -55,5 +58,13 @@ void plan_attached(const GoldenOptions& opt, RunPlan& plan);
 // --kv-cache: the positions are the batch's, the set whole and RoPE (SpecError otherwise).
 void plan_kv_cache(const GoldenOptions& opt, const RunPlan& plan);
 std::vector<io::DescribedFile> compute_attached(const GoldenOptions& opt, const RunPlan& plan);
+
+// --stores (golden_stores.cpp): the option checked and parsed into the plan; the stores file's layout
+// (tensors with shapes, no data); one block of tokens' stores, from its f64 q_rot and k_rot, written
+// into group `g` at the block's tokens.
+void plan_stores(const GoldenOptions& opt, RunPlan& plan);
+io::DescribedFile stores_layout(const RunPlan& plan);
+void write_store_block(const RunPlan& plan, GoldenFiles& files, std::size_t g, std::int64_t first_token,
+                       const io::Tensor& q_rot_f64, const io::Tensor& k_rot_f64);
 
 }  // namespace ropecheck::golden::detail

@@ -75,6 +75,7 @@ RunPlan plan_tokens(const GoldenOptions& opt) {
   plan.streams = plan.rope && spec.rope.mrope != MropeMode::none ? 3 : 1;
   detail::plan_attached(opt, plan);
   detail::plan_kv_cache(opt, plan);
+  detail::plan_stores(opt, plan);
   return plan;
 }
 
@@ -197,11 +198,14 @@ GoldenSummary write_golden_set(const GoldenOptions& options) {
   Destination dest(opt, plan, meta);
   GoldenSummary summary;
   const auto t0 = Clock::now();
-  const std::vector<DescribedFile> attached = detail::compute_attached(opt, plan);
+  std::vector<DescribedFile> attached = detail::compute_attached(opt, plan);
+  const std::size_t computed = attached.size();  // then the stores, written block by block
+  plan.stores_group = 1 + plan.dtypes.size() + computed;
+  if (!plan.stores.empty()) attached.push_back(detail::stores_layout(plan));
   detail::GoldenFiles files(dest.dir, dest.context, opt.spec, plan.file_tokens(), static_cast<int>(plan.H), plan.dtypes,
                             opt.format, plan.shared ? detail::FilesMode::shared_write : detail::FilesMode::create, attached);
   const detail::ValueCounts counts = detail::write_values(opt, plan, files);
-  files.write_attached(attached);
+  files.write_attached(std::span<const DescribedFile>(attached).first(computed));
   for (std::size_t f = 0; f < attached.size(); ++f) {
     meta.attached[attached[f].stem] = attached[f].record;
     meta.attached[attached[f].stem]["file"] = files.file_name(1 + plan.dtypes.size() + f);

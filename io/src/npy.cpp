@@ -28,6 +28,11 @@ std::string_view descr_of(TensorDType t) {
     case TensorDType::bf16: return "<u2";
     case TensorDType::i64: return "<i8";
     case TensorDType::i32: return "<i4";
+    case TensorDType::u32: return "<u4";
+    // .npy has no FP8 type (np.save writes ml_dtypes' arrays as '<V1'): bit patterns as uint8.
+    case TensorDType::u8:
+    case TensorDType::e4m3fn:
+    case TensorDType::e5m2: return "|u1";
   }
   return "";
 }
@@ -177,10 +182,12 @@ TensorDType dtype_of_descr(const std::string& d, bool u2_is_bf16, std::string_vi
   if (d == "<f2") return TensorDType::f16;
   if (d == "<i8") return TensorDType::i64;
   if (d == "<i4") return TensorDType::i32;
+  if (d == "|u1") return TensorDType::u8;
+  if (d == "<u4") return TensorDType::u32;
   if (d == "<u2" && u2_is_bf16) return TensorDType::bf16;
   if (d == "<u2") fail(what, "unsupported descr '<u2' (uint16; read it with u2_is_bf16 for bf16 bit patterns)");
   if (!d.empty() && d[0] == '>') fail(what, "big-endian descr " + quote_name(d) + " is not supported");
-  fail(what, "unsupported descr " + quote_name(d) + " (supported: '<f8', '<f4', '<f2', '<i8', '<i4', '<u2')");
+  fail(what, "unsupported descr " + quote_name(d) + " (supported: '<f8', '<f4', '<f2', '<i8', '<i4', '<u2', '|u1', '<u4')");
 }
 
 // Python's repr of the shape tuple: (), (5,), (2, 3).

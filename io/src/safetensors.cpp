@@ -21,19 +21,22 @@ constexpr std::size_t kMaxJsonDepth = 8;  // a valid header nests 3 deep: {name:
 constexpr std::string_view kMetadataKey = "__metadata__";
 
 // Dtypes the safetensors format knows but TensorDType does not.
-constexpr std::array<std::string_view, 16> kOtherSafetensorsDtypes = {
-    "BOOL", "F4",  "F6_E2M3", "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
-    "F8_E5M2FNUZ", "I16", "U16", "U32", "C64", "U64"};
+constexpr std::array<std::string_view, 12> kOtherSafetensorsDtypes = {
+    "BOOL", "F4", "F6_E2M3", "F6_E3M2", "I8", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "C64", "U64"};
 
 // Position in the crate's Dtype enum, which is declared in increasing alignment order.
 int alignment_rank(TensorDType t) {
   switch (t) {
-    case TensorDType::f16: return 0;
-    case TensorDType::bf16: return 1;
-    case TensorDType::i32: return 2;
-    case TensorDType::f32: return 3;
-    case TensorDType::f64: return 4;
-    case TensorDType::i64: return 5;
+    case TensorDType::u8: return 0;
+    case TensorDType::e5m2: return 1;
+    case TensorDType::e4m3fn: return 2;
+    case TensorDType::f16: return 3;
+    case TensorDType::bf16: return 4;
+    case TensorDType::i32: return 5;
+    case TensorDType::u32: return 6;
+    case TensorDType::f32: return 7;
+    case TensorDType::f64: return 8;
+    case TensorDType::i64: return 9;
   }
   return 0;
 }
@@ -120,7 +123,7 @@ Entry parse_entry(const std::string& name, const json& v, std::string_view what)
     e.dtype = *t;
   } else if (std::find(kOtherSafetensorsDtypes.begin(), kOtherSafetensorsDtypes.end(), dts) !=
              kOtherSafetensorsDtypes.end()) {
-    fail(what, tq + ": unsupported dtype " + dts + " (supported: F64, F32, F16, BF16, I64, I32)");
+    fail(what, tq + ": unsupported dtype " + dts + " (supported: F64, F32, F16, BF16, I64, I32, U8, U32, F8_E4M3, F8_E5M2)");
   } else {
     fail(what, tq + ": unknown dtype " + quote_name(dts));
   }

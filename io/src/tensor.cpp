@@ -7,6 +7,7 @@
 #include <limits>
 #include <system_error>
 
+#include "ropecheck/core/quantized.hpp"
 #include "ropecheck/io/detail/tensor_io.hpp"
 
 namespace ropecheck::io {
@@ -103,6 +104,17 @@ std::vector<std::uint8_t> read_file(const std::filesystem::path& p) {
 
 }  // namespace detail
 
+namespace {
+constexpr TensorDType kAllTensorDTypes[] = {TensorDType::f64, TensorDType::f32,    TensorDType::f16,
+                                            TensorDType::bf16, TensorDType::i64,   TensorDType::i32,
+                                            TensorDType::u8,  TensorDType::u32,    TensorDType::e4m3fn,
+                                            TensorDType::e5m2};
+}  // namespace
+
+bool is_byte_dtype(TensorDType t) {
+  return t == TensorDType::u8 || t == TensorDType::e4m3fn || t == TensorDType::e5m2;
+}
+
 std::size_t dtype_size(TensorDType t) {
   switch (t) {
     case TensorDType::f64: return 8;
@@ -111,6 +123,10 @@ std::size_t dtype_size(TensorDType t) {
     case TensorDType::bf16: return 2;
     case TensorDType::i64: return 8;
     case TensorDType::i32: return 4;
+    case TensorDType::u8: return 1;
+    case TensorDType::u32: return 4;
+    case TensorDType::e4m3fn: return 1;
+    case TensorDType::e5m2: return 1;
   }
   throw InputError("invalid TensorDType value " + std::to_string(static_cast<int>(t)));
 }
@@ -123,6 +139,10 @@ std::string_view to_string(TensorDType t) {
     case TensorDType::bf16: return "bf16";
     case TensorDType::i64: return "i64";
     case TensorDType::i32: return "i32";
+    case TensorDType::u8: return "u8";
+    case TensorDType::u32: return "u32";
+    case TensorDType::e4m3fn: return "e4m3fn";
+    case TensorDType::e5m2: return "e5m2";
   }
   throw InputError("invalid TensorDType value " + std::to_string(static_cast<int>(t)));
 }
@@ -138,8 +158,7 @@ TensorDType tensor_dtype(DType t) {
 }
 
 std::optional<TensorDType> parse_tensor_dtype(std::string_view s) {
-  for (TensorDType t : {TensorDType::f64, TensorDType::f32, TensorDType::f16, TensorDType::bf16,
-                        TensorDType::i64, TensorDType::i32}) {
+  for (TensorDType t : kAllTensorDTypes) {
     if (to_string(t) == s) return t;
   }
   return std::nullopt;
@@ -153,13 +172,16 @@ std::string_view safetensors_name(TensorDType t) {
     case TensorDType::bf16: return "BF16";
     case TensorDType::i64: return "I64";
     case TensorDType::i32: return "I32";
+    case TensorDType::u8: return "U8";
+    case TensorDType::u32: return "U32";
+    case TensorDType::e4m3fn: return "F8_E4M3";
+    case TensorDType::e5m2: return "F8_E5M2";
   }
   throw InputError("invalid TensorDType value " + std::to_string(static_cast<int>(t)));
 }
 
 std::optional<TensorDType> parse_safetensors_dtype(std::string_view s) {
-  for (TensorDType t : {TensorDType::f64, TensorDType::f32, TensorDType::f16, TensorDType::bf16,
-                        TensorDType::i64, TensorDType::i32}) {
+  for (TensorDType t : kAllTensorDTypes) {
     if (safetensors_name(t) == s) return t;
   }
   return std::nullopt;
@@ -217,12 +239,12 @@ Tensor make_le(std::string name, TensorDType dt, std::vector<std::int64_t> shape
     tensor_fail(t, "shape " + shape_for_message(t.shape) + " has " + std::to_string(*n) + " elements but " +
                        std::to_string(v.size()) + " values were given");
   }
-  static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
   t.data.resize(v.size() * sizeof(T));
-  if constexpr (std::endian::native == std::endian::little) {
+  if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1) {
     if (!v.empty()) std::memcpy(t.data.data(), v.data(), t.data.size());
   } else {
-    using U = std::conditional_t<sizeof(T) == 2, std::uint16_t,
+    using U = std::conditional_t<sizeof(T) <= 2, std::uint16_t,
                                  std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
     for (std::size_t i = 0; i < v.size(); ++i) {
       const U u = std::bit_cast<U>(v[i]);
@@ -271,16 +293,23 @@ double Tensor::value(std::int64_t i) const {
       return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(detail::load_u16(p)) << 16));
     case TensorDType::i64: return static_cast<double>(static_cast<std::int64_t>(detail::load_u64(p)));
     case TensorDType::i32: return static_cast<double>(static_cast<std::int32_t>(detail::load_u32(p)));
+    case TensorDType::u8: return static_cast<double>(*p);
+    case TensorDType::u32: return static_cast<double>(detail::load_u32(p));
+    case TensorDType::e4m3fn: return quant::fp8_decode(*p, quant::Fp8::e4m3fn);
+    case TensorDType::e5m2: return quant::fp8_decode(*p, quant::Fp8::e5m2);
   }
   tensor_fail(*this, "invalid dtype");
 }
 
 std::int64_t Tensor::int_value(std::int64_t i) const {
-  if (dtype != TensorDType::i64 && dtype != TensorDType::i32) {
-    tensor_fail(*this, "int_value needs an i64 or i32 tensor, not " + std::string(to_string(dtype)));
+  if (dtype != TensorDType::i64 && dtype != TensorDType::i32 && dtype != TensorDType::u8 &&
+      dtype != TensorDType::u32) {
+    tensor_fail(*this, "int_value needs an i64, i32, u8 or u32 tensor, not " + std::string(to_string(dtype)));
   }
   const std::uint8_t* p = data.data() + element_offset(*this, i);
   if (dtype == TensorDType::i64) return static_cast<std::int64_t>(detail::load_u64(p));
+  if (dtype == TensorDType::u8) return *p;
+  if (dtype == TensorDType::u32) return detail::load_u32(p);
   return static_cast<std::int32_t>(detail::load_u32(p));
 }
 
@@ -303,6 +332,17 @@ Tensor make_i64(std::string name, std::vector<std::int64_t> shape, const std::ve
 }
 Tensor make_i32(std::string name, std::vector<std::int64_t> shape, const std::vector<std::int32_t>& v) {
   return make_le(std::move(name), TensorDType::i32, std::move(shape), v);
+}
+Tensor make_bytes(std::string name, TensorDType u8_or_fp8, std::vector<std::int64_t> shape,
+                  const std::vector<std::uint8_t>& bytes) {
+  if (!is_byte_dtype(u8_or_fp8)) {
+    throw InputError("tensor " + quote_name(name) + ": make_bytes needs u8, e4m3fn or e5m2, not " +
+                     std::string(to_string(u8_or_fp8)));
+  }
+  return make_le(std::move(name), u8_or_fp8, std::move(shape), bytes);
+}
+Tensor make_u32(std::string name, std::vector<std::int64_t> shape, const std::vector<std::uint32_t>& v) {
+  return make_le(std::move(name), TensorDType::u32, std::move(shape), v);
 }
 
 Tensor make_zeros(std::string name, TensorDType dt, std::vector<std::int64_t> shape) {

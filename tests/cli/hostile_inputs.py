@@ -613,6 +613,11 @@ def score_cases(c):
     c.case("golden --softcap without --scores / --attention", g + ["--softcap", "30"], 2,
            ["--softcap: only with --scores or --attention"], dest="sc")
     c.case("golden --sinks without --attention", g + ["--sinks"], 2, ["--sinks: only with"], dest="sc")
+    for bad, why in [("e4m3", "unknown store 'e4m3'"), ("e4m3fn:per-tensor", "not an FP8 option"),
+                     ("int4g48", "group size"), ("int8g64:f64", "not a scale dtype"), ("q8_0,q8_0", "named twice"),
+                     ("q4_0:x", "takes no options"), ("", None)]:
+        if why:
+            c.case(f"golden --stores {bad}", g + ["--stores", bad], 2, ["--stores: ", why], dest="st")
     for cap in ("0", "-3", "inf", "nan"):
         c.case(f"golden --softcap {cap}", g + ["--attention", "causal:0:4", f"--softcap={cap}"], 2, ["softcap"],
                dest="sc")
@@ -737,6 +742,34 @@ def kv_cache_cases(c):
     with open(c.path("kv-empty.safetensors"), "wb") as f:
         f.write(safetensors_bytes({"k_cache": ("F32", shape, ff)}))
     c.case("check --kv-cache nothing written fails", chk + ["kv-empty.safetensors", "--no-diagnose"], 1)
+def check_store_cases(c):
+    """check of a candidate's quantized stores (checker/CHECK_REPORT.md, "Quantized stores"): a store of the
+    wrong dtype or shape, a missing or misshapen scale, stores under --shard, a --map to a missing tensor are
+    refused with one line; a broken code fails (exit 1)."""
+    subprocess.run([c.exe, "golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet", "--positions", "0:2",
+                    "--heads", "1", "--stores", "e4m3fn,q8_0", "--out", c.path("STG")], check=True, capture_output=True)
+    codes, scale = bytes(128 * 2), struct.pack("<2f", 0.01, 0.01)
+    c.write("st-dtype.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("U8", [2, 1, 128], codes),
+                                                       "q_rot.e4m3fn.scale": ("F32", [2], scale)}))
+    c.write("st-shape.safetensors", safetensors_bytes({"q_rot.q8_0": ("U8", [2, 1, 4, 17], bytes(2 * 4 * 17))}))
+    c.write("st-noscale.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("F8_E4M3", [2, 1, 128], codes)}))
+    c.write("st-scaleshape.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("F8_E4M3", [2, 1, 128], codes),
+                                                            "q_rot.e4m3fn.scale": ("F32", [1, 2], scale)}))
+    c.write("st-zero.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("F8_E4M3", [2, 1, 128], codes),
+                                                      "q_rot.e4m3fn.scale": ("F32", [2], scale)}))
+    chk = ["check", "--golden", "STG", "--report", "r.json", "--candidate"]
+    c.case("check store wrong dtype", chk + ["st-dtype.safetensors"], 2, ["q_rot.e4m3fn", "is u8"], dest="r.json")
+    c.case("check store wrong shape", chk + ["st-shape.safetensors"], 2, ["q_rot.q8_0", "shape [2, 1, 4, 17]"],
+           dest="r.json")
+    c.case("check FP8 store without its scale", chk + ["st-noscale.safetensors"], 2,
+           ["comes without 'q_rot.e4m3fn.scale'"], dest="r.json")
+    c.case("check FP8 store scale of the wrong shape", chk + ["st-scaleshape.safetensors"], 2,
+           ["q_rot.e4m3fn.scale", "[1, 2]"], dest="r.json")
+    c.case("check store with --shard", chk + ["st-zero.safetensors", "--shard", "1/2"], 2,
+           ["--shard", "quantized store"], dest="r.json")
+    c.case("check store --map to a missing tensor", chk + ["st-zero.safetensors", "--map", "q_rot.q8_0=nope"], 2,
+           ["--map", "no tensor 'nope'"], dest="r.json")
+    c.case("check store of zero codes fails", chk + ["st-zero.safetensors", "--only", "q_rot.e4m3fn"], 1)
 
 
 def safetensors_bytes(tensors):
@@ -850,6 +883,7 @@ def main():
         check_score_cases(c)
         check_attention_cases(c)
         kv_cache_cases(c)
+        check_store_cases(c)
         message_cases(c, os.path.abspath(a.plugins) if a.plugins else "")
     finally:
         if not a.keep:

@@ -87,6 +87,8 @@ std::vector<Tensor> all_dtypes() {
   ts.push_back(make_bits16("bf16", TensorDType::bf16, {2, 1}, {0x3F80, 0x4049}));
   ts.push_back(make_i64("i64", {2}, {std::numeric_limits<std::int64_t>::min(), 7}));
   ts.push_back(make_i32("i32", {2, 2}, {1, -2, 3, std::numeric_limits<std::int32_t>::max()}));
+  ts.push_back(make_bytes("u8", TensorDType::u8, {3}, {0, 0x7F, 0xFF}));
+  ts.push_back(make_u32("u32", {2}, {0x12345678u, 0xFFFFFFFFu}));
   ts.push_back(make_f64("scalar", {}, {2.5}));
   ts.push_back(make_f32("empty", {0, 3}, {}));
   ts.push_back(make_i64("empty_last", {4, 0}, {}));
@@ -106,14 +108,15 @@ TEST(Tensor, DtypeNamesAndSizes) {
   EXPECT_EQ(dtype_size(TensorDType::bf16), 2u);
   EXPECT_EQ(dtype_size(TensorDType::i32), 4u);
   for (TensorDType t : {TensorDType::f64, TensorDType::f32, TensorDType::f16, TensorDType::bf16, TensorDType::i64,
-                        TensorDType::i32}) {
+                        TensorDType::i32, TensorDType::u8, TensorDType::u32, TensorDType::e4m3fn, TensorDType::e5m2}) {
     EXPECT_EQ(parse_tensor_dtype(to_string(t)), t);
     EXPECT_EQ(parse_safetensors_dtype(safetensors_name(t)), t);
   }
   EXPECT_EQ(safetensors_name(TensorDType::bf16), "BF16");
   EXPECT_EQ(to_string(TensorDType::bf16), "bf16");
   EXPECT_FALSE(parse_tensor_dtype("F32"));
-  EXPECT_FALSE(parse_safetensors_dtype("U8"));
+  EXPECT_FALSE(parse_safetensors_dtype("I8"));
+  EXPECT_EQ(parse_safetensors_dtype("F8_E4M3"), TensorDType::e4m3fn);
   EXPECT_EQ(shape_string({131072, 64}), "[131072, 64]");
   EXPECT_EQ(shape_string({}), "[]");
   for (DType d : {DType::f64, DType::f32, DType::f16, DType::bf16}) {  // same name, storage size of the format
@@ -147,7 +150,7 @@ TEST(Tensor, MisuseIsRejected) {
   const auto m = by_name(all_dtypes());
   expect_reject([&] { (void)m.at("f32").value(6); }, "'f32'", "out of range");
   expect_reject([&] { (void)m.at("f32").value(-1); }, "'f32'", "out of range");
-  expect_reject([&] { (void)m.at("f32").int_value(0); }, "'f32'", "i64 or i32");
+  expect_reject([&] { (void)m.at("f32").int_value(0); }, "'f32'", "i64, i32, u8 or u32");
   expect_reject([] { make_f32("x", {2, 2}, {1, 2, 3}); }, "'x'", "4 elements but 3 values");
   expect_reject([] { make_f32("x", {-1}, {}); }, "'x'", "negative dimension");
   expect_reject([] { make_bits16("x", TensorDType::f32, {1}, {1}); }, "'x'", "f16 or bf16");
@@ -239,12 +242,15 @@ TEST(Safetensors, LayoutIsAlignedAndDeterministic) {
 
   const std::uint64_t n = detail::load_u64(a.data());
   EXPECT_EQ(n % 8, 0u);
-  EXPECT_EQ(a[8 + n - 1], ' ');
-  // Tensors come back in file order: descending alignment (I64, F64, F32, I32, BF16, F16), then name.
+  const std::string header(a.begin() + 8, a.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  EXPECT_EQ(header.substr(header.find_last_not_of(' ')), "}");  // padded with spaces only
+  // Tensors come back in file order: the crate's Dtype order reversed (I64, F64, F32, U32, I32, BF16, F16,
+  // U8), then name.
   const std::vector<Tensor> back = parse_safetensors(a, "layout");
   std::vector<std::string> names;
   for (const Tensor& t : back) names.push_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"empty_last", "i64", "f64", "scalar", "empty", "f32", "i32", "bf16", "f16"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"empty_last", "i64", "f64", "scalar", "empty", "f32", "u32", "i32", "bf16",
+                                             "f16", "u8"}));
   // Every tensor's data starts at a multiple of its element size (from the file start).
   std::size_t offset = 0;
   for (const Tensor& t : back) {
@@ -334,10 +340,11 @@ TEST(SafetensorsReject, WrongTypes) {
 TEST(SafetensorsReject, UnknownAndUnsupportedDtypes) {
   reject_st(st_file(R"({"a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}})", Bytes(16)), "unknown dtype 'F128'");
   reject_st(st_file(R"({"a":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}})", Bytes(4)), "unknown dtype 'f32'");
-  // A valid safetensors file, but U8 is not a TensorDType.
-  reject_st(st_file(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", {1, 2}),
-            "tensor 'a': unsupported dtype U8 (supported: F64, F32, F16, BF16, I64, I32)");
-  reject_st(st_file(R"({"a":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})", {1}), "unsupported dtype F8_E4M3");
+  // A valid safetensors file, but I8 is not a TensorDType.
+  reject_st(st_file(R"({"a":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})", {1, 2}),
+            "tensor 'a': unsupported dtype I8 (supported: F64, F32, F16, BF16, I64, I32, U8, U32, F8_E4M3, F8_E5M2)");
+  reject_st(st_file(R"({"a":{"dtype":"F8_E4M3FNUZ","shape":[1],"data_offsets":[0,1]}})", {1}),
+            "unsupported dtype F8_E4M3FNUZ");
 }
 
 TEST(SafetensorsReject, MetadataNotStringToString) {
@@ -423,8 +430,8 @@ TEST(SafetensorsReject, NegativeDimensions) {
 
 TEST(SafetensorsReject, MessagesEscapeHostileNames) {
   // A name with a newline must not break the one-line message.
-  reject_st(st_file("{\"x\\ny\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}"),
-            "tensor 'x\\x0ay': unsupported dtype U8");
+  reject_st(st_file("{\"x\\ny\":{\"dtype\":\"I8\",\"shape\":[0],\"data_offsets\":[0,0]}}"),
+            "tensor 'x\\x0ay': unsupported dtype I8");
 }
 
 TEST(Safetensors, FileReadAndErrors) {
@@ -584,7 +591,8 @@ TEST(NpyReject, UnsupportedAndBigEndianDescr) {
   reject_npy(npy_v1("{'descr': '>f4', 'fortran_order': False, 'shape': (), }", Bytes(4)),
              "big-endian descr '>f4' is not supported");
   reject_npy(npy_v1("{'descr': '<c8', 'fortran_order': False, 'shape': (), }", Bytes(8)), "unsupported descr '<c8'");
-  reject_npy(npy_v1("{'descr': '|u1', 'fortran_order': False, 'shape': (), }", Bytes(1)), "unsupported descr '|u1'");
+  reject_npy(npy_v1("{'descr': '|i1', 'fortran_order': False, 'shape': (), }", Bytes(1)), "unsupported descr '|i1'");
+  reject_npy(npy_v1("{'descr': '>u4', 'fortran_order': False, 'shape': (), }", Bytes(4)), "big-endian descr '>u4'");
   reject_npy(npy_v1("{'descr': 'bfloat16', 'fortran_order': False, 'shape': (), }", Bytes(2)),
              "unsupported descr 'bfloat16'");
 }
@@ -671,10 +679,10 @@ TEST(Npz, DeterministicStoredMembersWithFixedTimestamps) {
   EXPECT_EQ(detail::load_u32(a.data() + 14), crc32_of(npy));  // CRC-32 field
   EXPECT_EQ(detail::load_u32(a.data() + 18), npy.size());      // compressed size == size (STORED)
   EXPECT_EQ(detail::load_u32(a.data() + 22), npy.size());
-  // End of central directory: 9 entries, no comment.
+  // End of central directory: 11 entries, no comment.
   const std::size_t e = a.size() - 22;
   EXPECT_EQ(detail::load_u32(a.data() + e), 0x06054b50u);
-  EXPECT_EQ(detail::load_u16(a.data() + e + 10), 9u);
+  EXPECT_EQ(detail::load_u16(a.data() + e + 10), 11u);
 }
 
 TEST(Npz, ReadsZip64Records) {

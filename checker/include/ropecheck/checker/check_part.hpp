@@ -81,6 +81,7 @@ struct CheckPart {
   std::vector<TensorStats> tensors;
   std::optional<ScoresReport> scores;  // unsharded runs only (a part of several never holds scores)
   std::vector<AttentionOutputsReport> attention;  // the same for the attention outputs (one per dtype)
+  std::optional<StoresReport> stores;  // unsharded runs only, as the scores
   // The golden set's data files the check read (manifest order) and, of those, the ones whose hashes this
   // part verified (files_hashed_by: together, the parts of a run verify each file once).
   std::vector<std::string> files_read, files_hashed;

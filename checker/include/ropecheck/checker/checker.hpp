@@ -30,6 +30,7 @@
 #include "ropecheck/checker/error_stats.hpp"
 #include "ropecheck/checker/attention_outputs.hpp"
 #include "ropecheck/checker/scores.hpp"
+#include "ropecheck/checker/stores.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/io/tensor.hpp"
 #include "ropecheck/accuracy/error_model.hpp"
@@ -191,6 +192,9 @@ struct CheckReport {
   // The attention outputs (attention_outputs.hpp) of a set with an attention block: one report per dtype
   // a candidate tensor answered (golden order); the asked-for ones without a candidate are in not_tested.
   std::vector<AttentionOutputsReport> attention;
+  // The quantized stores (stores.hpp) the candidate answered, when the set has them (golden --stores);
+  // nullopt otherwise (the asked-for stores are then in not_tested).
+  std::optional<StoresReport> stores;
   // fail: some tensor failed; not-tested: none failed, but an asked-for output had no candidate or
   // some tensor is not tested (saturated bounds); pass: everything asked for was tested and held.
   ropecheck::Verdict verdict = ropecheck::Verdict::fail;

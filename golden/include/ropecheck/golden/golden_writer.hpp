@@ -53,6 +53,9 @@ struct GoldenOptions {
   // kv::positions of it), and a file "kv_cache" carries the cache's metadata and the values v appended
   // (GOLDEN_FORMAT.md, "KV-cache writes"). nullopt: none, and the set is byte-identical to one without.
   std::optional<kv::CacheSpec> kv_cache;
+  // RoPE, whole sets only: also write these quantized stores of q_rot and k_rot, comma-separated
+  // (core/quantized_store_spec.hpp's parse_store; GOLDEN_FORMAT.md, "Quantized stores"). Empty: none.
+  std::string stores;
   // Called now and then from the calling thread with (tokens done, tokens total).
   std::function<void(std::int64_t, std::int64_t)> progress;
 };

@@ -4,8 +4,9 @@
 //   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 // then the spaces np.save adds (room to grow the first axis), padded with spaces and a final
 // '\n' so the data starts at a multiple of 64. descr: f64 '<f8', f32 '<f4', f16 '<f2', i64 '<i8',
-// i32 '<i4', and bf16 as '<u2' bit patterns (NumPy has no bfloat16; view them with
-// ml_dtypes.bfloat16).
+// i32 '<i4', u32 '<u4', u8 '|u1', bf16 as '<u2' bit patterns (NumPy has no bfloat16; view them with
+// ml_dtypes.bfloat16), and e4m3fn / e5m2 as '|u1' bit patterns (np.save writes ml_dtypes' FP8 arrays
+// as '<V1'; the golden manifest names the type; they read back as u8).
 //
 // Writing (.npz): a ZIP archive of STORED members "<name>.npy", sorted by member name, with
 // fixed timestamps (1980-01-01 00:00) and fixed attributes: the bytes depend on the tensors only.
@@ -16,7 +17,7 @@
 // bytes (NumPy's own limit) or running past the end; a header that is not exactly a Python dict
 // literal with the keys 'descr', 'fortran_order' and 'shape' (each once; ASCII; no other keys;
 // shape a tuple of non-negative decimal integers); fortran_order True; a big-endian ('>') or
-// otherwise unsupported descr (accepted: '<f8', '<f4', '<f2', '<i8', '<i4', and '<u2', which
+// otherwise unsupported descr (accepted: '<f8', '<f4', '<f2', '<i8', '<i4', '|u1', '<u4', and '<u2', which
 // is read as bf16 bit patterns when `u2_is_bf16`, else rejected); a shape whose size overflows;
 // data shorter than prod(shape) * itemsize, or trailing bytes after it.
 //

@@ -1,0 +1,39 @@
+// What `golden --stores` names (golden/GOLDEN_FORMAT.md, "Quantized stores"): a store of rotated q / k,
+// its --stores item and how it groups a [tokens, heads, head_dim] tensor. Pure: the golden values are
+// reference/quantized_stores.hpp's, a kernel's rotate-then-quantize recipe kernels/rope_quantize.hpp's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ropecheck/core/quantized.hpp"
+
+namespace ropecheck::quant {
+
+enum class StoreKind { fp8, q8_0, q4_0, affine };
+
+struct StoreSpec {
+  StoreKind kind = StoreKind::fp8;
+  Fp8 fp8 = Fp8::e4m3fn;
+  Fp8Overflow overflow = Fp8Overflow::saturate;
+  ScaleGranularity scale = ScaleGranularity::per_token;  // fp8: per-token or per-token-head
+  AffineSpec affine;
+  // The tensor name's suffix: "e4m3fn", "e5m2", "q8_0", "q4_0", "int4g64".
+  std::string name() const;
+  friend bool operator==(const StoreSpec&, const StoreSpec&) = default;
+};
+
+// One item of --stores: e4m3fn or e5m2 [:saturate|:nonfinite] [:per-token|:per-token-head]; q8_0; q4_0;
+// int4gG or int8gG (G = 32, 64, 128) [:f32|:f16|:bf16] (the scales' and biases' dtype). nullopt with
+// `why` set for anything else.
+std::optional<StoreSpec> parse_store(std::string_view item, std::string& why);
+// What a store needs of head_dim (a multiple of 32 for GGML, of the group size for MLX); empty when
+// head_dim suits it.
+std::string store_head_dim_problem(const StoreSpec& s, std::int64_t head_dim);
+
+// Scale groups per token: fp8 1 or heads; q8_0 / q4_0 heads * head_dim / 32; affine heads * head_dim / G.
+std::int64_t scale_groups_per_token(const StoreSpec& s, std::int64_t heads, std::int64_t head_dim);
+
+}  // namespace ropecheck::quant

@@ -1,0 +1,148 @@
+// --stores (golden_values.hpp): the quantized stores of q_rot and k_rot (GOLDEN_FORMAT.md, "Quantized
+// stores"), computed per block of tokens by reference/quantized_stores.hpp from the block's f64
+// values and written at the block's place in the stores file: golden/ only lays out and stores them.
+#include <string>
+#include <vector>
+
+#include "golden_values.hpp"
+
+namespace ropecheck::golden::detail {
+namespace {
+
+using quant::StoreKind;
+using quant::StoreSpec;
+
+struct StoreTensor {
+  std::string suffix;  // after "<output>.<store>"
+  TensorDType dtype;
+  std::vector<std::int64_t> per_token;  // the shape after the token axis
+  std::string meaning;
+};
+
+// The tensors of one store of one output, in file order (write_store_block writes them in this order).
+std::vector<StoreTensor> store_tensors(const StoreSpec& s, std::int64_t H, std::int64_t D) {
+  const std::int64_t G = quant::scale_groups_per_token(s, H, D);
+  std::vector<StoreTensor> t;
+  const std::vector<std::int64_t> elems = {H, D};
+  switch (s.kind) {
+    case StoreKind::fp8: {
+      const std::vector<std::int64_t> sc = s.scale == quant::ScaleGranularity::per_token ? std::vector<std::int64_t>{}
+                                                                                          : std::vector<std::int64_t>{H};
+      t.push_back({"", s.fp8 == quant::Fp8::e4m3fn ? TensorDType::e4m3fn : TensorDType::e5m2, elems,
+                   "FP8 codes of the exact values over the data-derived scale (vLLM's dynamic quantization)"});
+      t.push_back({".scale", TensorDType::f32, sc, "the data-derived scale RN_f32(s*), s* of the exact values"});
+      t.push_back({".scale_margin", TensorDType::f32, sc, "the error on the exact values that cannot change the scale"});
+      break;
+    }
+    case StoreKind::q8_0:
+    case StoreKind::q4_0:
+      t.push_back({"", TensorDType::u8, {H, D / quant::kGgmlBlock, s.kind == StoreKind::q8_0 ? 34 : 18},
+                   "GGML blocks (f16 d, then the codes) of each head vector in channel order"});
+      t.push_back({".scale_margin", TensorDType::f32, {H, D / quant::kGgmlBlock},
+                   "the error on the exact values that cannot change the block's d"});
+      break;
+    case StoreKind::affine:
+      t.push_back({"", TensorDType::u32, {H, D * s.affine.bits / 32}, "MLX affine codes packed from the low bits up"});
+      t.push_back({".scales", tensor_dtype(s.affine.scale_dtype), {H, G / H}, "each group's stored scale"});
+      t.push_back({".biases", tensor_dtype(s.affine.scale_dtype), {H, G / H}, "each group's stored bias"});
+      t.push_back({".scale_margin", TensorDType::f32, {H, G / H},
+                   "the error on the exact values that cannot change the scale and bias"});
+      t.push_back({".decision_margin", TensorDType::f32, {H, G / H},
+                   "the error that cannot change the group's decisions (edge, clamp, q0)"});
+      break;
+  }
+  t.push_back({".margin", TensorDType::f32, elems, "per element: the error on the exact values that cannot change the code"});
+  return t;
+}
+
+template <class T>
+std::span<const std::uint8_t> bytes(const std::vector<T>& v) {
+  return {reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+
+std::vector<std::uint8_t> encode(const std::vector<double>& v, DType d) {
+  std::vector<std::uint8_t> out(v.size() * dtype_size(tensor_dtype(d)));
+  for (std::size_t i = 0; i < v.size(); ++i) store_element(out.data() + i * dtype_size(tensor_dtype(d)), v[i], d);
+  return out;
+}
+
+}  // namespace
+
+void plan_stores(const GoldenOptions& opt, RunPlan& plan) {
+  if (opt.stores.empty()) return;
+  if (!plan.rope) throw SpecError("--stores: needs a RoPE spec (the stores quantize q_rot and k_rot)");
+  if (opt.shard) throw SpecError("--stores: not with --shard (merge does not join the stores file yet)");
+  for (std::size_t b = 0; b <= opt.stores.size();) {
+    const std::size_t c = std::min(opt.stores.find(',', b), opt.stores.size());
+    std::string why;
+    const auto s = quant::parse_store(std::string_view(opt.stores).substr(b, c - b), why);
+    if (!s) throw SpecError("--stores: " + why);
+    const std::string hd = quant::store_head_dim_problem(*s, plan.D);
+    if (!hd.empty()) throw SpecError("--stores: " + hd);
+    for (const StoreSpec& o : plan.stores)
+      if (o.name() == s->name()) throw SpecError("--stores: " + s->name() + " named twice");
+    plan.stores.push_back(*s);
+    b = c + 1;
+  }
+}
+
+io::DescribedFile stores_layout(const RunPlan& plan) {
+  io::DescribedFile f;
+  f.stem = "stores";
+  f.role = "store";
+  f.record = {{"stores", nlohmann::json::array()}};
+  const std::int64_t T = plan.tokens;
+  for (const StoreSpec& s : plan.stores) {
+    nlohmann::json r = {{"name", s.name()}};
+    if (s.kind == StoreKind::fp8)
+      r.update({{"format", "fp8"}, {"overflow", quant::to_string(s.overflow)}, {"scale", quant::to_string(s.scale)},
+                {"ml_dtypes", quant::fp8_info(s.fp8).ml_dtypes}});
+    else if (s.kind == StoreKind::affine)
+      r.update({{"format", "mlx-affine"}, {"bits", s.affine.bits}, {"group_size", s.affine.group_size},
+                {"scale_dtype", to_string(s.affine.scale_dtype)}});
+    else
+      r["format"] = "ggml";
+    f.record["stores"].push_back(r);
+    for (const char* out : {"q_rot", "k_rot"})
+      for (StoreTensor& t : store_tensors(s, plan.H, plan.D)) {
+        std::vector<std::int64_t> shape = {T};
+        shape.insert(shape.end(), t.per_token.begin(), t.per_token.end());
+        io::Tensor tensor;  // layout only: GoldenFiles reads name, dtype and shape
+        tensor.name = std::string(out) + "." + s.name() + t.suffix;
+        tensor.dtype = t.dtype;
+        tensor.shape = std::move(shape);
+        f.tensors.push_back({std::move(tensor), std::move(t.meaning)});
+      }
+  }
+  return f;
+}
+
+void write_store_block(const RunPlan& plan, GoldenFiles& files, std::size_t g, std::int64_t first_token,
+                       const io::Tensor& q_rot_f64, const io::Tensor& k_rot_f64) {
+  const std::int64_t bt = q_rot_f64.shape.at(0), H = plan.H, D = plan.D;
+  std::size_t j = 0;  // tensor index in the group, in stores_layout's order
+  const auto at = [&](std::size_t n) { return static_cast<std::uint64_t>(first_token) * n / static_cast<std::uint64_t>(bt); };
+  for (const StoreSpec& s : plan.stores) {
+    for (const io::Tensor* y : {&q_rot_f64, &k_rot_f64}) {
+      const std::span<const double> v(reinterpret_cast<const double*>(y->data.data()), y->data.size() / 8);
+      const quant::StoreBlock b = quant::store_block(s, v, bt, H, D);
+      const std::vector<std::uint8_t> scales = encode(b.scales, s.kind == StoreKind::affine ? s.affine.scale_dtype : DType::f32);
+      std::vector<std::span<const std::uint8_t>> parts;
+      switch (s.kind) {
+        case StoreKind::fp8: parts = {bytes(b.bytes), scales, bytes(b.scale_margin)}; break;
+        case StoreKind::q8_0:
+        case StoreKind::q4_0: parts = {bytes(b.bytes), bytes(b.scale_margin)}; break;
+        case StoreKind::affine: {
+          parts = {bytes(b.words), scales, {}, bytes(b.scale_margin), bytes(b.decision_margin)};
+          break;
+        }
+      }
+      const std::vector<std::uint8_t> biases = encode(b.biases, s.affine.scale_dtype);
+      if (s.kind == StoreKind::affine) parts[2] = biases;
+      parts.push_back(bytes(b.margin));
+      for (std::span<const std::uint8_t> p : parts) files.group(g).write(j++, at(p.size()), p);
+    }
+  }
+}
+
+}  // namespace ropecheck::golden::detail
