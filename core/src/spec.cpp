@@ -105,6 +105,17 @@ void validate_scaling(const RopeSpec& r) {
          "only valid for rope type 'longrope'");
 }
 
+// The MLA layout: a rotary slice inside the head, a k_pe key of the slice's width.
+void validate_mla(const RopeSpec& r) {
+  if (r.rotary_offset < 0 || r.rotary_offset > r.head_dim - r.rotary_dim)
+    fail("rope.rotary_offset", std::to_string(r.rotary_offset),
+         "must be within 0 .. head_dim - rotary_dim (" + std::to_string(r.head_dim - r.rotary_dim) + ")");
+  // Proportional RoPE's pairs span the whole head: there is no slice to place.
+  if (r.scaling.type == ScalingType::proportional && is_mla_layout(r))
+    fail(r.rotary_offset != 0 ? "rope.rotary_offset" : "rope.key_layout",
+         r.rotary_offset != 0 ? std::to_string(r.rotary_offset) : "\"k_pe\"", "not valid with rope type 'proportional'");
+}
+
 void validate_rope(const RopeSpec& r) {
   if (r.head_dim <= 0 || r.head_dim % 2 != 0)
     fail("rope.head_dim", std::to_string(r.head_dim), "must be even and > 0");
@@ -118,6 +129,7 @@ void validate_rope(const RopeSpec& r) {
   if (r.max_position_embeddings < 0)
     fail("rope.max_position_embeddings", std::to_string(r.max_position_embeddings), "must be >= 0");
   validate_scaling(r);
+  validate_mla(r);
   if (r.mrope != MropeMode::none) {
     const auto& sec = r.mrope_section;
     for (int i = 0; i < 3; ++i)
@@ -156,6 +168,15 @@ int rope_pairs(const RopeSpec& r) {
 }
 
 int rope_block_channels(const RopeSpec& r) { return 2 * rope_pairs(r); }
+
+RopeSpec key_rope(const RopeSpec& r) {
+  if (r.key_layout == KeyLayout::per_head) return r;
+  RopeSpec k = r;
+  k.head_dim = r.rotary_dim;
+  k.rotary_offset = 0;
+  k.key_layout = KeyLayout::per_head;
+  return k;
+}
 
 double effective_factor(const RopeSpec& r) {
   const RopeScaling& s = r.scaling;
@@ -222,6 +243,7 @@ std::string_view to_string(MropeMode m) {
   }
   return "?";
 }
+std::string_view to_string(KeyLayout k) { return k == KeyLayout::per_head ? "per_head" : "k_pe"; }
 std::string_view to_string(SinusoidalLayout l) {
   return l == SinusoidalLayout::interleaved ? "interleaved" : "concatenated";
 }
