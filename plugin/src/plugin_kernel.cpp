@@ -117,6 +117,8 @@ kut::CallResult PluginKernel::rope_apply(const kut::RopeApplyCall& call) {
   if (!info_.capabilities.rope_apply || spec.family != Family::rope)
     return {kut::CallResult::Status::unsupported, "the kernel exports no ropecheck_rope_apply for this spec"};
   if (call.x.dtype != DType::f32) return {kut::CallResult::Status::unsupported, "the kernel ABI takes f32 input"};
+  if (spec.rope.rotary_offset != 0)  // the ABI's parameter block has no rotary offset: it would rotate the prefix
+    return {kut::CallResult::Status::unsupported, "the kernel ABI has no rotary_offset (MLA slice)"};
   const RopeInputs in = rope_inputs(call.problem);
   const std::span<const float> x(reinterpret_cast<const float*>(call.x.bytes.data()), call.x.count());
   const std::string input(call.input);
