@@ -181,9 +181,9 @@ if [ -n "$PRESETS_DIR" ]; then
 fi
 
 run presets --json
-json_check "presets --json is a list of 20 spec objects" '
-if not isinstance(d, list) or len(d) != 20:
-    problems.append("not a list of 20")
+json_check "presets --json is a list of 21 spec objects" '
+if not isinstance(d, list) or len(d) != 21:
+    problems.append("not a list of 21")
 else:
     for s in d:
         if not isinstance(s, dict) or "name" not in s or s.get("family") not in ("rope", "sinusoidal"):

@@ -48,6 +48,40 @@ std::optional<Mistake> Mistake::compose(const Mistake& a, const Mistake& b) {
   return m;
 }
 
+namespace {
+
+// MLA (DeepSeek V2 / V3: q = [q_nope | q_pe], one k_pe per token): evaluable on MLA sets only.
+void add_mla_hypotheses(std::vector<Hypothesis>& v) {
+  auto add = [&v](std::string id, std::string title, std::string source, const Mistake& mistake) {
+    v.push_back({std::move(id), std::move(title), std::move(source), mistake, std::nullopt});
+  };
+  Mistake m;
+  m.rotary_offset = 0;
+  add("mla-slice-at-start", "the rotary slice at the start of the head instead of at rotary_offset (q_pe taken first)",
+      "transformers DeepseekV3Attention split(q, [qk_nope_head_dim, qk_rope_head_dim]): q_pe is the last slice", m);
+  m = {};
+  m.whole_head = true;
+  add("mla-whole-head-rotated", "the whole head rotated (qk_head_dim as the rotary width: q_nope rotated too)",
+      "DeepSeek config: rotary width qk_rope_head_dim (64), not qk_head_dim (192)", m);
+  m = {};
+  m.att = Mistake::Att::yarn_mscale;
+  add("mla-yarn-mscale-on-slice",
+      "YaRN's get_mscale(factor, mscale) folded into the rotated slice without the division by "
+      "get_mscale(factor, mscale_all_dim)",
+      "vLLM DeepseekScalingRotaryEmbedding (mscale ratio); DeepSeek puts mscale_all_dim into the softmax scale", m);
+  m = {};
+  m.passthrough_mscale = true;
+  add("mla-yarn-mscale-on-nope", "the pass-through channels (q_nope) multiplied by YaRN's get_mscale(factor, mscale)",
+      "DeepSeek inference/model.py: the mscale belongs to the softmax scale, not to q_nope", m);
+  m = {};
+  m.first_position = true;
+  add("mla-k-pe-one-position", "every token's k_pe rotated at the first token's position (k_pe broadcast along the "
+      "sequence instead of the heads)",
+      "transformers DeepseekV3Attention: k_rot.view(batch, 1, seq, qk_rope_head_dim) then expand over heads", m);
+}
+
+}  // namespace
+
 const std::vector<Hypothesis>& diagnosis_catalogue() {
   using A = Mistake::Att;
   static const std::vector<Hypothesis> c = [] {
@@ -145,30 +179,7 @@ const std::vector<Hypothesis>& diagnosis_catalogue() {
     m.swap_hw_streams = true;
     add("mrope-hw-swapped", "mrope height and width streams exchanged (wrong section order)",
         "Liger-Kernel test_qwen2vl_mrope sections; sglang PR #33117", m);
-    // MLA (DeepSeek V2 / V3: q = [q_nope | q_pe], one k_pe per token): evaluable on MLA sets only.
-    m = {};
-    m.rotary_offset = 0;
-    add("mla-slice-at-start", "the rotary slice at the start of the head instead of at rotary_offset (q_pe taken first)",
-        "transformers DeepseekV3Attention split(q, [qk_nope_head_dim, qk_rope_head_dim]): q_pe is the last slice", m);
-    m = {};
-    m.whole_head = true;
-    add("mla-whole-head-rotated", "the whole head rotated (qk_head_dim as the rotary width: q_nope rotated too)",
-        "DeepSeek config: rotary width qk_rope_head_dim (64), not qk_head_dim (192)", m);
-    m = {};
-    m.att = A::yarn_mscale;
-    add("mla-yarn-mscale-on-slice",
-        "YaRN's get_mscale(factor, mscale) folded into the rotated slice without the division by "
-        "get_mscale(factor, mscale_all_dim)",
-        "vLLM DeepseekScalingRotaryEmbedding (mscale ratio); DeepSeek puts mscale_all_dim into the softmax scale", m);
-    m = {};
-    m.passthrough_mscale = true;
-    add("mla-yarn-mscale-on-nope", "the pass-through channels (q_nope) multiplied by YaRN's get_mscale(factor, mscale)",
-        "DeepSeek inference/model.py: the mscale belongs to the softmax scale, not to q_nope", m);
-    m = {};
-    m.first_position = true;
-    add("mla-k-pe-one-position", "every token's k_pe rotated at the first token's position (k_pe broadcast along the "
-        "sequence instead of the heads)",
-        "transformers DeepseekV3Attention: k_rot.view(batch, 1, seq, qk_rope_head_dim) then expand over heads", m);
+    add_mla_hypotheses(v);
     m = {};
     m.judged_class = accuracy::AccuracyClass::fp32_angle;
     add("class-fp32-angle", "the angle formed in f32 (class fp32-angle)",
