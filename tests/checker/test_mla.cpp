@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "temp_root.hpp"
+#include "ropecheck/checker/check_part.hpp"
 #include "ropecheck/checker/checker.hpp"
 #include "ropecheck/checker/diagnose.hpp"
 #include "ropecheck/checker/kernel_run.hpp"
@@ -204,6 +205,27 @@ TEST(Mla, OneUlpOnQNopeFailsAsPassThroughOnly) {
   EXPECT_EQ(rep.tensors[0].passthrough->first_differing_position, 0);
   EXPECT_NE(rep.tensors[0].reason.find("1 pass-through element differ from the input (must be bit-exact"), std::string::npos)
       << rep.tensors[0].reason;
+}
+
+// The pass-through counts travel in sharded parts: 3 parts merged give one run's report, bit for bit.
+TEST(Mla, PassThroughCountsMergeAcrossShards) {
+  const GoldenSet& g = mla_set();
+  const std::vector<Tensor> cand = mla_kernel(g, Slip::mscale_on_nope);
+  const CheckReport one = check_candidate(g, cand, rotated_only());
+  ASSERT_TRUE(one.tensors[0].passthrough.has_value());
+  std::int64_t nonzero_nope = 0;  // x * mscale == x only for x = 0
+  const std::vector<float> q = floats(g.tensor("q"));
+  for (std::size_t i = 0; i < q.size(); ++i) nonzero_nope += i % 192 < 128 && q[i] != 0;
+  EXPECT_EQ(one.tensors[0].passthrough->differing, nonzero_nope);
+  EXPECT_GT(nonzero_nope, 0);
+  std::vector<nlohmann::json> parts;
+  std::vector<std::string> names;
+  for (int i = 1; i <= 3; ++i) {
+    parts.push_back(nlohmann::json::parse(
+        part_to_json(check_candidate_part(g, cand, rotated_only(), Shard{i, 3}), {}, {{"kind", "test"}}).dump()));
+    names.push_back(std::to_string(i) + ".json");
+  }
+  EXPECT_EQ(finalize(merge_check_parts(parts, names).whole).to_json().dump(), one.to_json().dump());
 }
 
 TEST(Mla, EveryInjectedMistakeFailsAndIsNamed) {
