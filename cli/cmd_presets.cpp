@@ -27,6 +27,8 @@ Command add_presets_command(CLI::App& app) {
         const RopeSpec& r = s.rope;
         std::string layout(to_string(r.layout));
         if (r.mrope != MropeMode::none) layout += fmt::format(" + mrope {}", to_string(r.mrope));
+        if (r.rotary_offset != 0) layout += fmt::format(" + slice at {}", r.rotary_offset);
+        if (r.key_layout != KeyLayout::per_head) layout += fmt::format(" + {} key", to_string(r.key_layout));
         fmt::print("{:<22} {:<10} {:>8} {:>10} {:>10g} {:<12} {}\n", name, "rope", r.head_dim, r.rotary_dim, r.base,
                    to_string(r.scaling.type), layout);
       } else {

@@ -10,10 +10,9 @@ RopeGeometry::RopeGeometry(const RopeSpec& r, std::vector<double> inv_freq, doub
   for (int j = 0; j < pairs_; ++j) stream_.push_back(r.mrope == MropeMode::none ? 0 : mrope_stream(r, j));
   pair_of_.assign(static_cast<std::size_t>(head_dim_), -1);
   partner_.assign(static_cast<std::size_t>(head_dim_), -1);
-  const int block = rope_block_channels(r);
   for (int j = 0; j < pairs_; ++j) {
     const auto [a, b] = pair_channels(r, j);
-    if (a >= block || b >= block) continue;
+    if (!is_rotary_channel(r, a) || !is_rotary_channel(r, b)) continue;
     pair_of_[static_cast<std::size_t>(a)] = pair_of_[static_cast<std::size_t>(b)] = j;
     partner_[static_cast<std::size_t>(a)] = b;
     partner_[static_cast<std::size_t>(b)] = a;

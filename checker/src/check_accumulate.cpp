@@ -236,6 +236,7 @@ void TensorPass::run_chunk(Acc& a, const Block& b, std::int64_t t0, std::int64_t
             const std::int64_t p = j < 0 ? pos[t].t : geo_.rope->position(pos[t], j);
             eval(a, b, base + ch, p, geo_.rope->quantity(ch), j < 0 ? PairAngle{0, 0} : geo_.rope->angle(p, j),
                  geo_.rope->magnitude(x, ch));
+            if (j < 0 && geo_.exact_passthrough) note_passthrough(a.s, b.cand[base + ch - b.first], b.same[base + ch - b.first], p);
           }
         }
         a.end_token();

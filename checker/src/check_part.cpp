@@ -103,6 +103,9 @@ void TensorStats::merge_counts(const TensorStats& o) {
     x.err.merge(y.err);
   }
   err.merge(o.err);
+  passthrough += o.passthrough;
+  passthrough_differing += o.passthrough_differing;
+  if (o.first_passthrough_differing) note_first(first_passthrough_differing, *o.first_passthrough_differing);
 }
 
 void merge_worst(std::vector<ElementReport>& into, const std::vector<ElementReport>& more, std::size_t K) {
@@ -159,6 +162,18 @@ TensorReport finalize(const TensorStats& s, const Criterion& cr) {
                              "all-zero output passes) from position {}; {}",
                              s.saturated, rep.elements, cr.to_string(), s.first_saturated.value_or(-1),
                              ropecheck::kSaturationAdvice);
+  }
+  if (s.passthrough > 0) {
+    rep.passthrough = TensorReport::Passthrough{s.passthrough, s.passthrough_differing, s.first_passthrough_differing};
+    // A copied channel is exact in every dtype (bf16-exact inputs): any difference is a failure, whatever
+    // the criterion (ERROR_MODEL.md, "Pass-through channels of an MLA head").
+    if (s.passthrough_differing > 0) {
+      rep.verdict = ropecheck::Verdict::fail;
+      rep.reason = fmt::format("{} pass-through element{} differ from the input (must be bit-exact; first at position {})",
+                               s.passthrough_differing, s.passthrough_differing == 1 ? "" : "s",
+                               s.first_passthrough_differing.value_or(-1)) +
+                   (s.violations > 0 ? "; " + rep.reason : "");
+    }
   }
   rep.pass = rep.verdict == ropecheck::Verdict::pass;
   rep.violations = s.violations;

@@ -98,7 +98,7 @@ nlohmann::json tensor_json(const TensorStats& s) {
   }
   nlohmann::json worst = nlohmann::json::array();
   for (const ElementReport& e : s.worst) worst.push_back(element_json(e));
-  return {{"golden", s.golden_name},
+  nlohmann::json j = {{"golden", s.golden_name},
           {"candidate", s.candidate_name},
           {"dtype", std::string(to_string(s.dtype))},
           {"shape", s.shape},
@@ -125,6 +125,11 @@ nlohmann::json tensor_json(const TensorStats& s) {
           {"error_sums", sums_json(s.err)},
           {"position_bins", bins},
           {"worst", worst}};
+  if (s.passthrough > 0)  // MLA sets only
+    j["passthrough"] = {{"elements", s.passthrough},
+                        {"differing", s.passthrough_differing},
+                        {"first_differing_position", detail::opt_pos(s.first_passthrough_differing)}};
+  return j;
 }
 
 // Counts a check can have made: none negative, none above the elements checked, the position bins
@@ -223,6 +228,14 @@ TensorStats tensor_from(const PartReader& r, const nlohmann::json& j) {
   const nlohmann::json& worst = r.at(j, "worst");
   if (!worst.is_array()) r.bad("'worst' is not a list");
   for (const nlohmann::json& e : worst) s.worst.push_back(element_from(r, e));
+  if (j.contains("passthrough")) {
+    const nlohmann::json& pt = j["passthrough"];
+    s.passthrough = r.i64(pt, "elements");
+    s.passthrough_differing = r.i64(pt, "differing");
+    s.first_passthrough_differing = r.opt(pt, "first_differing_position");
+    if (s.passthrough_differing < 0 || s.passthrough_differing > s.passthrough || s.passthrough > s.elements)
+      r.bad("'passthrough' of " + sanitize(s.golden_name) + " does not fit its elements");
+  }
   validate(r, s);
   return s;
 }

@@ -178,6 +178,14 @@ class TensorPass {
   };
   void account_row(Acc& acc, const Block& blk, std::int64_t base, const RowValues& v, bool one_bin) const;
   void count_row(Acc& acc, const RowStats& st, int bin) const;
+  // MLA sets: a pass-through element counted, and whether the candidate's bits differ from the golden value
+  // of its dtype (the input itself: exact in every dtype).
+  void note_passthrough(TensorStats& s, double c, double gv, std::int64_t pos) const {
+    ++s.passthrough;
+    if (std::bit_cast<std::uint64_t>(c) == std::bit_cast<std::uint64_t>(gv)) return;
+    ++s.passthrough_differing;
+    note_first(s.first_passthrough_differing, pos);
+  }
   bool saturated(Quantity q, const PairAngle& angle) const {
     return crit_class_bound_ && bounds_[crit_class_][static_cast<std::size_t>(q)].saturated(angle);
   }

@@ -98,6 +98,11 @@ nlohmann::json CheckReport::to_json() const {
                     {"worst_score", num(t.worst_score)}}},
                   {"worst", worst_j},
                   {"position_bins", bins_j}});
+    if (t.passthrough)  // MLA sets only: other reports keep their bytes
+      ts.back()["passthrough"] = {{"elements", t.passthrough->elements},
+                                  {"differing", t.passthrough->differing},
+                                  {"first_differing_position", detail::opt_pos(t.passthrough->first_differing_position)},
+                                  {"bit_exact", t.passthrough->differing == 0}};
   }
   nlohmann::json sat = nlohmann::json::array();
   for (AccuracyClass c : satisfied_classes()) sat.push_back(std::string(accuracy::to_string(c)));

@@ -256,6 +256,9 @@ void TensorPass::run_rows(Acc& a, const Block& b, std::int64_t t0, std::int64_t 
       }
       RowStats st;
       derive_row(in, out, st);
+      if (geo_.exact_passthrough)
+        for (int ch = 0; ch < D; ++ch)
+          if (rope.pair_of(ch) < 0) note_passthrough(a.s, in.c[ch], in.gv[ch], pt.t);
       if (one_bin) count_row(a, st, r.bin[0]);
       account_row(a, b, base, {in.c, in.y, in.gv, Dr}, one_bin);
     }

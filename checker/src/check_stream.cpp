@@ -201,7 +201,7 @@ CheckPart stream_check_part(const GoldenSet& golden, CandidateSource& source, co
     names.push_back(base_of(o) + ".f64");
     names.push_back(o);
     if (r.check.rotated()) {
-      const std::string x = base_of(o) == "q_rot" ? "q" : "k";
+      const std::string x = input_of(base_of(o));
       r.in = golden.locate(x);
       names.push_back(x);
     }

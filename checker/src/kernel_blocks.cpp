@@ -20,7 +20,7 @@ namespace kernel_blocks_detail {
 struct Call {
   enum class Entry { apply, table, pe } entry = Entry::apply;
   DType dtype = DType::f32;
-  std::string input;              // apply: "q" or "k"
+  std::string input;              // apply: "q", "k" or (MLA) "k_pe"
   std::vector<std::size_t> outputs;
   bool failed = false;            // once failed, its outputs read as NaN and it is not called again
 };
@@ -65,6 +65,12 @@ struct KernelBlocks::State {
   std::map<std::string, std::vector<std::string>> outputs_of;  // a call's problem -> its outputs, for finish()
   std::int64_t t0 = 0, t1 = 0;  // the current block
   bool probe_pending = false;   // the first block was computed by prepare() and not read yet
+  EncodingSpec key_spec;        // MLA: k_pe's problem, the rotary block alone (key_rope); else the set's spec
+
+  // The key input: "k", or "k_pe" (no head axis) for an MLA set.
+  std::string key() const {
+    return golden->is_rope() && golden->spec().rope.key_layout == KeyLayout::k_pe ? "k_pe" : "k";
+  }
 
   std::string problem(const std::string& outputs, const std::string& input, DType d) const {
     // "q_rot.f32: input q, 2048 tokens x 8 heads, f32 output, spec llama-3.1-8b": the whole set's problem,
@@ -160,13 +166,17 @@ kut::CallResult KernelBlocks::State::call(Call& c, const std::vector<Position>& 
     const std::string what = problem(out_name, c.input, c.dtype);
     outputs_of[what] = names;
     const golden::GoldenSet::TensorRef x = golden->locate(c.input);
-    const std::int64_t row = static_cast<std::int64_t>(golden->heads()) * spec.rope.head_dim;
+    // k_pe: one head of the key's width, rotated as the slice alone.
+    const bool k_pe = c.input == "k_pe";
+    const EncodingSpec& problem_spec = k_pe ? key_spec : spec;
+    const int heads = k_pe ? 1 : golden->heads();
+    const std::int64_t row = static_cast<std::int64_t>(heads) * problem_spec.rope.head_dim;
     std::vector<std::uint8_t> buffer;
     const std::span<const std::uint8_t> xb = x.reader->elements(x.index, t0 * row, t1 * row, buffer);
     kut::RopeApplyCall a;
-    a.problem = {&spec, golden->seq_len(), pos, what};
+    a.problem = {&problem_spec, golden->seq_len(), pos, what};
     a.input = c.input;
-    a.heads = golden->heads();
+    a.heads = heads;
     a.x = {DType::f32, std::as_bytes(xb)};
     a.out = storage(c.outputs.at(0));
     const kut::CallResult r = kernel->rope_apply(a);
@@ -265,18 +275,19 @@ void KernelBlocks::State::probe(const kut::Capabilities& caps) {
       }
       continue;
     }
+    const std::string k_rot = key() + "_rot." + dt;
     if (caps.rope_apply && !declared)
-      unsupported("q_rot." + dt + ", k_rot." + dt + " skipped: the kernel does not support " + dt + " output", undeclared);
+      unsupported("q_rot." + dt + ", " + k_rot + " skipped: the kernel does not support " + dt + " output", undeclared);
     if (caps.rope_apply && declared) {
       add_output("q_rot." + dt, d);
-      add_output("k_rot." + dt, d);
-      Call cq{Call::Entry::apply, d, "q", {tensors.size() - 2}}, ck{Call::Entry::apply, d, "k", {tensors.size() - 1}};
+      add_output(k_rot, d);
+      Call cq{Call::Entry::apply, d, "q", {tensors.size() - 2}}, ck{Call::Entry::apply, d, key(), {tensors.size() - 1}};
       if (!run(cq, r)) {
-        unsupported("q_rot." + dt + ", k_rot." + dt + " skipped: the kernel does not support " + dt + " output for this spec",
+        unsupported("q_rot." + dt + ", " + k_rot + " skipped: the kernel does not support " + dt + " output for this spec",
                     r.message);
         drop(2);
       } else {
-        if (!run(ck, r)) throw InputError(who + " answered UNSUPPORTED for k_rot." + dt + " after computing q_rot." + dt);
+        if (!run(ck, r)) throw InputError(who + " answered UNSUPPORTED for " + k_rot + " after computing q_rot." + dt);
         calls.push_back(std::move(cq));
         calls.push_back(std::move(ck));
       }
@@ -311,6 +322,8 @@ KernelBlocks::~KernelBlocks() = default;
 
 void KernelBlocks::prepare(const golden::GoldenSet& golden, std::int64_t first, std::int64_t last, std::int64_t block_tokens) {
   s_->golden = &golden;
+  s_->key_spec = golden.spec();
+  if (golden.is_rope()) s_->key_spec.rope = key_rope(golden.spec().rope);
   s_->t0 = first;
   s_->t1 = std::min(last, first + std::max<std::int64_t>(1, block_tokens));
   s_->probe(s_->kernel->info().capabilities);
@@ -330,7 +343,7 @@ const std::vector<KernelFailure>& KernelBlocks::failures() const { return s_->fa
 
 std::vector<std::string> KernelBlocks::golden_inputs() const {
   if (s_->golden != nullptr && !s_->golden->is_rope()) return {"positions"};
-  std::vector<std::string> in = {"positions", "q", "k"};
+  std::vector<std::string> in = {"positions", "q", s_->golden != nullptr ? s_->key() : "k"};
   if (std::find(s_->whole_block.begin(), s_->whole_block.end(), true) != s_->whole_block.end())
     for (const char* n : {"attention_positions", "attention_q", "attention_k", "attention_v", "attention_sinks"})
       if (s_->golden->find(n)) in.emplace_back(n);

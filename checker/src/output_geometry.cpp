@@ -8,15 +8,18 @@ namespace ropecheck::checker::check_detail {
 OutputGeometry::OutputGeometry(const golden::GoldenSet& g, const std::string& base, bool load_data)
     : positions(load_data ? &g.positions() : nullptr) {
   if (g.is_rope()) {
-    const RopeSpec& r = g.spec().rope;
+    // k_pe_rot (MLA): one head of the key's own width, rotated as the slice alone (key_rope).
+    const bool k_pe = base == "k_pe_rot";
+    const RopeSpec r = k_pe ? key_rope(g.spec().rope) : g.spec().rope;
     rope.emplace(r, rope_frequencies<double>(r, g.seq_len()).inv_freq, g.attention_factor());
     P = rope->pairs();
     D = r.head_dim;
-    H = g.heads();
-    if (base == "q_rot" || base == "k_rot") {
+    H = k_pe ? 1 : g.heads();
+    if (is_rotated_base(base)) {
       kind = Kind::rotated;
+      exact_passthrough = is_mla_layout(g.spec().rope);
       if (load_data) {
-        const io::Tensor& x = g.tensor(base == "q_rot" ? "q" : "k");  // f32, checked when the set was loaded
+        const io::Tensor& x = g.tensor(input_of(base));  // f32, checked when the set was loaded
         in.emplace(x.data.data(), DType::f32);
       }
     }

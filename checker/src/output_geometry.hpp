@@ -15,6 +15,12 @@
 
 namespace ropecheck::checker::check_detail {
 
+// The golden input a rotated output is computed from: q_rot's q, k_rot's k, k_pe_rot's k_pe (MLA).
+inline bool is_rotated_base(const std::string& base) { return base == "q_rot" || base == "k_rot" || base == "k_pe_rot"; }
+inline std::string input_of(const std::string& base) {
+  return base == "q_rot" ? "q" : (base == "k_pe_rot" ? "k_pe" : "k");
+}
+
 struct OutputGeometry {
   enum class Kind { pair_table, pe, rotated } kind = Kind::pair_table;
   const std::vector<Position>* positions = nullptr;
@@ -23,6 +29,8 @@ struct OutputGeometry {
   std::vector<int> pe_index;                   // sinusoidal: per column, its frequency's index, -1 for a zero column
   std::optional<StoredValues> in;              // rotated outputs: q or k (f32)
   std::int64_t P = 0, D = 0, H = 1, offset = 0;
+  // MLA sets: the rotated output's pass-through channels must equal the input bit for bit.
+  bool exact_passthrough = false;
 
   // `load_data`: read the positions and the input (q / k) whole, for element(); the streaming check reads
   // them a block at a time instead and uses locate().

@@ -143,6 +143,15 @@ void validate_norm(const RmsNormStage& n, const std::string& key, int head_dim) 
     if (f != 0.0 && significant_bits(f) > kNormFactorBits)
       fail(k, num(w), "1 + w needs more than " + std::to_string(kNormFactorBits) + " significant bits");
   }
+// The MLA layout: a rotary slice inside the head, a k_pe key of the slice's width.
+void validate_mla(const RopeSpec& r) {
+  if (r.rotary_offset < 0 || r.rotary_offset > r.head_dim - r.rotary_dim)
+    fail("rope.rotary_offset", std::to_string(r.rotary_offset),
+         "must be within 0 .. head_dim - rotary_dim (" + std::to_string(r.head_dim - r.rotary_dim) + ")");
+  // Proportional RoPE's pairs span the whole head: there is no slice to place.
+  if (r.scaling.type == ScalingType::proportional && is_mla_layout(r))
+    fail(r.rotary_offset != 0 ? "rope.rotary_offset" : "rope.key_layout",
+         r.rotary_offset != 0 ? std::to_string(r.rotary_offset) : "\"k_pe\"", "not valid with rope type 'proportional'");
 }
 
 void validate_rope(const RopeSpec& r) {
@@ -158,6 +167,7 @@ void validate_rope(const RopeSpec& r) {
   if (r.max_position_embeddings < 0)
     fail("rope.max_position_embeddings", std::to_string(r.max_position_embeddings), "must be >= 0");
   validate_scaling(r);
+  validate_mla(r);
   if (r.mrope != MropeMode::none) {
     const auto& sec = r.mrope_section;
     for (int i = 0; i < 3; ++i)
@@ -174,6 +184,8 @@ void validate_rope(const RopeSpec& r) {
   }
   if (r.q_norm) validate_norm(*r.q_norm, "rope.q_norm", r.head_dim);
   if (r.k_norm) validate_norm(*r.k_norm, "rope.k_norm", r.head_dim);
+  if ((r.q_norm || r.k_norm) && is_mla_layout(r))  // no model has both; the golden engines do one or the other
+    fail(r.q_norm ? "rope.q_norm" : "rope.k_norm", "present", "not with an MLA layout (rotary_offset or key_layout k_pe)");
 }
 
 void validate_sinusoidal(const SinusoidalSpec& s) {
@@ -198,6 +210,15 @@ int rope_pairs(const RopeSpec& r) {
 }
 
 int rope_block_channels(const RopeSpec& r) { return 2 * rope_pairs(r); }
+
+RopeSpec key_rope(const RopeSpec& r) {
+  if (r.key_layout == KeyLayout::per_head) return r;
+  RopeSpec k = r;
+  k.head_dim = r.rotary_dim;
+  k.rotary_offset = 0;
+  k.key_layout = KeyLayout::per_head;
+  return k;
+}
 
 double effective_factor(const RopeSpec& r) {
   const RopeScaling& s = r.scaling;
@@ -274,6 +295,7 @@ std::string_view to_string(MropeMode m) {
   }
   return "?";
 }
+std::string_view to_string(KeyLayout k) { return k == KeyLayout::per_head ? "per_head" : "k_pe"; }
 std::string_view to_string(SinusoidalLayout l) {
   return l == SinusoidalLayout::interleaved ? "interleaved" : "concatenated";
 }

@@ -187,8 +187,8 @@ json norm_to_json(const RmsNormStage& n) {
 RopeSpec parse_rope(const json& j) {
   const std::string w = "rope";
   require_object(j, w);
-  check_keys(j, w,
-             {"head_dim", "rotary_dim", "base", "layout", "max_position_embeddings", "scaling", "mrope", "q_norm", "k_norm"});
+  check_keys(j, w, {"head_dim", "rotary_dim", "rotary_offset", "key_layout", "base", "layout", "max_position_embeddings",
+                    "scaling", "mrope", "q_norm", "k_norm"});
   RopeSpec r;
   r.head_dim = get_small_int(at(j, w, "head_dim"), "rope.head_dim");
   r.rotary_dim = j.contains("rotary_dim") ? get_small_int(j["rotary_dim"], "rope.rotary_dim") : r.head_dim;
@@ -209,6 +209,16 @@ RopeSpec parse_rope(const json& j) {
   }
   if (j.contains("q_norm")) r.q_norm = parse_norm(j["q_norm"], "rope.q_norm");
   if (j.contains("k_norm")) r.k_norm = parse_norm(j["k_norm"], "rope.k_norm");
+  if (j.contains("rotary_offset")) r.rotary_offset = get_small_int(j["rotary_offset"], "rope.rotary_offset");
+  if (j.contains("key_layout")) {
+    const std::string k = get_string(j["key_layout"], "rope.key_layout");
+    if (k == "per_head")
+      r.key_layout = KeyLayout::per_head;
+    else if (k == "k_pe")
+      r.key_layout = KeyLayout::k_pe;
+    else
+      fail("rope.key_layout", "must be \"per_head\" or \"k_pe\", got \"" + k + "\"");
+  }
   return r;
 }
 
@@ -302,6 +312,9 @@ json spec_to_json(const EncodingSpec& spec) {
     json o;
     o["head_dim"] = r.head_dim;
     o["rotary_dim"] = r.rotary_dim;
+    // Written only when set, so every spec without the MLA layout keeps its bytes (pinned golden sets).
+    if (r.rotary_offset != 0) o["rotary_offset"] = r.rotary_offset;
+    if (r.key_layout != KeyLayout::per_head) o["key_layout"] = std::string(to_string(r.key_layout));
     o["base"] = r.base;
     o["layout"] = std::string(to_string(r.layout));
     o["max_position_embeddings"] = r.max_position_embeddings;

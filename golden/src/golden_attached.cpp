@@ -92,6 +92,8 @@ void plan_attached(const GoldenOptions& opt, RunPlan& plan) {
   const std::string option = !opt.scores.empty() ? "--scores" : "--attention";
   if (!plan.rope) throw SpecError(option + ": needs a RoPE spec (a sinusoidal encoding has no q and k to score)");
   if (opt.shard) throw SpecError(option + ": not with --shard (not split by token; write it in an unsharded run)");
+  if (is_mla_layout(opt.spec.rope))  // the attention engine takes per-head keys with a prefix rotary block
+    throw SpecError(option + ": not offered for the MLA layout (rope.rotary_offset / rope.key_layout) yet");
   const attention::SetFileContext c = context(opt, plan);
   attention::validate(c.attention, opt.spec.rope);  // SpecError naming the field (--softcap)
   const std::size_t nd = plan.dtypes.size();

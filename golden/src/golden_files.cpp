@@ -26,7 +26,10 @@ GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const E
   if (rope) {
     const std::int64_t D = spec.rope.head_dim;
     inputs.push_back({"q", TensorDType::f32, {tokens, heads, D}});
-    inputs.push_back({"k", TensorDType::f32, {tokens, heads, D}});
+    if (spec.rope.key_layout == KeyLayout::k_pe)  // MLA: one key per token, no head axis
+      inputs.push_back({"k_pe", TensorDType::f32, {tokens, spec.rope.rotary_dim}});
+    else
+      inputs.push_back({"k", TensorDType::f32, {tokens, heads, D}});
   }
   names_.push_back("inputs" + ext);
   layout_.push_back(std::move(inputs));
@@ -39,7 +42,8 @@ GoldenFiles::GoldenFiles(std::filesystem::path dir, std::string context, const E
       group = {{"cos." + s, t, {tokens, P}},
                {"sin." + s, t, {tokens, P}},
                {"q_rot." + s, t, {tokens, heads, D}},
-               {"k_rot." + s, t, {tokens, heads, D}}};
+               spec.rope.key_layout == KeyLayout::k_pe ? TensorInfo{"k_pe_rot." + s, t, {tokens, spec.rope.rotary_dim}}
+                                                       : TensorInfo{"k_rot." + s, t, {tokens, heads, D}}};
     } else {
       group = {{"pe." + s, t, {tokens, spec.sinusoidal.d_model}}};
     }
@@ -120,7 +124,8 @@ nlohmann::json GoldenFiles::manifest(const GoldenMeta& meta, nlohmann::json file
                    false);
         } else {
           describe(t, file, "input",
-                   "input " + t.name + " [tokens, heads, head_dim] from " + kGeneratorName + " v" +
+                   "input " + t.name + (t.name == "k_pe" ? " [tokens, rotary_dim] (no head axis)" : " [tokens, heads, head_dim]") +
+                       " from " + kGeneratorName + " v" +
                        std::to_string(kGeneratorVersion) + ", exactly representable in bf16",
                    false);
         }
@@ -133,6 +138,9 @@ nlohmann::json GoldenFiles::manifest(const GoldenMeta& meta, nlohmann::json file
                  false);
       else if (base == "pe")
         describe(t, file, "output", "sinusoidal encoding row of each token's position" + rounding, false);
+      else if (base == "k_pe_rot")
+        describe(t, file, "output",
+                 "k_pe (the key shared by every head) rotated by RoPE, attention factor folded in" + rounding, true);
       else
         describe(t, file, "output",
                  base.substr(0, 1) + " rotated by RoPE, attention factor folded into the rotated channels, "

@@ -347,13 +347,18 @@ struct ManifestReader {
     s.heads = static_cast<int>(std::min<std::int64_t>(q->shape[1], 1 << 20));
     const std::int64_t H = s.heads, D = s.spec.rope.head_dim, P = rope_pairs(s.spec.rope);
     require("q", TensorDType::f32, {T, H, D}, "input");
-    require("k", TensorDType::f32, {T, H, D}, "input");
+    // MLA's k_pe key has no head axis: [tokens, rotary_dim] (GOLDEN_FORMAT.md).
+    const bool k_pe = s.spec.rope.key_layout == KeyLayout::k_pe;
+    const std::string key = k_pe ? "k_pe" : "k";
+    const std::vector<std::int64_t> key_shape = k_pe ? std::vector<std::int64_t>{T, s.spec.rope.rotary_dim}
+                                                     : std::vector<std::int64_t>{T, H, D};
+    require(key, TensorDType::f32, key_shape, "input");
     for (const std::string& d : s.dtypes) {
       const TensorDType tdt = *parse_tensor_dtype(d);
       require("cos." + d, tdt, {T, P}, "output");
       require("sin." + d, tdt, {T, P}, "output");
       require("q_rot." + d, tdt, {T, H, D}, "output");
-      require("k_rot." + d, tdt, {T, H, D}, "output");
+      require(key + "_rot." + d, tdt, key_shape, "output");
     }
   }
 

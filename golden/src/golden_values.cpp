@@ -105,12 +105,15 @@ struct Block {
 class ValueWriter {
  public:
   ValueWriter(const GoldenOptions& opt, const RunPlan& plan, detail::GoldenFiles& files)
-      : opt_(opt), plan_(plan), files_(files), hd_(static_cast<std::size_t>(plan.H * plan.D)) {
+      : opt_(opt), plan_(plan), files_(files), hd_(static_cast<std::size_t>(plan.H * plan.D)),
+        kw_(static_cast<std::size_t>(plan.KW)) {
     if (plan.rope) {
       rope_engine_ = std::make_unique<const RopeRoundingEngine>(opt.spec.rope, plan.seq_len, plan.max_pos);
       // Heads [0, H) are q, [H, 2H) are k: each normalized by its input's stage (weights filled in).
       if (has_qk_norm(opt.spec.rope))
         for (std::int64_t h = 0; h < 2 * plan.H; ++h) norms_.push_back(norm_stage(opt.spec.rope, h < plan.H ? "q" : "k"));
+      if (opt.spec.rope.key_layout == KeyLayout::k_pe)  // MLA: the key is the rotary slice alone, one a token
+        key_engine_ = std::make_unique<const RopeRoundingEngine>(key_rope(opt.spec.rope), plan.seq_len, plan.max_pos);
     } else {
       sin_engine_ = std::make_unique<const SinusoidalRoundingEngine>(opt.spec.sinusoidal, plan.max_pos);
     }
@@ -142,27 +145,29 @@ class ValueWriter {
 
   void rope_block(std::int64_t tb, std::int64_t bt) {
     Block blk{tb, bt, {}, {}, {}};
-    const std::uint64_t count = static_cast<std::uint64_t>(bt) * hd_, at = static_cast<std::uint64_t>(plan_.first + tb) * hd_;
-    blk.q = generate_inputs(opt_.seed, InputStream::q, count, at);
-    blk.k = generate_inputs(opt_.seed, InputStream::k, count, at);
+    const std::uint64_t first = static_cast<std::uint64_t>(plan_.first + tb), n = static_cast<std::uint64_t>(bt);
+    blk.q = generate_inputs(opt_.seed, InputStream::q, n * hd_, first * hd_);
+    blk.k = generate_inputs(opt_.seed, InputStream::k, n * kw_, first * kw_);  // k, or k_pe (kw_ a token)
     const std::int64_t H = plan_.H, D = plan_.D, P = plan_.P;
     for (DType d : plan_.dtypes) {
       const std::string s(to_string(d));
       blk.outs.push_back({d, make_zeros("cos." + s, tensor_dtype(d), {bt, P}), make_zeros("sin." + s, tensor_dtype(d), {bt, P}),
                           make_zeros("q_rot." + s, tensor_dtype(d), {bt, H, D}),
-                          make_zeros("k_rot." + s, tensor_dtype(d), {bt, H, D}), {}});
+                          key_engine_ ? make_zeros("k_pe_rot." + s, tensor_dtype(d), {bt, plan_.KW})
+                                      : make_zeros("k_rot." + s, tensor_dtype(d), {bt, H, D}),
+                          {}});
     }
     run_block(blk, [&](std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) { rope_tokens(blk, b, e, done); });
-    const std::uint64_t in_at = static_cast<std::uint64_t>(plan_.at_token() + tb) * hd_ * 4;
-    files_.group(0).write(1, in_at, {reinterpret_cast<const std::uint8_t*>(blk.q.data()), blk.q.size() * 4});
-    files_.group(0).write(2, in_at, {reinterpret_cast<const std::uint8_t*>(blk.k.data()), blk.k.size() * 4});
+    const std::uint64_t in_token = static_cast<std::uint64_t>(plan_.at_token() + tb);
+    files_.group(0).write(1, in_token * hd_ * 4, {reinterpret_cast<const std::uint8_t*>(blk.q.data()), blk.q.size() * 4});
+    files_.group(0).write(2, in_token * kw_ * 4, {reinterpret_cast<const std::uint8_t*>(blk.k.data()), blk.k.size() * 4});
     for (std::size_t d = 0; d < blk.outs.size(); ++d) {
       const DtypeOutputs& o = blk.outs[d];
       const std::uint64_t sz = dtype_size(o.cos.dtype), t0b = static_cast<std::uint64_t>(plan_.at_token() + tb);
       files_.group(1 + d).write(0, t0b * static_cast<std::uint64_t>(P) * sz, bytes_of(o.cos));
       files_.group(1 + d).write(1, t0b * static_cast<std::uint64_t>(P) * sz, bytes_of(o.sin));
       files_.group(1 + d).write(2, t0b * hd_ * sz, bytes_of(o.q_rot));
-      files_.group(1 + d).write(3, t0b * hd_ * sz, bytes_of(o.k_rot));
+      files_.group(1 + d).write(3, t0b * kw_ * sz, bytes_of(o.k_rot));
     }
     if (!plan_.stores.empty())  // from the f64 outputs (dtypes[0])
       write_store_block(plan_, files_, plan_.stores_group, plan_.at_token() + tb, blk.outs[0].q_rot, blk.outs[0].k_rot);
@@ -170,25 +175,32 @@ class ValueWriter {
 
   // Tokens [b, e) of a block, on one worker thread.
   void rope_tokens(Block& blk, std::int64_t b, std::int64_t e, std::atomic<std::int64_t>& done) {
-    const std::size_t n = plan_.dtypes.size(), hd = hd_, P = static_cast<std::size_t>(plan_.P);
-    // q and k of a token share one evaluation: heads [0, H) are q, [H, 2H) are k.
-    std::vector<std::vector<double>> c(n, std::vector<double>(P)), s = c;
-    std::vector<std::vector<double>> rot(n, std::vector<double>(2 * hd));
-    std::vector<double> x(2 * hd);
-    std::vector<RoundedOut> rounded(n);
-    for (std::size_t d = 0; d < n; ++d) rounded[d] = {c[d].data(), s[d].data(), rot[d].data()};
+    const std::size_t n = plan_.dtypes.size(), hd = hd_, kw = kw_, P = static_cast<std::size_t>(plan_.P);
+    // q and a per-head k share one evaluation: heads [0, H) are q, [H, 2H) are k. A k_pe key (MLA) is
+    // one head of the key engine's, after q's; its cos / sin are the same values, kept aside.
+    std::vector<std::vector<double>> c(n, std::vector<double>(P)), s = c, kc = c, ks = c;
+    std::vector<std::vector<double>> rot(n, std::vector<double>(hd + kw));
+    std::vector<double> x(hd + kw);
+    std::vector<RoundedOut> rounded(n), key_rounded(n);
+    for (std::size_t d = 0; d < n; ++d) {
+      rounded[d] = {c[d].data(), s[d].data(), rot[d].data()};
+      key_rounded[d] = {kc[d].data(), ks[d].data(), rot[d].data() + hd};
+    }
     RoundingStats stats;
     for (std::int64_t t = b; t < e; ++t) {
-      const std::size_t base = static_cast<std::size_t>(t) * hd;
-      for (std::size_t i = 0; i < hd; ++i) {
-        x[i] = blk.q[base + i];
-        x[hd + i] = blk.k[base + i];
-      }
+      const std::size_t base = static_cast<std::size_t>(t) * hd, kbase = static_cast<std::size_t>(t) * kw;
+      for (std::size_t i = 0; i < hd; ++i) x[i] = blk.q[base + i];
+      for (std::size_t i = 0; i < kw; ++i) x[hd + i] = blk.k[kbase + i];
       const Position& pos = plan_.positions[static_cast<std::size_t>(blk.start + t)];
-      if (norms_.empty())
+      if (key_engine_) {
+        rope_engine_->evaluate(pos, std::span<const double>(x).first(hd), static_cast<int>(plan_.H), plan_.dtypes, rounded,
+                               stats);
+        key_engine_->evaluate(pos, std::span<const double>(x).subspan(hd), 1, plan_.dtypes, key_rounded, stats);
+      } else if (norms_.empty()) {
         rope_engine_->evaluate(pos, x, static_cast<int>(2 * plan_.H), plan_.dtypes, rounded, stats);
-      else
+      } else {  // heads [0, H) q, [H, 2H) k, each normalized by its stage first (no norm with MLA: spec.cpp)
         rope_engine_->evaluate_normed(pos, x, static_cast<int>(2 * plan_.H), norms_, plan_.dtypes, rounded, stats);
+      }
       for (std::size_t d = 0; d < n; ++d) {
         DtypeOutputs& o = blk.outs[d];
         const std::size_t sz = dtype_size(o.cos.dtype);
@@ -197,10 +209,8 @@ class ValueWriter {
           store_element(o.cos.data.data() + row + j * sz, c[d][j], o.dtype);
           store_element(o.sin.data.data() + row + j * sz, s[d][j], o.dtype);
         }
-        for (std::size_t i = 0; i < hd; ++i) {
-          store_element(o.q_rot.data.data() + (base + i) * sz, rot[d][i], o.dtype);
-          store_element(o.k_rot.data.data() + (base + i) * sz, rot[d][hd + i], o.dtype);
-        }
+        for (std::size_t i = 0; i < hd; ++i) store_element(o.q_rot.data.data() + (base + i) * sz, rot[d][i], o.dtype);
+        for (std::size_t i = 0; i < kw; ++i) store_element(o.k_rot.data.data() + (kbase + i) * sz, rot[d][hd + i], o.dtype);
       }
       done.fetch_add(1, std::memory_order_relaxed);
     }
@@ -242,8 +252,10 @@ class ValueWriter {
   const GoldenOptions& opt_;
   const RunPlan& plan_;
   detail::GoldenFiles& files_;
-  const std::size_t hd_;  // RoPE: one token's values of q (or k), H * D
+  const std::size_t hd_;  // RoPE: one token's values of q, H * D
+  const std::size_t kw_;  // RoPE: one token's values of k (H * D) or k_pe (rotary_dim)
   std::unique_ptr<const RopeRoundingEngine> rope_engine_;
+  std::unique_ptr<const RopeRoundingEngine> key_engine_;  // MLA's k_pe key only
   std::unique_ptr<const SinusoidalRoundingEngine> sin_engine_;
   std::atomic<std::int64_t> fast_{0}, fallback_{0};
 };

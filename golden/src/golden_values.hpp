@@ -30,6 +30,7 @@ struct RunPlan {
   std::int64_t seq_len = 0;
   int threads = 1;
   std::int64_t H = 0, D = 0, P = 0;  // RoPE: heads, head_dim, pairs (0 for sinusoidal)
+  std::int64_t KW = 0;               // RoPE: one token's key values, H * D, or rotary_dim for a k_pe key
   int streams = 1;                   // position streams: 3 for multimodal RoPE
   std::int64_t block = 1;            // tokens computed and written at a time
   std::optional<attention::PairSet> scores;  // --scores: the pairs whose scores the run also writes

@@ -72,6 +72,7 @@ RunPlan plan_tokens(const GoldenOptions& opt) {
   plan.H = plan.rope ? opt.heads : 0;
   plan.D = plan.rope ? spec.rope.head_dim : 0;
   plan.P = plan.rope ? rope_pairs(spec.rope) : 0;
+  plan.KW = !plan.rope ? 0 : spec.rope.key_layout == KeyLayout::k_pe ? spec.rope.rotary_dim : plan.H * plan.D;
   plan.streams = plan.rope && spec.rope.mrope != MropeMode::none ? 3 : 1;
   detail::plan_attached(opt, plan);
   detail::plan_kv_cache(opt, plan);
@@ -85,10 +86,11 @@ void plan_blocks(const GoldenOptions& opt, RunPlan& plan) {
   const EncodingSpec& spec = opt.spec;
   const bool rope = plan.rope;
   const std::int64_t H = plan.H, D = plan.D, P = plan.P, tokens = plan.tokens;
-  double token_bytes = rope ? 2.0 * static_cast<double>(H * D) * 4 : 0;  // q, k
+  const double qk = static_cast<double>(H * D + plan.KW);  // q, k (or k_pe)
+  double token_bytes = rope ? qk * 4 : 0;
   for (DType d : plan.dtypes) {
     const double sz = static_cast<double>(dtype_size(tensor_dtype(d)));
-    token_bytes += rope ? 2 * static_cast<double>(P + H * D) * sz : static_cast<double>(spec.sinusoidal.d_model) * sz;
+    token_bytes += rope ? (2 * static_cast<double>(P) + qk) * sz : static_cast<double>(spec.sinusoidal.d_model) * sz;
   }
   std::string what;
   if (rope)

@@ -96,9 +96,14 @@ void compare_sample(const GoldenSet& set) {
                         " does not match the spec's " + att + ": manifest.json was edited; regenerate the set");
     ScopedPrecision prec(working_precision_bits(53, rope_max_abs_angle(r, set.seq_len(), max_abs)));
     const RopeFrequencies<Real> f = rope_frequencies<Real>(r, set.seq_len());
-    const int P = rope_pairs(r), D = r.head_dim, H = set.heads();
-    const Sampled cos_t(set, "cos.f64"), sin_t(set, "sin.f64"), q(set, "q"), k(set, "k"), q_rot(set, "q_rot.f64"),
-        k_rot(set, "k_rot.f64");
+    const int P = rope_pairs(r), H = set.heads();
+    // MLA: the key is k_pe, no head axis, rotated as the slice alone (key_rope).
+    const bool k_pe = r.key_layout == KeyLayout::k_pe;
+    const RopeSpec kr = key_rope(r);
+    const std::string key = k_pe ? "k_pe" : "k";
+    const Sampled cos_t(set, "cos.f64"), sin_t(set, "sin.f64"), q(set, "q"), k(set, key), q_rot(set, "q_rot.f64"),
+        k_rot(set, key + "_rot.f64");
+    const std::string k_name = key + "_rot.f64";
     std::vector<Real> c, s;
     for (std::int64_t t : tokens) {
       const Position& p = pos[t];
@@ -109,21 +114,23 @@ void compare_sample(const GoldenSet& set) {
         compare("sin.f64", t, i, sin_t.value(i), to_f64(s[static_cast<std::size_t>(j)]));
       }
       // q of head 0 and k of the last head: every channel of those rows would be D values; take the
-      // two channels of the first, middle and last pair (and channel D-1, a pass-through one if any).
-      for (const auto& [in, out, head, name] :
-           {std::tuple{&q, &q_rot, 0, "q_rot.f64"}, std::tuple{&k, &k_rot, H - 1, "k_rot.f64"}}) {
-        const std::int64_t row = (t * H + head) * D;
-        std::vector<Real> x(static_cast<std::size_t>(D));
-        std::vector<double> xd(static_cast<std::size_t>(D));
-        for (int ch = 0; ch < D; ++ch) xd[static_cast<std::size_t>(ch)] = in->value(row + ch);
-        for (int ch = 0; ch < D; ++ch) x[static_cast<std::size_t>(ch)] = Real(xd[static_cast<std::size_t>(ch)]);
-        // The norm stage (when the spec has one) before the rotation, in MPFR as well.
+      // two channels of the first, middle and last pair (and channels 0 and D-1, pass-through ones if any).
+      for (const auto& [in, out, spec_of, head, heads, name] :
+           {std::tuple{&q, &q_rot, &r, 0, H, "q_rot.f64"},
+            std::tuple{&k, &k_rot, &kr, k_pe ? 0 : H - 1, k_pe ? 1 : H, k_name.c_str()}}) {
+        const int w = spec_of->head_dim;
+        const std::int64_t row = (t * heads + head) * w;
+        std::vector<Real> x(static_cast<std::size_t>(w));
+        std::vector<double> xd(static_cast<std::size_t>(w));
+        for (int ch = 0; ch < w; ++ch) xd[static_cast<std::size_t>(ch)] = in->value(row + ch);
+        for (int ch = 0; ch < w; ++ch) x[static_cast<std::size_t>(ch)] = Real(xd[static_cast<std::size_t>(ch)]);
+        // The norm stage (when the spec has one; never with MLA) before the rotation, in MPFR as well.
         if (const RmsNormStage* n = norm_stage(r, name[0] == 'q' ? "q" : "k"))
           rms_norm_head<Real>(xd, *n, std::span<Real>(x));
-        const std::vector<Real> y = rope_apply(r, f, p, std::span<const Real>(x));
-        std::set<int> channels = {D - 1};
+        const std::vector<Real> y = rope_apply(*spec_of, f, p, std::span<const Real>(x));
+        std::set<int> channels = {0, w - 1};
         for (int j : sample_indices(P)) {
-          const auto [a, b] = pair_channels(r, j);
+          const auto [a, b] = pair_channels(*spec_of, j);
           channels.insert(a);
           channels.insert(b);
         }

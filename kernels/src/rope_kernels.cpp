@@ -20,6 +20,7 @@
 #endif
 
 #include "kernel_detail.hpp"
+#include "mla_slice.hpp"
 #include "ropecheck/core/input_error.hpp"
 #include "ropecheck/kernels/scalar_recipes.hpp"
 #include "ropecheck/formulas/sinusoidal.hpp"
@@ -221,6 +222,7 @@ void recipe_angle_row(const RopePlan& plan, const Position& p, double* angle_out
 
 void rope_apply(const RopePlan& plan, const PositionsView& positions, const TensorView& q_in, const TensorView& q_out,
                 const TensorView& k_in, const TensorView& k_out, const KernelOptions& opts) {
+  if (plan.spec.rotary_offset != 0) return detail::rope_apply_slice(plan, positions, q_in, q_out, k_in, k_out, opts);
   check_pair("q", plan, q_in, q_out);
   const bool has_k = k_in.data != nullptr || k_out.data != nullptr || k_in.heads != 0 || k_out.heads != 0;
   if (has_k) {

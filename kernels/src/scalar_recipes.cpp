@@ -185,7 +185,6 @@ void hf_fp32_rope_apply(const RopeSpec& r, const RopeFrequenciesF32& freq, std::
   require(heads >= 0 && freq.inv_freq.size() == idx(P), "frequencies do not match the spec");
   const std::size_t row_len = idx(D), rows = T * idx(heads);
   require(x.size() == rows * row_len && out.size() == x.size(), "x / out size is not tokens * heads * head_dim");
-  const bool interleaved = r.layout == RopeLayout::interleaved;
   const float att = freq.attention_factor;
   std::vector<float> c(idx(P)), s(idx(P));
   std::vector<float> row(row_len);
@@ -198,9 +197,11 @@ void hf_fp32_rope_apply(const RopeSpec& r, const RopeFrequenciesF32& freq, std::
     for (std::size_t h = 0; h < idx(heads); ++h) {
       const std::size_t base = (t * idx(heads) + h) * row_len;
       std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(base), row_len, row.begin());  // out may alias x
-      for (std::size_t ch = 2 * idx(P); ch < row_len; ++ch) out[base + ch] = round_to_dtype(row[ch], out_dtype);
+      for (int ch = 0; ch < D; ++ch)  // pass-through channels: past the block, or around an MLA slice
+        if (!is_rotary_channel(r, ch)) out[base + idx(ch)] = round_to_dtype(row[idx(ch)], out_dtype);
       for (int j = 0; j < P; ++j) {
-        const std::size_t ia = interleaved ? 2 * idx(j) : idx(j), ib = interleaved ? 2 * idx(j) + 1 : idx(j) + idx(P);
+        const auto [ca, cb] = pair_channels(r, j);
+        const std::size_t ia = idx(ca), ib = idx(cb);
         const float a = row[ia], b = row[ib], cj = c[idx(j)], sj = s[idx(j)];
         const float ac = a * cj, nbs = -b * sj, bc = b * cj, as = a * sj;  // q * cos + rotate_half(q) * sin
         out[base + ia] = round_to_dtype(ac + nbs, out_dtype);

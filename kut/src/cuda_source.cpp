@@ -65,6 +65,8 @@ class CudaKernel final : public KernelUnderTest {
   CallResult rope_apply(const RopeApplyCall& c) override {
     if (std::string why = detail::check_rope_apply(c); !why.empty()) return detail::unsupported(why);
     if (std::string why = detail::check_no_norm(c); !why.empty()) return detail::unsupported(why);
+    if (c.problem.spec->rope.rotary_offset != 0)  // the CUDA kernels rotate a prefix block only
+      return detail::unsupported("the CUDA kernels have no rotary_offset (MLA slice)");
     return detail::run_guarded([&] {
       const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
       const std::int64_t T = pos.tokens, H = c.heads, D = plan.head_dim;

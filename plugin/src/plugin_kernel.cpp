@@ -119,6 +119,8 @@ kut::CallResult PluginKernel::rope_apply(const kut::RopeApplyCall& call) {
   if (call.x.dtype != DType::f32) return {kut::CallResult::Status::unsupported, "the kernel ABI takes f32 input"};
   if (norm_stage(spec.rope, call.input) != nullptr)
     return {kut::CallResult::Status::unsupported, "the kernel ABI carries no Q/K RMSNorm stage (the spec has one)"};
+  if (spec.rope.rotary_offset != 0)  // the ABI's parameter block has no rotary offset: it would rotate the prefix
+    return {kut::CallResult::Status::unsupported, "the kernel ABI has no rotary_offset (MLA slice)"};
   const RopeInputs in = rope_inputs(call.problem);
   const std::span<const float> x(reinterpret_cast<const float*>(call.x.bytes.data()), call.x.count());
   const std::string input(call.input);

@@ -16,7 +16,9 @@ namespace {
 std::vector<std::string> presets_of(Family f) {
   std::vector<std::string> out;
   for (const std::string& n : preset_names())
-    if (load_preset(n).family == f) out.push_back(n);
+    // The MLA layout (deepseek-v3-mla) is judged by golden / check; the properties do not place a slice yet.
+    if (const EncodingSpec e = load_preset(n); e.family == f && !(f == Family::rope && is_mla_layout(e.rope)))
+      out.push_back(n);
   return out;
 }
 

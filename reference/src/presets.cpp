@@ -1,5 +1,7 @@
 #include "ropecheck/reference/presets.hpp"
 
+#include <algorithm>
+
 #include "ropecheck/core/spec_json.hpp"
 
 namespace ropecheck {
@@ -7,6 +9,8 @@ namespace ropecheck {
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;
   for (const auto& [name, text] : detail::embedded_presets()) names.emplace_back(name);
+  // The files are embedded in file-name order, where "deepseek-v3-mla.json" sorts before "deepseek-v3.json".
+  std::sort(names.begin(), names.end());
   return names;
 }
 

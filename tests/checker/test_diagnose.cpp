@@ -90,6 +90,9 @@ bool applies(const RopeSpec& r, const Mistake& m) {
   // The hypotheses that need sets of their own (test_diagnose_params.cpp): another base, LongRoPE
   // lists, periods for frequencies (small positions), wrapped positions (past 32767 / 2^31).
   if (m.base || m.swap_longrope_factors || m.reciprocal_freq || m.position_wrap_bits) return false;
+  // The MLA mistakes: on an MLA set of their own (test_mla.cpp).
+  if (m.rotary_offset || m.whole_head || m.passthrough_mscale || m.first_position || m.att == Mistake::Att::yarn_mscale)
+    return false;
   return !m.judged_class;
 }
 

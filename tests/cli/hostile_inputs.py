@@ -217,6 +217,13 @@ def json_cases(c):
         "base-list": ({"rope": {"head_dim": 128, "base": [1, [2, [3, [4]]]], "layout": "half_split"}},
                       ["'rope.base': must be a number, got [1,[2,[3,[...]]]]"]),
         "family": ({"family": "alibi"}, ["family"]),
+        # MLA layout (SPEC_FORMAT.md "MLA"): the slice must fit the head; two key layouts.
+        "mla-offset-past-head": ({"rope": {"head_dim": 192, "rotary_dim": 64, "rotary_offset": 130, "base": 10000,
+                                           "layout": "interleaved"}}, ["'rope.rotary_offset' = 130", "(128)"]),
+        "mla-offset-negative": ({"rope": {"head_dim": 192, "rotary_dim": 64, "rotary_offset": -2, "base": 10000,
+                                          "layout": "interleaved"}}, ["'rope.rotary_offset' = -2"]),
+        "mla-key-layout": ({"rope": {"head_dim": 192, "rotary_dim": 64, "key_layout": "shared", "base": 10000,
+                                     "layout": "interleaved"}}, ["rope.key_layout", "shared"]),
     }.items():
         s = dict(SPEC_BASE)
         s.update(mut)
@@ -628,6 +635,9 @@ def score_cases(c):
            ["--attention: not with --shard"], dest="sc")
     c.case("golden --attention too large for --max-memory", g + ["--attention", "causal:0:65536", "--max-memory",
                                                                  "1M"], 2, ["--attention"], dest="sc")
+    c.case("golden --scores on an MLA spec",
+           ["golden", "--preset", "deepseek-v3-mla", "--positions", "0:4", "--out", "sc", "--quiet",
+            "--scores", "causal:0:4"], 2, ["--scores: not offered for the MLA layout"], dest="sc")
     c.case("golden --attention accepted", g + ["--attention", "causal:7:6:3", "--softcap", "30", "--sinks", "--overwrite"], 0)
 
 

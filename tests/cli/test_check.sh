@@ -292,6 +292,22 @@ expect_input_error "an unknown built-in recipe lists the known ones" "accurate, 
   check --golden "$G" --kernel builtin:fastest
 expect_input_error "builtin: with no recipe" "unknown built-in recipe" check --golden "$G" --kernel builtin:
 
+# DeepSeek MLA (core/SPEC_FORMAT.md "MLA"): the rotary slice at 128 of a 192-channel head, one k_pe a token.
+GM="$TMP/g-mla"
+run golden --preset deepseek-v3-mla --positions 0:8,131071 --heads 2 --dtypes f32,bf16 --out "$GM"
+expect_rc "MLA set: check --kernel builtin:accurate --class f32-reduced passes (exit 0)" 0 \
+  check --golden "$GM" --kernel builtin:accurate --class f32-reduced --report "$REPORT"
+report_check "MLA report: q_rot and k_pe_rot checked, q_nope bit-exact" '
+want = {n + "." + t for n in ("cos", "sin", "q_rot", "k_pe_rot") for t in ("f64", "f32", "bf16")}
+if set(by) != want: problems.append("tensors %r" % sorted(by))
+for n, t in by.items():
+    pt = t.get("passthrough")
+    if n.startswith("q_rot"):
+        if not pt or pt["elements"] != 9 * 2 * 128 or pt["differing"] != 0 or not pt["bit_exact"]:
+            problems.append("%s passthrough %r" % (n, pt))
+    elif pt is not None: problems.append("%s has a passthrough record" % n)
+'
+
 # ---------------------------------------------------------------------------------------------
 echo "== candidate files"
 

@@ -165,6 +165,8 @@ row() { grep -E "^$1 " "$OUT" | tr -s ' '; }
 [ "$(row 'gpt-j-6b')" = "gpt-j-6b rope 256 64 10000 none interleaved" ] || p+="gpt-j-6b row is '$(row 'gpt-j-6b')'; "
 [ "$(row 'deepseek-v3')" = "deepseek-v3 rope 64 64 10000 yarn interleaved" ] ||
   p+="deepseek-v3 row is '$(row 'deepseek-v3')'; "
+[ "$(row 'deepseek-v3-mla')" = "deepseek-v3-mla rope 192 64 10000 yarn interleaved + slice at 128 + k_pe key" ] ||
+  p+="deepseek-v3-mla row is '$(row 'deepseek-v3-mla')'; "
 [ "$(row 'qwen3-vl-8b')" = "qwen3-vl-8b rope 128 128 5e+06 none half_split + mrope interleaved" ] ||
   p+="qwen3-vl-8b row is '$(row 'qwen3-vl-8b')'; "
 [ "$(row 'transformer-base')" = "transformer-base sinusoidal 512 - 10000 - interleaved (vaswani)" ] ||

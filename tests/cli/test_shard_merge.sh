@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `golden --shard I/N` + `ropecheck merge`: for N in 1, 2, 3, 7 shards, run as separate processes in
 # parallel, the merged folder equals one run byte for byte (every file, manifest included), over a
-# half-split, an interleaved + yarn, an mrope, a longrope (seq_len from the whole set) and a sinusoidal
+# half-split, an interleaved + yarn, an MLA (slice + k_pe), an mrope, a longrope (seq_len from the whole set) and a sinusoidal
 # spec, and in .npz. Parts from different runs, duplicate or missing shards, a whole set given as a
 # part, and a shard given to `check` are refused with one line and exit 2, leaving no output.
 # Usage: test_shard_merge.sh ROPECHECK
@@ -16,6 +16,7 @@ source "$(dirname "$0")/shard_parts.sh"  # fail, expect2, hashes
 cases=(
   "llama|--preset llama-3.1-8b --positions log:131071:4 --heads 2 --dtypes f32,bf16"
   "deepseek|--preset deepseek-v3 --positions 0:40,4095,65535 --dtypes f16"
+  "mla|--preset deepseek-v3-mla --positions 0:12,131071 --heads 2 --dtypes bf16"
   "qwen2vl|--preset qwen2-vl-7b --positions 0:8,grid:8:2:3,20/3/4 --dtypes bf16"
   "phi35|--preset phi-3.5-mini --positions 0:20,8191 --dtypes f32"
   "sinus|--preset transformer-base --positions 0:30"

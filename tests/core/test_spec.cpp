@@ -89,6 +89,8 @@ void expect_same_spec(const EncodingSpec& a, const EncodingSpec& b) {
     const RopeSpec& y = b.rope;
     EXPECT_EQ(x.head_dim, y.head_dim);
     EXPECT_EQ(x.rotary_dim, y.rotary_dim);
+    EXPECT_EQ(x.rotary_offset, y.rotary_offset);
+    EXPECT_EQ(x.key_layout, y.key_layout);
     EXPECT_EQ(x.base, y.base);
     EXPECT_EQ(x.layout, y.layout);
     EXPECT_EQ(x.max_position_embeddings, y.max_position_embeddings);
@@ -578,7 +580,7 @@ TEST(Presets, TwentyOnePresetsSorted) {
   const std::vector<std::string> names = ropecheck::preset_names();
   EXPECT_EQ(names.size(), 21u);
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  for (const char* expected : {"llama-3.1-8b", "phi-3.5-mini", "deepseek-v3", "qwen3-vl-8b", "transformer-base"})
+  for (const char* expected : {"llama-3.1-8b", "phi-3.5-mini", "deepseek-v3", "deepseek-v3-mla", "qwen3-vl-8b", "transformer-base"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
 }
 

@@ -33,7 +33,7 @@ TEST(PropsScores, CorrectTargetsPassOnEveryPreset) {
   std::vector<std::pair<std::string, Tally>> tally;
   for (const std::string& preset : preset_names()) {
     const EncodingSpec spec = load_preset(preset);
-    if (spec.family != Family::rope) continue;
+    if (spec.family != Family::rope || is_mla_layout(spec.rope)) continue;  // props place no MLA slice yet
     for (const char* name : {"hf-fp32", "hf-fp32-bf16out", "reference"}) {
       if (std::string(name) == "reference" && preset != "llama-3.1-8b" && preset != "qwen2.5-7b-yarn") continue;  // MPFR: two presets
       auto target = make_target(name);

@@ -12,8 +12,8 @@ ones such as (p, p//3, p//7)), runs
     reference_dump --spec FILE --positions LIST [--seq-len N]
 
 and compares every number it prints bit for bit with the mpmath value correctly rounded to binary64
-(frequencies, attention factor, per position cos, sin and rotated vector for RoPE, the encoding row for
-sinusoidal specs). dynamic and longrope specs are also run with explicit sequence lengths on both sides
+(frequencies, attention factor, per position cos, sin and rotated vector for RoPE, and the rotated k_pe
+key of an MLA spec; the encoding row for sinusoidal specs). dynamic and longrope specs are also run with explicit sequence lengths on both sides
 of their switch points. Prints one line per spec and a final line "N passed, M failed" (specs); exits 0
 only when nothing mismatched and every run succeeded.
 """
@@ -151,9 +151,14 @@ def check_run(chk: Checker, spec: dict, spec_path: str, tool: str, seq_len: Opti
     if not isinstance(rows, list) or len(rows) != len(positions):
         raise RunError("expected %d rows, got %r" % (len(positions), None if rows is None else len(rows)))
 
+    key_res = None
     if fam == "rope":
         x = [parse_hex(h, "input[%d]" % i) for i, h in enumerate(out.get("input") or [])]
         res = ref.compute(spec, positions, x=x, seq_len=seq_len)
+        rs = ref.parse_spec(spec)
+        if rs.key_layout == "k_pe":  # MLA: the k_pe key is the input's rotary block, rotated alone
+            o = rs.rotary_offset
+            key_res = ref.compute_rope(rs.key_spec(), positions, x[o:o + rs.rotary_dim], seq_len)
     else:
         res = ref.compute(spec, positions)
 
@@ -183,6 +188,8 @@ def check_run(chk: Checker, spec: dict, spec_path: str, tool: str, seq_len: Opti
             compare_list("cos", row.get("cos"), erow["cos"], want_pos)
             compare_list("sin", row.get("sin"), erow["sin"], want_pos)
             compare_list("rotated", row.get("rotated"), erow["rotated"], want_pos)
+            if key_res is not None:
+                compare_list("rotated_key", row.get("rotated_key"), key_res.rows[k]["rotated"], want_pos)
         else:
             compare_list("pe", row.get("pe"), erow["pe"], want_pos)
 

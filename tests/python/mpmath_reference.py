@@ -41,6 +41,9 @@ Interpretation choices (where the spec text leaves room):
    (j, j + head_dim/2); interleaved: (2j, 2j+1)); attention factor 1.
  * Prefix partial rotary: layout applies within the first R channels, channels R..D-1 pass through
    unchanged (not multiplied by the attention factor).
+ * MLA (DeepSeek; transformers DeepseekV3Attention splits q into [q_nope | q_pe]): rotary_offset o moves
+   the block to channels o .. o+R-1 (pair j: (o+j, o+j+R/2) or (o+2j, o+2j+1)); the others pass through.
+   key_layout "k_pe": the key is one R-wide vector per token, rotated as a head of R channels at offset 0.
  * Rotation: (a, b) -> (att*(a cos t - b sin t), att*(b cos t + a sin t)) evaluated exactly and
    rounded once; cos/sin are reported without the attention factor.
  * MRoPE: the axis of pair f is chosen on the frequency index f (after any scaling): chunked:
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 import json
 import math
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -167,7 +171,8 @@ def mp_str(x: mpf, digits: int = 40) -> str:
 # --------------------------------------------------------------------------------------------------
 
 _TOP_KEYS = {"name", "family", "source", "notes", "rope", "sinusoidal"}
-_ROPE_KEYS = {"head_dim", "rotary_dim", "base", "layout", "max_position_embeddings", "scaling", "mrope"}
+_ROPE_KEYS = {"head_dim", "rotary_dim", "rotary_offset", "key_layout", "base", "layout", "max_position_embeddings",
+              "scaling", "mrope"}
 _SCALING_KEYS = {
     "none": set(),
     "linear": {"factor"},
@@ -222,6 +227,10 @@ class RopeSpec:
     scaling: Dict[str, Any]
     mrope_section: Optional[Tuple[int, int, int]] = None
     mrope_interleaved: bool = False
+    # MLA (SPEC_FORMAT.md "MLA"): the rotary block starts at channel rotary_offset; a "k_pe" key is one
+    # rotary_dim-wide vector per token, rotated as that block alone.
+    rotary_offset: int = 0
+    key_layout: str = "per_head"
 
     @property
     def is_proportional(self) -> bool:
@@ -237,10 +246,16 @@ class RopeSpec:
         return self.head_dim if self.is_proportional else self.rotary_dim
 
     def pair_channels(self, j: int) -> Tuple[int, int]:
-        w = self.rotated_width
+        w, o = self.rotated_width, self.rotary_offset
         if self.layout == "half_split":
-            return j, j + w // 2
-        return 2 * j, 2 * j + 1
+            return o + j, o + j + w // 2
+        return o + 2 * j, o + 2 * j + 1
+
+    def key_spec(self) -> "RopeSpec":
+        """The rotation a k_pe key takes: a head of rotary_dim channels at offset 0, the same frequencies."""
+        if self.key_layout != "k_pe":
+            return self
+        return dataclasses.replace(self, head_dim=self.rotary_dim, rotary_offset=0, key_layout="per_head")
 
 
 @dataclass
@@ -302,6 +317,14 @@ def _parse_rope(name: str, r) -> RopeSpec:
     _check_keys(sc, _SCALING_KEYS[typ] | {"type"}, "scaling(%s)" % typ)
     sc = dict(sc)
     rs = RopeSpec(name, D, R, base, layout, L, typ, sc)
+    rs.rotary_offset = _int(r.get("rotary_offset", 0), "rotary_offset")
+    if not 0 <= rs.rotary_offset <= D - R:
+        raise SpecError("rotary_offset must be within 0 .. head_dim - rotary_dim")
+    rs.key_layout = r.get("key_layout", "per_head")
+    if rs.key_layout not in ("per_head", "k_pe"):
+        raise SpecError("key_layout must be per_head or k_pe")
+    if typ == "proportional" and (rs.rotary_offset or rs.key_layout != "per_head"):
+        raise SpecError("the MLA layout is not valid with proportional scaling")
     P = rs.pairs
     if typ in ("linear", "dynamic", "llama3"):
         if "factor" not in sc:

@@ -98,6 +98,10 @@ int main(int argc, char** argv) {
         for (const Real& v : c) row["cos"].push_back(hex(v));
         for (const Real& v : s) row["sin"].push_back(hex(v));
         for (const Real& v : rope_apply<Real>(r, f, p, x)) row["rotated"].push_back(hex(v));
+        if (r.key_layout == KeyLayout::k_pe) {  // MLA: the k_pe key, here the input's rotary block
+          const std::vector<Real> key(x.begin() + r.rotary_offset, x.begin() + r.rotary_offset + r.rotary_dim);
+          for (const Real& v : rope_apply<Real>(key_rope(r), f, p, key)) row["rotated_key"].push_back(hex(v));
+        }
         out["rows"].push_back(row);
       }
     } else {

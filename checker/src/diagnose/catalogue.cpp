@@ -8,7 +8,7 @@ bool Mistake::is_identity() const {
   return !position_rounding && position_shift == 0 && !position_wrap_bits && !freq_rounding && !reciprocal_freq && !base &&
          !factor && !attention && !rotary_dim && !swap_longrope_factors && !flip_layout && !ignore_scaling &&
          !flip_truncate && !flip_mrope_mode && !swap_hw_streams && !swap_cos_sin && !negate_sin && att == Att::keep &&
-         !judged_class;
+         !judged_class && !rotary_offset && !whole_head && !passthrough_mscale && !first_position;
 }
 
 std::optional<Mistake> Mistake::compose(const Mistake& a, const Mistake& b) {
@@ -38,11 +38,49 @@ std::optional<Mistake> Mistake::compose(const Mistake& a, const Mistake& b) {
   take(m.negate_sin, b.negate_sin, false);
   take(m.att, b.att, Att::keep);
   take(m.judged_class, b.judged_class, std::optional<accuracy::AccuracyClass>{});
+  take(m.rotary_offset, b.rotary_offset, std::optional<int>{});
+  take(m.whole_head, b.whole_head, false);
+  take(m.passthrough_mscale, b.passthrough_mscale, false);
+  take(m.first_position, b.first_position, false);
   // The attention factor replaced and dropped / squared / folded change the same thing.
   if (m.attention && m.att != Att::keep) clash = true;
   if (clash) return std::nullopt;
   return m;
 }
+
+namespace {
+
+// MLA (DeepSeek V2 / V3: q = [q_nope | q_pe], one k_pe per token): evaluable on MLA sets only.
+void add_mla_hypotheses(std::vector<Hypothesis>& v) {
+  auto add = [&v](std::string id, std::string title, std::string source, const Mistake& mistake) {
+    v.push_back({std::move(id), std::move(title), std::move(source), mistake, std::nullopt});
+  };
+  Mistake m;
+  m.rotary_offset = 0;
+  add("mla-slice-at-start", "the rotary slice at the start of the head instead of at rotary_offset (q_pe taken first)",
+      "transformers DeepseekV3Attention split(q, [qk_nope_head_dim, qk_rope_head_dim]): q_pe is the last slice", m);
+  m = {};
+  m.whole_head = true;
+  add("mla-whole-head-rotated", "the whole head rotated (qk_head_dim as the rotary width: q_nope rotated too)",
+      "DeepSeek config: rotary width qk_rope_head_dim (64), not qk_head_dim (192)", m);
+  m = {};
+  m.att = Mistake::Att::yarn_mscale;
+  add("mla-yarn-mscale-on-slice",
+      "YaRN's get_mscale(factor, mscale) folded into the rotated slice without the division by "
+      "get_mscale(factor, mscale_all_dim)",
+      "vLLM DeepseekScalingRotaryEmbedding (mscale ratio); DeepSeek puts mscale_all_dim into the softmax scale", m);
+  m = {};
+  m.passthrough_mscale = true;
+  add("mla-yarn-mscale-on-nope", "the pass-through channels (q_nope) multiplied by YaRN's get_mscale(factor, mscale)",
+      "DeepSeek inference/model.py: the mscale belongs to the softmax scale, not to q_nope", m);
+  m = {};
+  m.first_position = true;
+  add("mla-k-pe-one-position", "every token's k_pe rotated at the first token's position (k_pe broadcast along the "
+      "sequence instead of the heads)",
+      "transformers DeepseekV3Attention: k_rot.view(batch, 1, seq, qk_rope_head_dim) then expand over heads", m);
+}
+
+}  // namespace
 
 const std::vector<Hypothesis>& diagnosis_catalogue() {
   using A = Mistake::Att;
@@ -141,6 +179,7 @@ const std::vector<Hypothesis>& diagnosis_catalogue() {
     m.swap_hw_streams = true;
     add("mrope-hw-swapped", "mrope height and width streams exchanged (wrong section order)",
         "Liger-Kernel test_qwen2vl_mrope sections; sglang PR #33117", m);
+    add_mla_hypotheses(v);
     m = {};
     m.judged_class = accuracy::AccuracyClass::fp32_angle;
     add("class-fp32-angle", "the angle formed in f32 (class fp32-angle)",

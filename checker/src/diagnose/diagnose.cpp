@@ -73,7 +73,7 @@ std::optional<HypothesisResult> evaluate(const GoldenSet& g, const std::vector<T
   bool differs = m.judged_class.has_value();
   for (const Target& t : targets) {
     const bool table = t.base == "cos" || t.base == "sin";
-    if (table && m.rotary_dim) continue;  // another rotary width has tables of another width
+    if (table && (m.rotary_dim || m.whole_head)) continue;  // another rotary width has tables of another width
     const StoredValues cand(t.candidate->data.data(), t.dt), truth(g.tensor(t.base + ".f64").data.data(), DType::f64);
     for (const bool failing : {true, false})
       for (std::int64_t i : failing ? t.sample.failing : t.sample.passing) {
@@ -243,7 +243,7 @@ Diagnosis diagnose(const GoldenSet& g, const std::vector<Tensor>& candidate, con
   std::vector<Target> targets;
   for (const TensorReport& t : report.tensors) {
     if (!all_tensors && t.verdict != Verdict::fail) continue;
-    if (t.base != "cos" && t.base != "sin" && t.base != "q_rot" && t.base != "k_rot") continue;
+    if (t.base != "cos" && t.base != "sin" && t.base != "q_rot" && t.base != "k_rot" && t.base != "k_pe_rot") continue;
     const auto it = std::find_if(candidate.begin(), candidate.end(), [&](const Tensor& c) { return c.name == t.candidate_name; });
     if (it == candidate.end()) continue;
     Target tg{t.base, &*it, *check_detail::float_dtype(it->dtype),

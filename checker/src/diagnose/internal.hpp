@@ -25,6 +25,8 @@ RopeSpec mistaken_spec(const RopeSpec& truth, const Mistake& m);
 // without scaling; a factor needs a scaling that has one; a LongRoPE swap needs LongRoPE; a rotary
 // width of its own needs prefix-partial RoPE without per-pair lists or sections).
 bool evaluable(const RopeSpec& truth, const Mistake& m);
+// YaRN's get_mscale(factor, mscale) of a spec, alone (mla-yarn-mscale-on-slice).
+double mscale_of(const RopeSpec& r);
 // p cast to a signed integer of `bits` (16 or 32) bits, two's complement: what a narrowing cast does.
 std::int64_t wrapped_position(std::int64_t p, int bits);
 // Whether some position of the set changes when wrapped to `bits` bits.
@@ -49,7 +51,9 @@ class MistakenTruth {
 
  private:
   struct State;
+  static void init(State& s, const GoldenSet& g, const Mistake& m, const RopeSpec& truth, int heads);
   std::unique_ptr<State> s_;
+  std::unique_ptr<State> key_;  // MLA sets: k_pe_rot's (the slice alone, one head)
 };
 
 // The elements of one output a diagnosis evaluates: failing ones (outside class c) and passing ones,

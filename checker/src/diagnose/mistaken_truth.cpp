@@ -17,11 +17,21 @@ using golden::ManifestTensor;
 using io::Tensor;
 using io::TensorDType;
 
+// YaRN's get_mscale(factor, mscale) alone (what a kernel folds in when it forgets mscale_all_dim).
+double mscale_of(const RopeSpec& r) {
+  return yarn_get_mscale(effective_factor(r), r.scaling.mscale.value_or(1.0));
+}
+
 RopeSpec mistaken_spec(const RopeSpec& truth, const Mistake& m) {
   RopeSpec r = truth;
   if (m.base) r.base = *m.base;
   if (m.factor) r.scaling.factor = *m.factor;
   if (m.rotary_dim) r.rotary_dim = *m.rotary_dim;
+  if (m.rotary_offset) r.rotary_offset = *m.rotary_offset;
+  if (m.whole_head) {
+    r.rotary_dim = r.head_dim;
+    r.rotary_offset = 0;
+  }
   if (m.swap_longrope_factors) {  // the other list, with the attention factor that goes with it
     std::swap(r.scaling.short_factor, r.scaling.long_factor);
     std::swap(r.scaling.short_mscale, r.scaling.long_mscale);
@@ -34,6 +44,22 @@ RopeSpec mistaken_spec(const RopeSpec& truth, const Mistake& m) {
   return r;
 }
 
+// The MLA mistakes need an MLA set: a slice to misplace, q_nope to rotate or scale, a k_pe key, a YaRN
+// mscale whose ratio differs from its numerator.
+static bool evaluable_mla(const RopeSpec& truth, const Mistake& m) {
+  const bool yarn_mscales = truth.scaling.type == ScalingType::yarn && truth.scaling.mscale && truth.scaling.mscale_all_dim;
+  if (m.rotary_offset && (*m.rotary_offset == truth.rotary_offset || *m.rotary_offset < 0 ||
+                          *m.rotary_offset > truth.head_dim - truth.rotary_dim))
+    return false;
+  if (m.whole_head && (!is_mla_layout(truth) || truth.rotary_dim == truth.head_dim)) return false;
+  if (m.passthrough_mscale && (!is_mla_layout(truth) || !yarn_mscales || truth.rotary_dim == truth.head_dim)) return false;
+  if (m.att == Mistake::Att::yarn_mscale &&
+      (!yarn_mscales || yarn_attention_factor<double>(truth) == mscale_of(truth)))
+    return false;
+  if (m.first_position && truth.key_layout != KeyLayout::k_pe) return false;
+  return true;
+}
+
 bool evaluable(const RopeSpec& truth, const Mistake& m) {
   const ScalingType t = truth.scaling.type;
   if (m.ignore_scaling && t == ScalingType::proportional) return false;
@@ -42,9 +68,9 @@ bool evaluable(const RopeSpec& truth, const Mistake& m) {
   if (m.base && (!(*m.base > 1) || *m.base == truth.base)) return false;
   // A rotary width of its own: prefix-partial RoPE without per-pair lists (LongRoPE) or sections (mrope).
   if (m.rotary_dim && (t == ScalingType::longrope || t == ScalingType::proportional || truth.mrope != MropeMode::none ||
-                       *m.rotary_dim <= 0 || *m.rotary_dim % 2 != 0 || *m.rotary_dim > truth.head_dim))
+                       *m.rotary_dim <= 0 || *m.rotary_dim % 2 != 0 || *m.rotary_dim > truth.head_dim - truth.rotary_offset))
     return false;
-  return true;
+  return evaluable_mla(truth, m);
 }
 
 bool wraps(const GoldenSet& g, int bits) {
@@ -68,6 +94,8 @@ struct MistakenTruth::State {
   Real att{1}, table_factor{1};
   std::vector<int> pair_of, first_of;  // per channel: pair (-1 pass-through), whether it is the pair's first channel
   int P = 0, D = 0, H = 1;
+  bool is_key = false;     // k_pe_rot's state: the slice alone, one head
+  Real passthrough{1};     // what a pass-through channel is multiplied by (mla-yarn-mscale-on-nope)
   struct CosSin {
     Real c, s;
     double theta;
@@ -80,7 +108,8 @@ struct MistakenTruth::State {
     if (auto it = cache.find(key); it != cache.end()) return it->second;
     int stream = spec.mrope == MropeMode::none ? 0 : mrope_stream(spec, j);
     if (m.swap_hw_streams && stream > 0) stream = 3 - stream;
-    const Position& pos = g->positions()[static_cast<std::size_t>(token)];
+    // mla-k-pe-one-position: every key at the first token's position.
+    const Position& pos = g->positions()[is_key && m.first_position ? 0 : static_cast<std::size_t>(token)];
     std::int64_t p = stream == 0 ? pos.t : (stream == 1 ? pos.h : pos.w);
     if (m.position_wrap_bits) p = wrapped_position(p, *m.position_wrap_bits);
     p += m.position_shift;
@@ -101,7 +130,7 @@ struct MistakenTruth::State {
     return cache.emplace(key, std::move(cs)).first->second;
   }
   double input(const std::string& base, std::int64_t i) const {
-    const Tensor& t = g->tensor(base == "q_rot" ? "q" : "k");
+    const Tensor& t = g->tensor(base == "q_rot" ? "q" : (base == "k_pe_rot" ? "k_pe" : "k"));
     float v;
     std::memcpy(&v, t.data.data() + 4 * static_cast<std::size_t>(i), 4);
     return static_cast<double>(v);
@@ -109,10 +138,18 @@ struct MistakenTruth::State {
 };
 
 MistakenTruth::MistakenTruth(const GoldenSet& g, const Mistake& m) : s_(std::make_unique<State>()) {
-  State& s = *s_;
+  init(*s_, g, m, g.spec().rope, g.heads());
+  if (g.spec().rope.key_layout == KeyLayout::k_pe) {  // k_pe_rot: the slice alone, one head
+    key_ = std::make_unique<State>();
+    key_->is_key = true;
+    init(*key_, g, m, key_rope(g.spec().rope), 1);
+  }
+}
+
+void MistakenTruth::init(State& s, const GoldenSet& g, const Mistake& m, const RopeSpec& truth, int heads) {
   s.g = &g;
   s.m = m;
-  s.spec = mistaken_spec(g.spec().rope, m);
+  s.spec = mistaken_spec(truth, m);
   const RopeFrequencies<Real> f = rope_frequencies<Real>(s.spec, g.seq_len());
   s.inv = f.inv_freq;
   for (Real& w : s.inv) {
@@ -127,16 +164,20 @@ MistakenTruth::MistakenTruth(const GoldenSet& g, const Mistake& m) : s_(std::mak
   if (m.att == Mistake::Att::missing) s.att = Real(1);
   if (m.att == Mistake::Att::squared) s.att = f.attention_factor * f.attention_factor;
   if (m.att == Mistake::Att::folded_in_table) s.table_factor = f.attention_factor;
+  const auto yarn_mscale = [&] {
+    return yarn_get_mscale(Real(effective_factor(truth)), Real(truth.scaling.mscale.value_or(1.0)));
+  };
+  if (m.att == Mistake::Att::yarn_mscale) s.att = yarn_mscale();
+  if (m.passthrough_mscale) s.passthrough = yarn_mscale();
   if (m.attention) s.att = Real(*m.attention);
   s.P = rope_pairs(s.spec);
   s.D = s.spec.head_dim;
-  s.H = g.heads();
+  s.H = heads;
   s.pair_of.assign(static_cast<std::size_t>(s.D), -1);
   s.first_of.assign(static_cast<std::size_t>(s.D), 0);
-  const int block = rope_block_channels(s.spec);
   for (int j = 0; j < s.P; ++j) {
     const auto [a, b] = pair_channels(s.spec, j);
-    if (a >= block || b >= block) continue;
+    if (!is_rotary_channel(s.spec, a) || !is_rotary_channel(s.spec, b)) continue;
     s.pair_of[static_cast<std::size_t>(a)] = s.pair_of[static_cast<std::size_t>(b)] = j;
     s.first_of[static_cast<std::size_t>(a)] = 1;
   }
@@ -160,7 +201,7 @@ unsigned MistakenTruth::precision_bits(const GoldenSet& g, const Mistake& m) {
 }
 
 MistakenTruth::Value MistakenTruth::at(const std::string& base, std::int64_t i, accuracy::AccuracyClass c, DType dt) {
-  State& s = *s_;
+  State& s = base == "k_pe_rot" && key_ ? *key_ : *s_;
   Value v;
   const bool table = base == "cos" || base == "sin";
   if (table) {
@@ -182,8 +223,15 @@ MistakenTruth::Value MistakenTruth::at(const std::string& base, std::int64_t i, 
   const int j = s.pair_of[static_cast<std::size_t>(ch)];
   const double x = s.input(base, i);
   if (j < 0) {
-    v.value = x;
-    v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::passthrough).allowed({0, 0}, std::fabs(x));
+    if (s.passthrough == 1) {
+      v.value = x;
+      v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::passthrough).allowed({0, 0}, std::fabs(x));
+      return v;
+    }
+    // Scaled by a factor (mla-yarn-mscale-on-nope): the product a rotation by 0 with that attention factor
+    // makes, so the rotated channel's bound at angle 0.
+    v.value = to_f64(Real(x) * s.passthrough);
+    v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::rotated).allowed({0, 0}, std::fabs(v.value));
     return v;
   }
   const auto [ca, cb] = pair_channels(s.spec, j);

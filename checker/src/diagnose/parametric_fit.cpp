@@ -62,10 +62,9 @@ Row read_row(const Context& x, std::int64_t token) {
     const Tensor& in = x.g->tensor(x.rotated->base == "q_rot" ? "q" : "k");
     const StoredValues xs(in.data.data(), DType::f32), ys(x.rotated->candidate->data.data(), x.dt);
     const std::int64_t base = token * x.g->heads() * r.head_dim;
-    const int block = rope_block_channels(r);
     for (int j = 0; j < P; ++j) {
       const auto [a, b] = pair_channels(r, j);
-      if (a >= block || b >= block) continue;
+      if (!is_rotary_channel(r, a) || !is_rotary_channel(r, b)) continue;
       const double xa = xs[base + a], xb = xs[base + b], ya = ys[base + a], yb = ys[base + b];
       const double n2 = xa * xa + xb * xb;
       if (!(n2 > 1e-6)) continue;  // a pair too small to show its rotation
@@ -229,7 +228,7 @@ Screen screen(const Context& x, const Mistake& m) {
   const auto bound = [&](accuracy::Quantity q) { return accuracy::class_bound(x.cls, x.dt, q); };
   const accuracy::ClassBound rot = bound(accuracy::Quantity::rotated), pass = bound(accuracy::Quantity::passthrough),
                              table = bound(accuracy::Quantity::table);
-  const int P = rope_pairs(r), block = rope_block_channels(r), D = r.head_dim;
+  const int P = rope_pairs(r), D = r.head_dim;
   for (std::int64_t t : x.tokens) {
     const Position& pos = x.g->positions()[sz(t)];
     if (x.rotated) {
@@ -239,7 +238,7 @@ Screen screen(const Context& x, const Mistake& m) {
       std::vector<bool> rotated(sz(D), false);
       for (int j = 0; j < P; ++j) {
         const auto [a, b] = pair_channels(r, j);
-        if (a >= block || b >= block) continue;
+        if (!is_rotary_channel(r, a) || !is_rotary_channel(r, b)) continue;
         rotated[sz(a)] = rotated[sz(b)] = true;
         const double p = static_cast<double>(stream_position(r, pos, j) + m.position_shift), w = f.inv_freq[sz(j)];
         const double xa = xs[base + a], xb = xs[base + b], co = std::cos(p * w), si = std::sin(p * w);

@@ -51,6 +51,16 @@ std::string shape_slip(const std::string& base, const Tensor& c, const std::vect
       return "looks like [tokens, heads * head_dim]; reshape to [tokens, heads, head_dim]";
     return "";
   }
+  if (base == "k_pe_rot" && g.size() == 2) {  // MLA: one key a token, no head axis
+    const std::int64_t T = g[0], R = g[1];
+    if (s.size() == 3 && s[0] == T && s[1] > 1 && s[2] == R)
+      return fmt::format("looks like k_pe expanded to every head [tokens, {}, rotary_dim] (transformers' k_rot.expand); "
+                         "ropecheck expects [tokens, rotary_dim]: pass k_pe_rot[:, 0]",
+                         s[1]);
+    if (s.size() == 3 && s[2] == R && ((s[0] == 1 && s[1] == T) || (s[0] == T && s[1] == 1)))
+      return "has a head axis of 1 ([tokens, 1, rotary_dim] or [1, tokens, rotary_dim]); squeeze it to [tokens, rotary_dim]";
+    return "";
+  }
   if ((base == "cos" || base == "sin") && g.size() == 2) {
     const std::int64_t T = g[0], P = g[1];
     const std::vector<std::int64_t> q = squeezed(s);

@@ -61,6 +61,10 @@ struct TensorStats {
   std::array<BinStats, kPositionBins> bins{};
   ErrorSums err;
   std::vector<ElementReport> worst;  // ranked: higher score, then lower index; at most the run's --worst
+  // MLA sets (rope.rotary_offset / key_layout): pass-through channels checked bit for bit, those that
+  // differ, and the smallest position of one. 0 elsewhere (and left out of the JSON).
+  std::int64_t passthrough = 0, passthrough_differing = 0;
+  std::optional<std::int64_t> first_passthrough_differing;
 
   // Adds o's statistics (not the worst lists: merge_worst).
   void merge_counts(const TensorStats& o);

@@ -169,6 +169,13 @@ struct TensorReport {
   double worst_score = 0;
   std::vector<ElementReport> worst;  // highest score first
   std::vector<PositionBin> bins;     // only bins with elements, ascending
+  // MLA sets: the pass-through channels (q_nope), which must come back bit for bit (CHECK_REPORT.md,
+  // "MLA"): checked, differing, the smallest position of a difference. nullopt for other sets.
+  struct Passthrough {
+    std::int64_t elements = 0, differing = 0;
+    std::optional<std::int64_t> first_differing_position;
+  };
+  std::optional<Passthrough> passthrough;
 
   // The strictest class satisfied (nullopt when none; a not-tested class is not satisfied).
   std::optional<accuracy::AccuracyClass> best_class() const;

@@ -43,7 +43,16 @@ struct Mistake {
   bool swap_hw_streams = false;            // mrope: h and w streams exchanged
   bool swap_cos_sin = false;
   bool negate_sin = false;
-  enum class Att { keep, missing, squared, folded_in_table } att = Att::keep;
+  // MLA (a rotary slice inside the head, a k_pe key; DIAGNOSIS.md "MLA"): the slice placed at another
+  // offset; the whole head rotated (qk_head_dim taken as the rotary width: q_nope rotated too); the
+  // pass-through channels multiplied by YaRN's get_mscale(factor, mscale); every token's key rotated at
+  // the set's first position (k_pe broadcast along the sequence instead of the heads).
+  std::optional<int> rotary_offset;
+  bool whole_head = false;
+  bool passthrough_mscale = false;
+  bool first_position = false;
+  // yarn_mscale: get_mscale(factor, mscale) folded in alone, not divided by get_mscale(factor, mscale_all_dim).
+  enum class Att { keep, missing, squared, folded_in_table, yarn_mscale } att = Att::keep;
   // Not a mistake of the formula: the kernel computes the exact formula in a looser class.
   std::optional<accuracy::AccuracyClass> judged_class;
 

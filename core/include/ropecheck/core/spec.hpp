@@ -44,6 +44,12 @@ enum class MropeMode {
   interleaved,  // Qwen3-VL: t h w t h w ... within the sections
 };
 
+// The key the rotation takes (SPEC_FORMAT.md, "MLA").
+enum class KeyLayout {
+  per_head,  // k has q's shape: [heads, head_dim]
+  k_pe,      // DeepSeek MLA: one rotary_dim-wide key per token (k_pe), no head axis, shared by every head
+};
+
 enum class SinusoidalLayout {
   interleaved,   // Vaswani: PE[2i] = sin, PE[2i+1] = cos
   concatenated,  // [sin | cos] (tensor2tensor, fairseq, Marian, GPT-NeoX)
@@ -112,6 +118,10 @@ struct RopeSpec {
   std::array<int, 3> mrope_section{0, 0, 0};
   // Absent: no norm (every spec before the stage existed). Present for q, for k, or both.
   std::optional<RmsNormStage> q_norm, k_norm;
+  // First rotated channel: the rotary block is channels [rotary_offset, rotary_offset + rotary_dim);
+  // the rest of the head passes through (DeepSeek MLA: q = [q_nope (128) | q_pe (64)], offset 128).
+  int rotary_offset = 0;
+  KeyLayout key_layout = KeyLayout::per_head;
 };
 
 struct SinusoidalSpec {
@@ -163,11 +173,24 @@ inline std::int64_t stream_position(const RopeSpec& rope, const Position& p, int
   const int stream = rope.mrope == MropeMode::none ? 0 : mrope_stream(rope, pair);
   return stream == 0 ? p.t : (stream == 1 ? p.h : p.w);
 }
-// The channels pair j rotates: (j, j + P) half-split or (2j, 2j + 1) interleaved, where P = rope_pairs();
-// channels past rope_block_channels() pass through.
+// The channels pair j rotates: (j, j + P) half-split or (2j, 2j + 1) interleaved, where P = rope_pairs(),
+// shifted by rotary_offset; channels outside [rotary_offset, rotary_offset + rope_block_channels()) pass
+// through.
 inline std::pair<int, int> pair_channels(const RopeSpec& rope, int j) {
-  if (rope.layout == RopeLayout::interleaved) return {2 * j, 2 * j + 1};
-  return {j, j + rope_pairs(rope)};
+  const int o = rope.rotary_offset;
+  if (rope.layout == RopeLayout::interleaved) return {o + 2 * j, o + 2 * j + 1};
+  return {o + j, o + j + rope_pairs(rope)};
+}
+// Whether channel c of a head lies in the rotary block (the others pass through).
+inline bool is_rotary_channel(const RopeSpec& rope, int c) {
+  return c >= rope.rotary_offset && c < rope.rotary_offset + rope_block_channels(rope);
+}
+// The rotation the key takes: the spec itself, or for a k_pe key (no head axis) the rotary block alone,
+// a head of rotary_dim channels at offset 0 with the same frequencies.
+RopeSpec key_rope(const RopeSpec& rope);
+// The MLA layout (a rotary slice at an offset, or a k_pe key) that only some consumers handle yet.
+inline bool is_mla_layout(const RopeSpec& rope) {
+  return rope.rotary_offset != 0 || rope.key_layout != KeyLayout::per_head;
 }
 
 // The norm stage of input "q" or "k" (nullptr when that input has none).
@@ -185,6 +208,7 @@ std::string_view to_string(Family);
 std::string_view to_string(RopeLayout);
 std::string_view to_string(ScalingType);
 std::string_view to_string(MropeMode);
+std::string_view to_string(KeyLayout);
 std::string_view to_string(SinusoidalLayout);
 std::string_view to_string(SinusoidalFrequencies);
 std::string_view to_string(NormWeightForm);
