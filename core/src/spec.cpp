@@ -143,6 +143,8 @@ void validate_norm(const RmsNormStage& n, const std::string& key, int head_dim) 
     if (f != 0.0 && significant_bits(f) > kNormFactorBits)
       fail(k, num(w), "1 + w needs more than " + std::to_string(kNormFactorBits) + " significant bits");
   }
+}
+
 // The MLA layout: a rotary slice inside the head, a k_pe key of the slice's width.
 void validate_mla(const RopeSpec& r) {
   if (r.rotary_offset < 0 || r.rotary_offset > r.head_dim - r.rotary_dim)
