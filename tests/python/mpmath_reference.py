@@ -172,7 +172,8 @@ def mp_str(x: mpf, digits: int = 40) -> str:
 
 _TOP_KEYS = {"name", "family", "source", "notes", "rope", "sinusoidal"}
 _ROPE_KEYS = {"head_dim", "rotary_dim", "rotary_offset", "key_layout", "base", "layout", "max_position_embeddings",
-              "scaling", "mrope"}
+              "scaling", "mrope", "q_norm", "k_norm"}
+_NORM_KEYS = {"eps", "weight_form", "weight"}
 _SCALING_KEYS = {
     "none": set(),
     "linear": {"factor"},
@@ -231,6 +232,10 @@ class RopeSpec:
     # rotary_dim-wide vector per token, rotated as that block alone.
     rotary_offset: int = 0
     key_layout: str = "per_head"
+    # The Q/K RMSNorm stage (SPEC_FORMAT.md "q_norm / k_norm"): {"eps", "weight_form", "weight"} or None.
+    # compute_rope rotates x as given; rms_norm() is the stage before it.
+    q_norm: Optional[Dict[str, Any]] = None
+    k_norm: Optional[Dict[str, Any]] = None
 
     @property
     def is_proportional(self) -> bool:
@@ -325,6 +330,9 @@ def _parse_rope(name: str, r) -> RopeSpec:
         raise SpecError("key_layout must be per_head or k_pe")
     if typ == "proportional" and (rs.rotary_offset or rs.key_layout != "per_head"):
         raise SpecError("the MLA layout is not valid with proportional scaling")
+    for key in ("q_norm", "k_norm"):
+        if key in r:
+            setattr(rs, key, _parse_norm(r[key], key, D))
     P = rs.pairs
     if typ in ("linear", "dynamic", "llama3"):
         if "factor" not in sc:
@@ -390,6 +398,29 @@ def _parse_rope(name: str, r) -> RopeSpec:
         rs.mrope_section = sec
         rs.mrope_interleaved = il
     return rs
+
+
+def _parse_norm(n, where: str, D: int) -> Dict[str, Any]:
+    _check_keys(n, _NORM_KEYS, where)
+    eps = _num(n.get("eps"), where + ".eps") if "eps" in n else None
+    if eps is None or not eps > 0:
+        raise SpecError("%s.eps must be a number > 0" % where)
+    form = n.get("weight_form", "w")
+    if form not in ("w", "1+w"):
+        raise SpecError("%s.weight_form must be \"w\" or \"1+w\"" % where)
+    w = n.get("weight")
+    if w is not None and (not isinstance(w, list) or len(w) != D):
+        raise SpecError("%s.weight must be a list of head_dim numbers" % where)
+    return {"eps": eps, "weight_form": form, "weight": None if w is None else [_num(v, where + ".weight") for v in w]}
+
+
+def rms_norm(x: Sequence[float], norm: Dict[str, Any]) -> List[mpf]:
+    """The RMSNorm stage at the current mp precision: x / sqrt(mean(x^2) + eps) * f, f = w or 1 + w
+    (transformers Qwen3RMSNorm / Gemma3RMSNorm), eps taken as the binary64 value the spec holds."""
+    xs = [mpf(v) for v in x]
+    r = 1 / mp.sqrt(mp.fsum(v * v for v in xs) / len(xs) + mpf(norm["eps"]))
+    f = [mpf(w) if norm["weight_form"] == "w" else 1 + mpf(w) for w in norm["weight"]]
+    return [v * r * fc for v, fc in zip(xs, f)]
 
 
 def _parse_sin(name: str, s) -> SinSpec:
