@@ -94,6 +94,8 @@ void plan_attached(const GoldenOptions& opt, RunPlan& plan) {
   if (opt.shard) throw SpecError(option + ": not with --shard (not split by token; write it in an unsharded run)");
   if (is_mla_layout(opt.spec.rope))  // the attention engine takes per-head keys with a prefix rotary block
     throw SpecError(option + ": not offered for the MLA layout (rope.rotary_offset / rope.key_layout) yet");
+  if (has_qk_norm(opt.spec.rope))  // the attention engine rotates q and k as given, with no norm stage
+    throw SpecError(option + ": not offered for specs with the Q/K norm stage (rope.q_norm / rope.k_norm) yet");
   const attention::SetFileContext c = context(opt, plan);
   attention::validate(c.attention, opt.spec.rope);  // SpecError naming the field (--softcap)
   const std::size_t nd = plan.dtypes.size();

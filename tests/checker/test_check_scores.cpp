@@ -59,8 +59,10 @@ ScoresReport judge(const golden::GoldenSet& g, const io::Tensor& cand, accuracy:
 std::vector<std::string> rope_presets() {
   std::vector<std::string> out;
   for (const std::string& n : preset_names())
-    // The MLA layout (deepseek-v3-mla) has no per-head key to score (golden refuses --scores for it).
-    if (const EncodingSpec e = load_preset(n); e.family == Family::rope && !is_mla_layout(e.rope)) out.push_back(n);
+    // The MLA layout (deepseek-v3-mla) has no per-head key to score, and the engine has no Q/K norm stage
+    // (golden refuses --scores for both).
+    if (const EncodingSpec e = load_preset(n); e.family == Family::rope && !is_mla_layout(e.rope) && !has_qk_norm(e.rope))
+      out.push_back(n);
   return out;
 }
 

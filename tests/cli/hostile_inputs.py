@@ -638,6 +638,9 @@ def score_cases(c):
     c.case("golden --scores on an MLA spec",
            ["golden", "--preset", "deepseek-v3-mla", "--positions", "0:4", "--out", "sc", "--quiet",
             "--scores", "causal:0:4"], 2, ["--scores: not offered for the MLA layout"], dest="sc")
+    c.case("golden --attention on a spec with the Q/K norm stage",
+           ["golden", "--preset", "qwen3-8b", "--positions", "0:4", "--out", "sc", "--quiet", "--attention", "causal:0:4"],
+           2, ["--attention: not offered for specs with the Q/K norm stage"], dest="sc")
     c.case("golden --attention accepted", g + ["--attention", "causal:7:6:3", "--softcap", "30", "--sinks", "--overwrite"], 0)
 
 

@@ -576,11 +576,12 @@ TEST(SpecValidation, NonObjectRope) {
 // ---------------------------------------------------------------------------------------------
 // Presets: all resolve, and spec_to_json / spec_from_json round-trip.
 
-TEST(Presets, TwentyOnePresetsSorted) {
+TEST(Presets, TwentyTwoPresetsSorted) {
   const std::vector<std::string> names = ropecheck::preset_names();
-  EXPECT_EQ(names.size(), 21u);
+  EXPECT_EQ(names.size(), 22u);
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  for (const char* expected : {"llama-3.1-8b", "phi-3.5-mini", "deepseek-v3", "deepseek-v3-mla", "qwen3-vl-8b", "transformer-base"})
+  for (const char* expected : {"llama-3.1-8b", "phi-3.5-mini", "deepseek-v3", "deepseek-v3-mla", "qwen3-8b", "qwen3-vl-8b",
+                               "transformer-base"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
 }
 

@@ -19,7 +19,7 @@ LLAMA31_CONFIG = {
 
 def test_presets_match_the_cli(cli):
     names = ropecheck.presets()
-    assert "llama-3.1-8b" in names and len(names) == 21
+    assert "llama-3.1-8b" in names and len(names) == 22
     listed = [line.split()[0] for line in run_cli(cli, "presets").stdout.splitlines()[1:]]
     assert names == listed
 
