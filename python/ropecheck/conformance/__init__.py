@@ -15,9 +15,10 @@ from .mlx_attention import MlxAttention
 from .onnxruntime import OnnxContrib, OnnxStandard
 from .onnxruntime_gqa import OnnxGqa, OnnxGqaAttention
 from .torch_impls import HfTransformers, LigerRope, Torchtune
+from .torch_sdpa import TorchSdpaAttention
 
 ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib, OnnxGqa, OnnxGqaAttention, KerasHub, HfTransformers,
-                                        Torchtune, LigerRope, MlxFastRope, MlxLm, MlxAttention)
+                                        TorchSdpaAttention, Torchtune, LigerRope, MlxFastRope, MlxLm, MlxAttention)
 
 
 def adapters(names: list[str] | None = None) -> list[Adapter]:

@@ -88,6 +88,85 @@ def hf_rope_parameters(rope: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def _gptj_rotate(spec: dict[str, Any], positions: np.ndarray, dtype: str, q, k):
+    """GPT-J's own recipe on q, k [1, tokens, heads, head_dim] (as GPT-J's attention holds them): its
+    float32 sin / cos table and apply_rotary_pos_emb on the rotary channels, the result rounded to dtype."""
+    import torch
+    from transformers.models.gptj import modeling_gptj
+
+    rotary = rope_section(spec)["rotary_dim"]
+    positions = torch.from_numpy(np.array(positions, dtype=np.int64).reshape(1, -1))
+    table = modeling_gptj.create_sinusoidal_positions(int(positions.max()) + 1, rotary)
+    sincos = modeling_gptj.get_embed_positions(table, positions)[0][positions[0]][None]  # as GPTJAttention
+    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+    out = []
+    for t in (q, k):
+        r = modeling_gptj.apply_rotary_pos_emb(t[..., :rotary], sin, cos)
+        out.append(torch.cat([r, t[..., rotary:]], -1).to(_torch_dtype(dtype)))
+    return out
+
+
+def hf_cos_sin(spec: dict[str, Any], positions: np.ndarray, heads: int, x, seq_len: int | None = None):
+    """The family's modeling module and its `<Prefix>RotaryEmbedding`'s cos / sin for `positions` ([T],
+    or [3][T] for mrope) in x's dtype, the config built from the spec with `heads` attention heads.
+    HF resolves dynamic and LongRoPE scaling at max(position_ids) + 1: with seq_len past that (1-D
+    positions), seq_len - 1 is appended to the positions and its row dropped from cos / sin, so the
+    tables are those of a sequence of seq_len tokens."""
+    import torch
+    import transformers
+
+    rope = rope_section(spec)
+    module_name, prefix = hf_family(spec)  # type: ignore[misc]
+    kwargs: dict[str, Any] = dict(
+        hidden_size=heads * rope["head_dim"], num_attention_heads=heads, num_key_value_heads=heads,
+        head_dim=rope["head_dim"], max_position_embeddings=rope.get("max_position_embeddings") or 4096,
+        rope_parameters=hf_rope_parameters(rope))
+    config_class, call = f"{prefix}Config", {}
+    if module_name == "deepseek_v3":  # the rotary part of DeepSeek's heads, in interleaved pairs
+        kwargs.update(qk_rope_head_dim=rope["head_dim"], rope_interleave=True)
+    elif module_name == "gemma3":  # one rope per layer type: this preset's as "full_attention"
+        config_class = "Gemma3TextConfig"
+        kwargs.update(num_hidden_layers=1, layer_types=["full_attention"],
+                      rope_parameters={"full_attention": kwargs["rope_parameters"]})
+        call = {"layer_type": "full_attention"}
+    elif module_name == "qwen2_vl":  # mrope: three position streams, (3, batch, seq) position_ids
+        config_class = "Qwen2VLTextConfig"
+        kwargs["rope_parameters"]["mrope_section"] = list(rope["mrope"]["section"])
+    config = getattr(transformers, config_class)(**kwargs)
+    module = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
+    rotary = getattr(module, f"{prefix}RotaryEmbedding")(config=config)
+    positions = np.array(positions, dtype=np.int64)  # a copy: torch wants a writable array
+    extend = seq_len is not None and positions.ndim == 1 and seq_len > int(positions.max()) + 1
+    if extend:
+        positions = np.append(positions, seq_len - 1)
+    positions = torch.from_numpy(positions[:, None, :] if positions.ndim == 2 else positions.reshape(1, -1))
+    cos, sin = rotary(x, positions, **call)
+    return (module, cos[:, :-1], sin[:, :-1]) if extend else (module, cos, sin)
+
+
+def hf_rotate(spec: dict[str, Any], positions: np.ndarray, dtype: str, q, k, seq_len: int | None = None):
+    """Hugging Face's recipe on q [1, Hq, T, D] and k [1, Hk, T, D] (torch, in `dtype`; Hq and Hk may
+    differ, cos / sin broadcast over heads): the rotated pair, as the family's attention computes it
+    (tables at seq_len when given: hf_cos_sin)."""
+    import torch
+
+    if hf_family(spec) == ("gptj", "GPTJ"):
+        qr, kr = _gptj_rotate(spec, positions, dtype, q.transpose(1, 2), k.transpose(1, 2))
+        return qr.transpose(1, 2), kr.transpose(1, 2)
+    module, cos, sin = hf_cos_sin(spec, positions, q.shape[1], q, seq_len)
+    rotary = cos.shape[-1]
+    if rotary < q.shape[-1] and module.__name__.endswith("modeling_phi"):
+        qr, kr = module.apply_rotary_pos_emb(q[..., :rotary], k[..., :rotary], cos, sin)
+        return torch.cat([qr, q[..., rotary:]], -1), torch.cat([kr, k[..., rotary:]], -1)
+    if module.__name__.endswith("modeling_deepseek_v3"):
+        # It takes interleaved pairs and returns them de-interleaved (pair j at channels j and
+        # j + R/2: q and k alike, so attention scores are unchanged); put them back in place.
+        qr, kr = (torch.stack([t[..., :rotary // 2], t[..., rotary // 2:]], -1).flatten(-2)
+                  for t in module.apply_rotary_pos_emb_interleave(q, k, cos, sin))
+        return qr, kr
+    return module.apply_rotary_pos_emb(q, k, cos, sin)
+
+
 class _Torch(Adapter):
     dtypes = ("f32", "f16", "bf16")
     expected = {"f32": "fp32-angle", "f16": "f16-table", "bf16": "bf16-table"}
@@ -121,76 +200,16 @@ class HfTransformers(_Torch):
         # dtype (torch promotes), and q / k stay float32 after it: rounded once here to the dtype.
         return "fp32-angle" if hf_family(spec) == ("gptj", "GPTJ") else self.expected[dtype]
 
-    def _gptj(self, golden: Golden, dtype: str, q, k):
-        import torch
-        from transformers.models.gptj import modeling_gptj
-
-        rope = rope_section(golden.spec.to_dict())
-        rotary = rope["rotary_dim"]
-        positions = torch.from_numpy(np.array(golden["positions"], dtype=np.int64).reshape(1, -1))
-        table = modeling_gptj.create_sinusoidal_positions(int(positions.max()) + 1, rotary)
-        sincos = modeling_gptj.get_embed_positions(table, positions)[0][positions[0]][None]  # as GPTJAttention
-        sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
-        out = []
-        for t in (q, k):  # [1, tokens, heads, head_dim], as GPT-J's attention holds them
-            r = modeling_gptj.apply_rotary_pos_emb(t[..., :rotary], sin, cos)
-            out.append(torch.cat([r, t[..., rotary:]], -1).to(_torch_dtype(dtype)))
-        return out
-
     def cos_sin(self, golden: Golden, dtype: str, x):
-        import torch
-        import transformers
-
-        spec = golden.spec.to_dict()
-        rope = rope_section(spec)
-        module_name, prefix = hf_family(spec)  # type: ignore[misc]
-        heads = golden.heads
-        kwargs: dict[str, Any] = dict(
-            hidden_size=heads * rope["head_dim"], num_attention_heads=heads, num_key_value_heads=heads,
-            head_dim=rope["head_dim"], max_position_embeddings=rope.get("max_position_embeddings") or 4096,
-            rope_parameters=hf_rope_parameters(rope))
-        config_class, call = f"{prefix}Config", {}
-        if module_name == "deepseek_v3":  # the rotary part of DeepSeek's heads, in interleaved pairs
-            kwargs.update(qk_rope_head_dim=rope["head_dim"], rope_interleave=True)
-        elif module_name == "gemma3":  # one rope per layer type: this preset's as "full_attention"
-            config_class = "Gemma3TextConfig"
-            kwargs.update(num_hidden_layers=1, layer_types=["full_attention"],
-                          rope_parameters={"full_attention": kwargs["rope_parameters"]})
-            call = {"layer_type": "full_attention"}
-        elif module_name == "qwen2_vl":  # mrope: three position streams, (3, batch, seq) position_ids
-            config_class = "Qwen2VLTextConfig"
-            kwargs["rope_parameters"]["mrope_section"] = list(rope["mrope"]["section"])
-        config = getattr(transformers, config_class)(**kwargs)
-        module = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
-        rotary = getattr(module, f"{prefix}RotaryEmbedding")(config=config)
-        positions = np.array(golden["positions"], dtype=np.int64)
-        positions = torch.from_numpy(positions[:, None, :] if positions.ndim == 2 else positions.reshape(1, -1))
-        cos, sin = rotary(x, positions, **call)
-        return module, cos, sin
+        return hf_cos_sin(golden.spec.to_dict(), golden["positions"], golden.heads, x)
 
     def run(self, golden: Golden, dtype: str) -> tuple[np.ndarray, np.ndarray]:
         import torch
 
-        if hf_family(golden.spec.to_dict()) == ("gptj", "GPTJ"):
-            with torch.no_grad():
-                qr, kr = self._gptj(golden, dtype, _from_numpy(golden["q"].astype(DTYPES[dtype])[None], dtype),
-                                    _from_numpy(golden["k"].astype(DTYPES[dtype])[None], dtype))
-            return np.ascontiguousarray(_to_numpy(qr, dtype)[0]), np.ascontiguousarray(_to_numpy(kr, dtype)[0])
         q = _from_numpy(golden["q"].astype(DTYPES[dtype]).transpose(1, 0, 2)[None], dtype)
         k = _from_numpy(golden["k"].astype(DTYPES[dtype]).transpose(1, 0, 2)[None], dtype)
         with torch.no_grad():
-            module, cos, sin = self.cos_sin(golden, dtype, q)
-            rotary = cos.shape[-1]
-            if rotary < q.shape[-1] and module.__name__.endswith("modeling_phi"):
-                qr, kr = module.apply_rotary_pos_emb(q[..., :rotary], k[..., :rotary], cos, sin)
-                qr, kr = torch.cat([qr, q[..., rotary:]], -1), torch.cat([kr, k[..., rotary:]], -1)
-            elif module.__name__.endswith("modeling_deepseek_v3"):
-                # It takes interleaved pairs and returns them de-interleaved (pair j at channels j and
-                # j + R/2: q and k alike, so attention scores are unchanged); put them back in place.
-                qr, kr = (torch.stack([t[..., :rotary // 2], t[..., rotary // 2:]], -1).flatten(-2)
-                          for t in module.apply_rotary_pos_emb_interleave(q, k, cos, sin))
-            else:
-                qr, kr = module.apply_rotary_pos_emb(q, k, cos, sin)
+            qr, kr = hf_rotate(golden.spec.to_dict(), golden["positions"], dtype, q, k)
         return (np.ascontiguousarray(_to_numpy(qr, dtype)[0].transpose(1, 0, 2)),
                 np.ascontiguousarray(_to_numpy(kr, dtype)[0].transpose(1, 0, 2)))
 
