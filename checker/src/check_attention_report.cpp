@@ -9,13 +9,7 @@ namespace ropecheck::checker {
 
 nlohmann::json AttentionOutputsReport::to_json() const {
   using detail::num;
-  nlohmann::json cls = nlohmann::json::array();
-  for (const ScoreClassResult& c : classes)
-    cls.push_back({{"class", std::string(accuracy::to_string(c.accuracy_class))},
-                   {"state", c.state},
-                   {"violations", c.violations},
-                   {"saturated", c.saturated},
-                   {"worst_margin", num(c.worst_margin)}});
+  const nlohmann::json cls = classes_json(classes);
   nlohmann::json w = nlohmann::json::array();
   for (const OutputElement& e : worst)
     w.push_back({{"index", e.index},

@@ -32,15 +32,20 @@ nlohmann::json ScoreDiagnosis::to_json() const {
           {"ranked", rj}};
 }
 
-nlohmann::json ScoresReport::to_json() const {
-  using detail::num;
+nlohmann::json classes_json(const std::vector<ScoreClassResult>& classes) {
   nlohmann::json cls = nlohmann::json::array();
   for (const ScoreClassResult& c : classes)
     cls.push_back({{"class", std::string(accuracy::to_string(c.accuracy_class))},
                    {"state", c.state},
                    {"violations", c.violations},
                    {"saturated", c.saturated},
-                   {"worst_margin", num(c.worst_margin)}});
+                   {"worst_margin", detail::num(c.worst_margin)}});
+  return cls;
+}
+
+nlohmann::json ScoresReport::to_json() const {
+  using detail::num;
+  const nlohmann::json cls = classes_json(classes);
   nlohmann::json w = nlohmann::json::array();
   for (const ScoreElement& e : worst)
     w.push_back({{"index", e.index},

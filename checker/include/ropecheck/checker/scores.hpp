@@ -44,6 +44,8 @@ struct ScoreClassResult {
   std::int64_t violations = 0, saturated = 0;
   double worst_margin = 0;  // largest error / bound (exact: ulps from the golden value)
 };
+// The report's "classes" array of the scores or an attention output (CHECK_REPORT.md).
+nlohmann::json classes_json(const std::vector<ScoreClassResult>& classes);
 
 // One rotation mistake evaluated as an alternative score truth (DIAGNOSIS.md, "Scores"): the scores a
 // kernel with that mistake would have, exactly, and the class bound around them.
