@@ -228,6 +228,17 @@ if src.get("kind") != "kernel" or src.get("name") != "hf-llama-fp32" or src.get(
 if not any("f64" in n for n in src.get("notes", [])): problems.append("notes %r" % src.get("notes"))
 '
 
+# A set with an attention block and a kernel without the fused entry point (ropecheck_rope_attention):
+# its rotations pass, its attention outputs are not tested (exit 3), never passed.
+run golden --preset llama-3.1-8b --positions 0:4 --heads 2 --dtypes f32 --attention causal:0:8 --out "$TMP/GA"
+expect_rc "check --kernel plugin_hf_fp32 on a set with an attention block: outputs not tested (exit 3)" 3 \
+  check --golden "$TMP/GA" --kernel "$HF" --report "$REPORT"
+report_check "no fused entry: attention_out.f32 asked for and not tested, no attention result, verdict not-tested" '
+if d.get("verdict") != "not-tested" or d.get("pass") is not False: problems.append("verdict %r pass %r" % (d.get("verdict"), d.get("pass")))
+if "attention_out.f32" not in d.get("not_tested", []): problems.append("not_tested %r" % d.get("not_tested"))
+if d.get("attention"): problems.append("attention %r" % d.get("attention"))
+'
+
 expect_rc "check --kernel plugin_hf_fp32 with the default criterion passes" 0 check --golden "$G" --kernel "$HF"
 grep -q 'criterion class fp32-angle' "$OUT"
 check "the default criterion is class fp32-angle" "$([ $? -eq 0 ] || echo "header: $(head -n 5 "$OUT" | tr '\n' '|')")"
