@@ -134,15 +134,7 @@ struct Judge {
 };
 
 void set_verdict(AttentionOutputsReport& r, const Criterion& cr) {
-  if (r.failed > 0) {
-    r.verdict = ropecheck::Verdict::fail;
-    r.reason = fmt::format("{} of {} attention outputs violate {}", r.failed, r.elements, cr.to_string());
-  } else if (r.not_tested > 0) {
-    r.verdict = ropecheck::Verdict::not_tested;
-    r.reason = fmt::format("{} of {} attention outputs not discriminated by {} (saturated: bound >= sum_j p_j |V_j|, a "
-                           "zero output passes); {}",
-                           r.not_tested, r.elements, cr.to_string(), ropecheck::kSaturationAdvice);
-  }
+  check_detail::set_element_verdict(r, cr, "attention outputs", "bound >= sum_j p_j |V_j|, a zero output passes");
 }
 
 }  // namespace attention_check

@@ -171,4 +171,19 @@ class TensorCheck {
   std::unique_ptr<State> s_;
 };
 
+// The verdict of elements judged one by one (attention scores, attention outputs): any failure fails;
+// otherwise a saturated element leaves the whole not tested, never passed. `what` names the elements
+// ("scores"), `saturated` says what saturation means for them.
+template <class Report>
+void set_element_verdict(Report& r, const Criterion& cr, std::string_view what, std::string_view saturated) {
+  if (r.failed > 0) {
+    r.verdict = ropecheck::Verdict::fail;
+    r.reason = fmt::format("{} of {} {} violate {}", r.failed, r.elements, what, cr.to_string());
+  } else if (r.not_tested > 0) {
+    r.verdict = ropecheck::Verdict::not_tested;
+    r.reason = fmt::format("{} of {} {} not discriminated by {} (saturated: {}); {}", r.not_tested, r.elements, what,
+                           cr.to_string(), saturated, ropecheck::kSaturationAdvice);
+  }
+}
+
 }  // namespace ropecheck::checker::check_detail

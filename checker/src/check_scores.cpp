@@ -130,15 +130,7 @@ void merge(Partial& into, const Partial& o, std::size_t K) {
 }
 
 void set_verdict(ScoresReport& r, const Criterion& cr) {
-  if (r.failed > 0) {
-    r.verdict = ropecheck::Verdict::fail;
-    r.reason = fmt::format("{} of {} scores violate {}", r.failed, r.elements, cr.to_string());
-  } else if (r.not_tested > 0) {
-    r.verdict = ropecheck::Verdict::not_tested;
-    r.reason = fmt::format("{} of {} scores not discriminated by {} (saturated: bound >= the score's magnitude, a zero "
-                           "score passes); {}",
-                           r.not_tested, r.elements, cr.to_string(), ropecheck::kSaturationAdvice);
-  }
+  check_detail::set_element_verdict(r, cr, "scores", "bound >= the score's magnitude, a zero score passes");
 }
 
 }  // namespace score_check
