@@ -264,7 +264,8 @@ TEST(AttentionClasses, FusedVisibilityIsTheEngines) {
 TEST(AttentionClasses, OwnRecipesHoldOnEveryPreset) { sweep(1, ropecheck::test::scaled(2, 1)); }
 
 // The same over many seeds (exhaustive; the smoke run has the two above).
-TEST(AttentionClasses, OwnRecipesHoldOnEveryPresetOverManySeeds) { sweep(3, ropecheck::test::scaled(50, 8, 4)); }
+// Seeds 3-20 (CI time); the ERROR_MODEL.md 16.6 figures were measured over seeds 3-50 with this test at 3f4becd.
+TEST(AttentionClasses, OwnRecipesHoldOnEveryPresetOverManySeeds) { sweep(3, ropecheck::test::scaled(20, 8, 4)); }
 
 // builtin:RECIPE's fused entry point is this test's recipe, bit for bit (inputs as f32, as the ABI passes
 // them, rather than in dt: exact either way), and so holds the class against the attention engine.

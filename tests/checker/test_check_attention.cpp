@@ -17,6 +17,7 @@
 #include "ropecheck/kernels/rope_attention.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/reference/presets.hpp"
+#include "preset_scale.hpp"
 #include "score_recipes.hpp"
 #include "temp_root.hpp"
 
@@ -120,7 +121,7 @@ AttentionOutputsReport judge(const golden::GoldenSet& g, const io::Tensor& cand,
 
 TEST(CheckAttention, OwnFusedRecipesPassTheirClassOnEveryPreset) {
   std::map<std::string, std::array<std::int64_t, 3>> by_case;  // passed, not tested, failed
-  const std::vector<std::string> presets = rope_presets();
+  const std::vector<std::string> presets = ropecheck::test::presets_at_test_scale(rope_presets());
   for (std::size_t n = 0; n < presets.size(); ++n) {
     const golden::GoldenSet g = golden::load_golden_set(attention_set(presets[n], variant_of(presets[n], n)));
     for (const ScoreRecipe& rc : testing_support::score_recipes()) {

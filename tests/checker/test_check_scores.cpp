@@ -12,6 +12,7 @@
 #include "ropecheck/checker/checker.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/reference/presets.hpp"
+#include "preset_scale.hpp"
 #include "score_recipes.hpp"
 #include "temp_root.hpp"
 
@@ -68,7 +69,7 @@ std::vector<std::string> rope_presets() {
 
 TEST(CheckScores, OwnRecipesPassTheirClassOnEveryPreset) {
   std::int64_t passed = 0, untested = 0;
-  for (const std::string& preset : rope_presets()) {
+  for (const std::string& preset : ropecheck::test::presets_at_test_scale(rope_presets())) {
     const golden::GoldenSet g = golden::load_golden_set(score_set(preset));
     for (const ScoreRecipe& rc : testing_support::score_recipes()) {
       const ScoresReport s = judge(g, testing_support::recipe_scores(g, rc), rc.cls);
