@@ -129,10 +129,10 @@ class ValueWriter {
     }
   }
   std::int64_t fast_values() const { return fast_.load(); }
-  std::vector<const RmsNormStage*> norms_;  // per evaluated head; empty: the spec has no norm stage
   std::int64_t fallback_values() const { return fallback_.load(); }
 
  private:
+  std::vector<const RmsNormStage*> norms_;  // per evaluated head; empty: the spec has no norm stage
   using Work = std::function<void(std::int64_t, std::int64_t, std::atomic<std::int64_t>&)>;
 
   // Runs `work` over the block's tokens, reporting progress over the run's.
