@@ -72,9 +72,9 @@ def _hf_keys(golden: Golden) -> tuple[np.ndarray, str]:
         return _hf_numpy.rotate(rope_section(spec), positions, k), "keys rotated by Hugging Face's recipe in numpy (transformers absent)"
     from .torch_impls import hf_rotate
 
-    kt = torch.from_numpy(np.ascontiguousarray(k.transpose(1, 0, 2)))[None]  # [1, heads, tokens, head_dim]
+    kt = torch.from_numpy(k.transpose(1, 0, 2).copy())[None]  # [1, heads, tokens, head_dim]
     _, kr = hf_rotate(spec, positions, "f32", kt, kt)
-    return kr[0].numpy().transpose(1, 0, 2).copy(), "keys rotated by transformers (LlamaRotaryEmbedding + apply_rotary_pos_emb)"
+    return kr[0].numpy().transpose(1, 0, 2).copy(), "keys rotated by transformers (the family's RotaryEmbedding + apply_rotary_pos_emb)"
 
 
 class GgufPy(StoreAdapter):
@@ -170,6 +170,9 @@ class TorchFloat8(StoreAdapter):
     install = TORCH_INSTALL
     stores = ("e4m3fn",)  # saturate (the clamp before the cast), per-token: the --stores defaults
 
+    def __init__(self) -> None:
+        self._recipe = ""
+
     def load(self) -> None:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -177,12 +180,15 @@ class TorchFloat8(StoreAdapter):
     def supports(self, spec: dict[str, Any]) -> str | None:
         return hf_family_supported(spec, 1)
 
+    def note(self, spec: dict[str, Any]) -> str | None:
+        return self._recipe or None
+
     def quantize(self, golden: Golden) -> dict[str, np.ndarray]:
         import ml_dtypes
         import torch
 
-        kr, recipe = _hf_keys(golden)
-        if not recipe.startswith("keys rotated by transformers"):
+        kr, self._recipe = _hf_keys(golden)
+        if not self._recipe.startswith("keys rotated by transformers"):
             raise Declined("transformers is not installed: " + self.install)
         x = torch.from_numpy(kr)
         fp8_max = torch.finfo(torch.float8_e4m3fn).max  # 448
