@@ -52,10 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         chosen = adapters(_list(args.impl))
         names = _list(args.presets)
         if names is None:
-            # The MLA layout (deepseek-v3-mla: a rotary slice, a k_pe key) takes adapters of its own: not yet.
+            # The MLA layout (deepseek-v3-mla: a rotary slice, a k_pe key) and the Q/K norm before the
+            # rotation (qwen3-8b) take adapters of their own: not yet.
+            own = {"rotary_offset", "key_layout", "q_norm", "k_norm"}
             names = [n for n in all_presets() if Spec.from_preset(n).family == "rope"
-                     and "rotary_offset" not in Spec.from_preset(n).to_dict().get("rope", {})
-                     and "key_layout" not in Spec.from_preset(n).to_dict().get("rope", {})]
+                     and not own & set(Spec.from_preset(n).to_dict().get("rope", {}))]
         for n in names:
             Spec.from_preset(n)  # an unknown preset: SpecError with the CLI's message
         dtypes = _list(args.dtypes)
