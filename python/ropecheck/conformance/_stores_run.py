@@ -105,13 +105,15 @@ def _judge(a: StoreAdapter, cli: str, golden: _golden.Golden, preset: str, tmp: 
         for s, name in zip(a.stores, names):
             e = found.get(name)
             if e is None:  # not judged: the check's reason is not_tested's
-                cells.append(StoreCell(a.name, preset, s, "not-tested", expected, name, reason="not judged by the check"))
+                cells.append(StoreCell(a.name, preset, s, "not-tested", expected, name,
+                                       reason="not judged by the check"))
                 continue
             reason = ""
             if e["elements"]["not_tested"] or e["scale_groups"]["not_tested"]:
                 reason = (f"{e['elements']['not_tested']} codes and {e['scale_groups']['not_tested']} scale groups "
                           f"undecidable under {expected}")
-            cells.append(StoreCell(a.name, preset, s, e["verdict"], expected, name, e["elements"], e["scale_groups"], reason))
+            cells.append(StoreCell(a.name, preset, s, e["verdict"], expected, name, e["elements"], e["scale_groups"],
+                                   reason))
     except Declined as e:
         cells = [StoreCell(a.name, preset, s, "not-tested", expected, reason=str(e), declined=True) for s in a.stores]
     except NotTested as e:

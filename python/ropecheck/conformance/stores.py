@@ -46,7 +46,8 @@ def hf_family_supported(spec: dict[str, Any], group: int) -> str | None:
     rope = rope_section(spec)
     kind = rope.get("scaling", {"type": "none"})["type"]
     if kind not in _hf_numpy.SCALINGS:
-        return f"scaling '{kind}': the store cells rotate with Hugging Face's Llama recipe ({', '.join(_hf_numpy.SCALINGS)})"
+        return (f"scaling '{kind}': the store cells rotate with Hugging Face's Llama recipe "
+                f"({', '.join(_hf_numpy.SCALINGS)})")
     for key in ("mrope", "rotary_offset", "key_layout"):
         if key in rope:
             return f"{key}: not the Llama layout the store cells rotate"
@@ -69,17 +70,20 @@ def _hf_keys(golden: Golden) -> tuple[np.ndarray, str]:
         import torch
         import transformers  # noqa: F401
     except ImportError:
-        return _hf_numpy.rotate(rope_section(spec), positions, k), "keys rotated by Hugging Face's recipe in numpy (transformers absent)"
+        return (_hf_numpy.rotate(rope_section(spec), positions, k),
+                "keys rotated by Hugging Face's recipe in numpy (transformers absent)")
     from .torch_impls import hf_rotate
 
     kt = torch.from_numpy(k.transpose(1, 0, 2).copy())[None]  # [1, heads, tokens, head_dim]
     _, kr = hf_rotate(spec, positions, "f32", kt, kt)
-    return kr[0].numpy().transpose(1, 0, 2).copy(), "keys rotated by transformers (the family's RotaryEmbedding + apply_rotary_pos_emb)"
+    return (kr[0].numpy().transpose(1, 0, 2).copy(),
+            "keys rotated by transformers (the family's RotaryEmbedding + apply_rotary_pos_emb)")
 
 
 class GgufPy(StoreAdapter):
     name = "gguf-py"
-    title = "gguf-py gguf.quants.quantize Q8_0 / Q4_0 (ggml's reference quantizers in numpy) on Hugging Face-rotated keys"
+    title = ("gguf-py gguf.quants.quantize Q8_0 / Q4_0 (ggml's reference quantizers in numpy) on Hugging "
+             "Face-rotated keys")
     distributions = ("gguf", "numpy")
     install = GGUF_INSTALL
     stores = ("q8_0", "q4_0")
