@@ -18,6 +18,7 @@ from .. import SpecError, __version__, presets as all_presets
 from .._spec import Spec
 from . import DEFAULT_HEADS, DEFAULT_POSITIONS, adapters, run, write
 from ._carry import keep_not_run
+from ._stores_run import CLI_MISSING
 
 EXIT = {"pass": 0, "fail": 1, "not-tested": 3}
 
@@ -73,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for a in chosen:
             why = a.missing()
-            print(f"{a.name}: {a.title}; {'installed' if why is None else 'not installed: ' + a.install}")
+            state = "installed" if why is None else "not installed: " + a.install
+            if why == CLI_MISSING:  # the store adapters' packages may be there: say what is missing
+                state = "not run: " + why
+            print(f"{a.name}: {a.title}; {state}")
         return 0
 
     def progress(line: str) -> None:
