@@ -14,11 +14,14 @@ from .mlx import MlxFastRope, MlxLm
 from .mlx_attention import MlxAttention
 from .onnxruntime import OnnxContrib, OnnxStandard
 from .onnxruntime_gqa import OnnxGqa, OnnxGqaAttention
+from ._stores_run import StoreAdapter, StoreCell
+from .stores import GgufPy, MlxLmKvCache, TorchFloat8
 from .torch_impls import HfTransformers, LigerRope, Torchtune
 from .torch_sdpa import TorchSdpaAttention
 
 ADAPTERS: tuple[type[Adapter], ...] = (OnnxStandard, OnnxContrib, OnnxGqa, OnnxGqaAttention, KerasHub, HfTransformers,
-                                        TorchSdpaAttention, Torchtune, LigerRope, MlxFastRope, MlxLm, MlxAttention)
+                                        TorchSdpaAttention, Torchtune, LigerRope, MlxFastRope, MlxLm, MlxAttention,
+                                        GgufPy, MlxLmKvCache, TorchFloat8)
 
 
 def adapters(names: list[str] | None = None) -> list[Adapter]:
@@ -33,4 +36,4 @@ def adapters(names: list[str] | None = None) -> list[Adapter]:
 
 
 __all__ = ["Adapter", "Declined", "NotTested", "Cell", "Matrix", "ADAPTERS", "DEFAULT_HEADS", "DEFAULT_POSITIONS", "adapters",
-           "ATTENTION_BLOCK", "judge", "judge_attention", "markdown", "run", "write"]
+           "ATTENTION_BLOCK", "judge", "judge_attention", "markdown", "run", "write", "StoreAdapter", "StoreCell"]

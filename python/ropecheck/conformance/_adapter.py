@@ -33,7 +33,8 @@ class Adapter:
     expected: dict[str, str] = {}
     # What its cells judge: "rotations" (run() returns q_rot / k_rot) or "attention" (attention_fn()
     # computes the outputs of the golden set's attention block, judged with the output classes of
-    # accuracy/ERROR_MODEL.md section 16.4 by check(golden, attention=fn)).
+    # accuracy/ERROR_MODEL.md section 16.4 by check(golden, attention=fn)), or "stores" (a StoreAdapter,
+    # _stores_run.py: quantized stores of k_rot judged by `ropecheck check`).
     judges: str = "rotations"
 
     def missing(self) -> str | None:

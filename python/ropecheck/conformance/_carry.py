@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from ._run import AdapterRun, Cell, Matrix
+from ._stores_run import StoreCell
 
 
 def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
@@ -50,8 +51,12 @@ def keep_not_run(m: Matrix, out: str, presets: list[str]) -> list[str]:
         cells = [Cell(**_known(Cell, c)) for c in old.get("cells", [])
                  if c["impl"] == a.name and c["preset"] in presets]
         m.cells.extend(cells)
-        notes.append(f"{a.name}: not installed, {len(cells)} cells carried from {path} (measured on {since})")
+        stores = [StoreCell(**_known(StoreCell, c)) for c in old.get("store_cells", [])
+                  if c["impl"] == a.name and c["preset"] in presets]
+        m.store_cells.extend(stores)
+        notes.append(f"{a.name}: not installed, {len(cells) + len(stores)} cells carried from {path} (measured on {since})")
     order = {p: i for i, p in enumerate(presets)}
     impl = {a.name: i for i, a in enumerate(m.adapters)}
     m.cells.sort(key=lambda c: (order.get(c.preset, len(order)), impl.get(c.impl, len(impl))))
+    m.store_cells.sort(key=lambda c: (order.get(c.preset, len(order)), impl.get(c.impl, len(impl))))
     return notes

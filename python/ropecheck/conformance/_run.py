@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable
 
 from .. import _check, _golden, _spec
 from ._adapter import Adapter, Declined, NotTested
+from ._stores_run import StoreCell, run_stores
 
 # Positions and heads of the published matrix: the first 64 positions and 8 log-spaced ones up to
 # 131071 (where long-context scalings and f32 angles differ most), 2 heads.
@@ -78,16 +79,17 @@ class Matrix:
     date: str = ""
     command: str = ""
     attention_block: str = ""  # the block the attention cells are judged on ("" when none ran)
+    store_cells: list[StoreCell] = field(default_factory=list)  # quantized stores (_stores_run.py)
 
     def verdict(self) -> str:
         """fail when any cell failed or errored; not-tested when nothing failed but a cell was not
         tested (a declined one included) or an adapter named with --impl did not run; else pass."""
-        states = {c.state for c in self.cells}
+        states = {c.state for c in [*self.cells, *self.store_cells]}
         if states & {"fail", "error"}:
             return "fail"
         if states & {"not-tested", "not-applicable"} or any(a.requested and a.state != "run" for a in self.adapters):
             return "not-tested"
-        if not any(c.state == "pass" for c in self.cells):
+        if not any(c.state == "pass" for c in [*self.cells, *self.store_cells]):
             return "not-tested"  # nothing was judged at all
         return "pass"
 
@@ -95,7 +97,7 @@ class Matrix:
         return {"format": "ropecheck-conformance", "format_version": 1, "date": self.date, "command": self.command,
                 "positions": self.positions, "heads": self.heads, "seed": self.seed, "verdict": self.verdict(),
                 "attention_block": self.attention_block, "versions": self.versions, "adapters": [asdict(a) for a in self.adapters],
-                "cells": [asdict(c) for c in self.cells]}
+                "cells": [asdict(c) for c in self.cells], "store_cells": [asdict(c) for c in self.store_cells]}
 
 
 def judge(golden: _golden.Golden, dtype: str, q_rot: Any, k_rot: Any, expected: str) -> dict[str, Any]:
@@ -166,6 +168,8 @@ def run(adapters: Iterable[Adapter], presets: Iterable[str], *, positions: str =
             progress(f"{a.name}: not run ({why}); install: {a.install}")
         else:
             active.append(a)
+    stores = [a for a in active if a.judges == "stores"]
+    active = [a for a in active if a.judges != "stores"]
     cells: list[Cell] = []
     for preset in presets:
         spec = _spec.Spec.from_preset(preset)
@@ -199,7 +203,10 @@ def run(adapters: Iterable[Adapter], presets: Iterable[str], *, positions: str =
                 cells.append(_cell(a, preset, golden, dt, progress))
                 cells[-1].seq_len = seq_len
     block = ATTENTION_BLOCK if any(a.judges == "attention" for a in active) else ""
-    return Matrix(positions, heads, seed, runs, cells, {}, attention_block=block)
+    if dtypes is not None and "f32" not in dtypes:
+        stores = []  # the stores are written from float32 keys
+    store_cells = run_stores(stores, presets, positions=positions, heads=heads, seed=seed, progress=progress)
+    return Matrix(positions, heads, seed, runs, cells, {}, attention_block=block, store_cells=store_cells)
 
 
 def _cell(a: Adapter, preset: str, golden: _golden.Golden, dt: str, progress: Callable[[str], None]) -> Cell:

@@ -66,8 +66,39 @@ def markdown(m: Matrix) -> str:
     if na:
         lines += ["", "Declined, not tested (the implementation cannot express the variant): "
                   + "; ".join(f"{c.impl} × {c.preset} ({_md(c.reason)})" for c in na) + "."]
+    lines += store_table(m)
     lines += ["", f"Verdict: **{m.verdict()}**.", ""]
     return "\n".join(lines)
+
+
+def _counts(c: dict[str, int]) -> str:
+    return f"{c['passed']} / {c['failed']} / {c['not_tested']} of {c['count']}" if c else "-"
+
+
+def store_table(m: Matrix) -> list[str]:
+    """The quantized-store cells (_stores_run.py): per implementation, model and store the checker's
+    counts of passed / failed / not tested codes and scale groups of k_rot's store."""
+    run = [c for c in m.store_cells if c.store != "-"]
+    declined = [c for c in m.store_cells if c.store == "-"]
+    if not run and not declined:
+        return []
+    lines = ["", "Quantized stores (`k_rot` written by the implementation, judged by `ropecheck check` against "
+             "`golden --stores`, accuracy/ERROR_MODEL.md 15; not tested: codes a correct kernel of the class may "
+             "round either way, never passed):", "",
+             "| implementation | model | store | verdict | class | codes passed / failed / not tested | "
+             "scale groups passed / failed / not tested | note |", "|---|---|---|---|---|---|---|---|"]
+    for c in run:
+        verdict = f"**{c.state}**" if c.state in ("fail", "error") else c.state
+        if c.declined:
+            verdict = "not-tested (declined)"
+        if c.state == "error" or (c.reason and not c.elements):
+            verdict += f": {_md(c.reason)}"
+        lines.append(f"| {c.impl} | {c.preset} | {c.store} | {verdict} | {c.expected or '-'} | {_counts(c.elements)} | "
+                     f"{_counts(c.scale_groups)} | {_md(c.note or '-')} |")
+    if declined:
+        lines += ["", "Stores declined, not tested: " + "; ".join(
+            f"{c.impl} × {c.preset} ({_md(c.reason)})" for c in declined) + "."]
+    return lines
 
 
 def plot(m: Matrix, path: str) -> str | None:
