@@ -11,8 +11,9 @@ from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import _core
+from . import _core, _stores
 from ._arrays import DTYPES
+from ._kv_cache import KvCache
 from ._spec import Spec
 
 
@@ -42,6 +43,57 @@ class Golden(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self._info)
+
+    def info(self, name: str) -> tuple[str, tuple, str]:
+        """(dtype, shape, role) of a tensor of the set: role "input", "output", "store", "kv_cache", ..."""
+        if name not in self._info:
+            raise KeyError(name)
+        return self._info[name]
+
+    @property
+    def stores(self) -> dict[str, dict]:
+        """The quantized stores (`golden --stores`) by name ("e4m3fn", "q8_0", "int4g64"): the manifest's
+        records (format, overflow, scale, group_size, scale_dtype, ...); empty for a set without."""
+        return _stores.records(self.manifest)
+
+    def store(self, output: str, name: str) -> dict[str, np.ndarray]:
+        """One output's store ("q_rot" or "k_rot", a store name) as its parts: "codes" (float8_e4m3fn /
+        float8_e5m2, the GGML blocks' uint8 bytes, MLX's uint32 words), "scale" (FP8), "scales" and
+        "biases" (MLX), and each "margin" / "scale_margin" / "decision_margin" the set carries."""
+        record = _stores.pick(self.manifest, name)
+        base = f"{output}.{record['name']}"
+        if base not in self._info:
+            raise KeyError(base)
+        parts = {"codes": self[base]}
+        parts.update({n[len(base) + 1:]: self[n] for n in self._info if n.startswith(base + ".")})
+        return parts
+
+    def kv_cache(self, dtype: str, sentinel: float | None = None) -> KvCache:
+        """A set written with --kv-cache: its metadata and a fresh cache in `dtype` (one of the set's
+        dtypes), every element the sentinel (default: bytes 0xFF, a NaN), for a kernel to write into."""
+        return KvCache(self, dtype, sentinel)
+
+    @property
+    def q_norm(self) -> dict | None:
+        """The spec's Q RMSNorm (eps, weight_form "w" / "1+w", weight as float32 [head_dim]), applied
+        before the rotation; None without."""
+        return self._norm("q_norm")
+
+    @property
+    def k_norm(self) -> dict | None:
+        """The spec's K RMSNorm, as q_norm."""
+        return self._norm("k_norm")
+
+    def _norm(self, key: str) -> dict | None:
+        n = self.spec.to_dict().get("rope", {}).get(key)
+        if n is None:
+            return None
+        return dict(n, weight=np.array(n["weight"], dtype=np.float32))
+
+    @property
+    def rotary_offset(self) -> int:
+        """MLA: the first rotated channel of each q head (DeepSeek's q_pe after q_nope); 0 otherwise."""
+        return int(self.spec.to_dict().get("rope", {}).get("rotary_offset", 0))
 
     @property
     def spec(self) -> Spec:
