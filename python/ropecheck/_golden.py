@@ -145,18 +145,22 @@ def _positions_argument(positions: str | int | Iterable[int]) -> str:
     return ",".join(str(int(p)) for p in positions)
 
 
-def golden(spec: Spec | str, positions: str | int | Iterable[int], heads: int = 1,
+def golden(spec: Spec | str, positions: str | int | Iterable[int] | None = None, heads: int = 1,
            dtypes: Iterable[str] = ("f32", "f16", "bf16"), seed: int = 0, *, seq_len: int | None = None,
            format: str = "safetensors", threads: int = 0, max_memory: int | str = 0,
            scores: str | None = None, attention: str | None = None, softcap: float | None = None,
-           sinks: bool = False) -> Golden:
+           sinks: bool = False, stores: str | Iterable[str] | None = None,
+           kv_cache: Mapping | str | os.PathLike | None = None) -> Golden:
     """Golden tensors for `spec` (a Spec or a preset name), as `ropecheck golden --positions ...
     --heads ... --dtypes ... --seed ... [--scores PAIRS] [--attention BLOCK] [--softcap CAP] [--sinks]`
     makes them. positions: the CLI's syntax ("0:4096", "log:131071:8", "1,7,4095") or integers; scores: a
     pair set ("causal:0:64"), whose attention scores are then the tensors "score_positions", "score_q",
     "score_k", "scores.<dtype>"; attention: a block ("causal:0:64", "causal:S:N:W", "full:S:N"), whose
     outputs are then "attention_out.<dtype>" beside its inputs "attention_positions", "attention_q",
-    "attention_k", "attention_v" (and "attention_sinks" with sinks); softcap: the logits' soft-cap."""
+    "attention_k", "attention_v" (and "attention_sinks" with sinks); softcap: the logits' soft-cap.
+    stores: `--stores LIST` ("e4m3fn,q8_0" or a list): quantized stores of q_rot / k_rot (Golden.stores,
+    Golden.store). kv_cache: `--kv-cache FILE`, the description as a dict or a JSON file's path, instead
+    of positions: one append step to a KV cache (Golden.kv_cache)."""
     if isinstance(spec, str):
         spec = Spec.from_preset(spec)
     if isinstance(dtypes, str):
@@ -166,11 +170,17 @@ def golden(spec: Spec | str, positions: str | int | Iterable[int], heads: int = 
         if parsed is None:
             raise _core.SpecError(f"max_memory: not a size: '{max_memory}' (e.g. 64G, 512M)")
         max_memory = parsed
+    if not isinstance(stores, (str, type(None))):
+        stores = ",".join(stores)
+    if kv_cache is not None and not isinstance(kv_cache, Mapping):
+        with open(os.fspath(kv_cache), encoding="utf-8") as f:
+            kv_cache = json.load(f)
     tmp = tempfile.mkdtemp(prefix="ropecheck-golden-")
     try:
         out = os.path.join(tmp, "set")
-        _core.write_golden(spec._core, _positions_argument(positions), out, list(dtypes), heads, seed, format,
-                           seq_len, threads, False, max_memory, scores or "", attention or "", softcap, sinks)
+        _core.write_golden(spec._core, "" if positions is None else _positions_argument(positions), out, list(dtypes),
+                           heads, seed, format, seq_len, threads, False, max_memory, scores or "", attention or "", softcap,
+                           sinks, stores or "", json.dumps(kv_cache) if kv_cache is not None else "")
         return Golden(_core.load_golden(out), owned_dir=tmp)
     except BaseException:
         shutil.rmtree(tmp, True)

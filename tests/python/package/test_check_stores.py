@@ -5,7 +5,9 @@ from stores_recipes.py (numpy / ml_dtypes, from the engines' documentation); eac
 compared with `ropecheck check` on the same bytes."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 
 import ml_dtypes
 import numpy as np
@@ -77,6 +79,20 @@ def test_a_store_set_loads_with_its_exact_codes(sets):
     assert np.abs(value - g["q_rot.f64"]).max() <= fp8["scale"].max() * 16
 
 
+def digests(d) -> dict[str, str]:
+    return {f: hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest() for f in sorted(os.listdir(d))}
+
+
+def test_python_writes_the_cli_bytes(sets, tmp_path):
+    ropecheck.golden(PRESET, positions="0:4", heads=2, dtypes=("f32",), stores=["e4m3fn", "q8_0", "int4g64"]).save(tmp_path / "s")
+    assert digests(tmp_path / "s") == digests(sets["stores"])
+    kv = os.path.join(os.path.dirname(sets["kv"]), "kv.json")
+    ropecheck.golden(PRESET, heads=2, dtypes=("bf16",), kv_cache=kv).save(tmp_path / "kv")
+    assert digests(tmp_path / "kv") == digests(sets["kv"])
+    with pytest.raises(ValueError, match="kv_cache: not with positions"):
+        ropecheck.golden(PRESET, positions="0:4", kv_cache=kv)
+
+
 @pytest.mark.parametrize("which", ["e4m3fn", "q8_0"])
 def test_a_numpy_recipe_passes(sets, which):
     r = ropecheck.check(ropecheck.load(sets["stores"]), store_kernel(which=which), stores=which)
@@ -143,6 +159,9 @@ def test_kv_cache_recipe_passes_and_a_shifted_write_fails_as_the_cli_says(cli, s
     tensors = {"k_cache": cache.k_cache, "v_cache": cache.v_cache}
     c = same_as_cli(cli, sets["kv"], tmp_path, r, tensors, option="--kv-cache")
     assert c["kv_cache"] == r.kv_cache
+    assert ropecheck.check(g, kv_cache=tensors).kv_cache == r.kv_cache  # the written tensors, as a mapping
+    with pytest.raises(ValueError, match="k_cache's dtype is not one of the set's"):
+        ropecheck.check(g, kv_cache={"k_cache": cache.k_cache.astype(np.float32)})
 
 
 def test_norm_weights_reach_the_kernel(sets):
