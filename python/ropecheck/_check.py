@@ -279,6 +279,10 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str | None = N
     k_cache, v_cache, sentinel and the kernel's own metadata). Judged as `check --kv-cache`
     (Report.kv_cache)."""
     if kv_cache is not None:
+        given = [n for n, v in (("scores", scores), ("attention", attention), ("stores", stores), ("only", only),
+                                ("name_map", name_map), ("baseline", baseline)) if v is not None]
+        if given:
+            raise InputError(f"kv_cache: not with {given[0]}= (the cache is the candidate; its k is k_rot)")
         return _check_kv_cache(golden, candidate, kv_cache, dtypes, cls, max_ulp, atol, rtol, worst, threads, diagnose)
     if stores is not None:
         if not callable(candidate) or isinstance(candidate, Mapping):

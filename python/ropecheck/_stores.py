@@ -62,7 +62,8 @@ def _fitted(golden_shape: tuple, a: np.ndarray, where: str) -> np.ndarray:
     if a.shape == golden_shape:
         return a
     squeezed = tuple(n for n in a.shape if n != 1) == tuple(n for n in golden_shape if n != 1)
-    if squeezed or (a.size == int(np.prod(golden_shape)) and a.ndim >= 2 and a.shape[:2] == golden_shape[:2]):
+    blocks_flat = len(golden_shape) == 4 and a.shape == (*golden_shape[:2], golden_shape[2] * golden_shape[3])
+    if squeezed or blocks_flat:
         return a.reshape(golden_shape)
     raise InputError(f"{where}: shape {list(a.shape)}, the golden store's is {list(golden_shape)}")
 

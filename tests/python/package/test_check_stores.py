@@ -93,9 +93,12 @@ def test_python_writes_the_cli_bytes(sets, tmp_path):
         ropecheck.golden(PRESET, positions="0:4", kv_cache=kv)
 
 
-@pytest.mark.parametrize("which", ["e4m3fn", "q8_0"])
-def test_a_numpy_recipe_passes(sets, which):
-    r = ropecheck.check(ropecheck.load(sets["stores"]), store_kernel(which=which), stores=which)
+# Also as engines shape them: vLLM's [tokens, 1] scales, a head's GGML blocks as one run of bytes.
+@pytest.mark.parametrize("which,form", [("e4m3fn", {}), ("q8_0", {}),
+                                        ("e4m3fn", dict(fp8=lambda x: (fp8_per_token(x)[0], fp8_per_token(x)[1][:, None]))),
+                                        ("q8_0", dict(ggml=lambda x: q8_0(x).reshape(*x.shape[:2], -1)))])
+def test_a_numpy_recipe_passes(sets, which, form):
+    r = ropecheck.check(ropecheck.load(sets["stores"]), store_kernel(which=which, **form), stores=which)
     never_fails(r)
     assert [s["golden"] for s in r.stores["stores"]] == [f"q_rot.{which}", f"k_rot.{which}"]
 
@@ -131,6 +134,7 @@ def test_store_mistakes_fail_as_the_cli_says(cli, sets, tmp_path, which, mistake
     (np.zeros((4, 2, 128), ml_dtypes.float8_e4m3fn), "q_rot.e4m3fn (what the kernel returned): the scale is missing"),
     ((np.zeros((4, 2, 128), ml_dtypes.float8_e4m3fn), np.full(4, np.nan, np.float32)), "q_rot.e4m3fn.scale: NaN at [0]"),
     ((np.zeros((4, 2, 64), ml_dtypes.float8_e4m3fn), np.ones(4, np.float32)), "q_rot.e4m3fn: shape [4, 2, 64], the golden"),
+    ((np.zeros((4, 2, 128), ml_dtypes.float8_e5m2), np.ones(4, np.float32)), "dtype float8_e5m2, the store's codes are float8_e4m3fn"),
 ])
 def test_bad_stores_are_one_line_errors(sets, value, message):
     g = ropecheck.load(sets["stores"])
@@ -160,6 +164,8 @@ def test_kv_cache_recipe_passes_and_a_shifted_write_fails_as_the_cli_says(cli, s
     c = same_as_cli(cli, sets["kv"], tmp_path, r, tensors, option="--kv-cache")
     assert c["kv_cache"] == r.kv_cache
     assert ropecheck.check(g, kv_cache=tensors).kv_cache == r.kv_cache  # the written tensors, as a mapping
+    with pytest.raises(ValueError, match=r"^kv_cache: not with only= \(the cache is the candidate"):
+        ropecheck.check(g, kv_cache=tensors, only=["k_rot"])
     with pytest.raises(ValueError, match="k_cache's dtype is not one of the set's"):
         ropecheck.check(g, kv_cache={"k_cache": cache.k_cache.astype(np.float32)})
 
