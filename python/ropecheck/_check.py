@@ -9,9 +9,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from . import _core
+from . import _core, _kv_cache, _stores
 from ._arrays import DTYPES, InputError, dtype_name, from_thd, to_numpy, to_thd
-from . import _kv_cache, _stores
 from ._check_attention import AttentionKernel, Parts, ScoresKernel, collect
 from ._golden import Golden
 
@@ -289,10 +288,13 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str | None = N
             raise InputError("stores: names the store a kernel callable returns; check a mapping of store tensors "
                              "without it")
         record = _stores.pick(golden.manifest, stores)
+        store_kernel = getattr(candidate, "__qualname__", type(candidate).__name__)
         candidate = _run_store_kernel(golden, candidate, record, dtypes, layout)
         only = list(only or _stores.outputs(golden, record))
         layout = "thd"  # the stores come back in the set's shapes; layout was for the kernel's q / k
     parts = collect(golden, dtypes, scores=scores, attention=attention)
+    if stores is not None:  # the report names the store kernel, as it names a rotation kernel
+        parts.callables.insert(0, store_kernel)
     tensors, kernel, source, only, declined = _as_candidate(golden, candidate, dtypes, layout, only, parts)
     result = _core.check(golden._core, tensors, kernel, cls or "", max_ulp, atol, rtol, only, dict(name_map or {}),
                          worst, threads, json.dumps(source), diagnose, baseline or "", max_growth, declined)

@@ -100,6 +100,7 @@ def test_python_writes_the_cli_bytes(sets, tmp_path):
 def test_a_numpy_recipe_passes(sets, which, form):
     r = ropecheck.check(ropecheck.load(sets["stores"]), store_kernel(which=which, **form), stores=which)
     never_fails(r)
+    assert r.json["candidate_source"] == {"kind": "python-callable", "name": "store_kernel.<locals>.kernel"}
     assert [s["golden"] for s in r.stores["stores"]] == [f"q_rot.{which}", f"k_rot.{which}"]
 
 
