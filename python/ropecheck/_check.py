@@ -176,20 +176,24 @@ def _kernel_extras(golden: Golden, fn: Callable) -> dict[str, Any]:
 
 
 def _run_store_kernel(golden: Golden, fn: Callable, record: dict, dtypes: Iterable[str] | None,
-                      layout: str) -> dict[str, np.ndarray]:
+                      layout: str) -> tuple[dict[str, np.ndarray], str]:
     """fn(q, k, positions) -> (q_store, k_store) once, on the golden inputs in one dtype (default f32,
-    the stores' owners' input), each store as _stores.candidate takes it."""
+    the stores' owners' input), each store as _stores.candidate takes it; and the reason of a kernel that
+    declined (NotImplementedError: not tested), else ""."""
     dts = list(dtypes) if dtypes is not None else ["f32"]
     if len(dts) != 1 or dts[0] not in ("f32", "f16", "bf16"):
         raise InputError(f"dtypes: a store kernel runs in one input dtype (f32, f16 or bf16), got {dts}")
     q, k = (from_thd(golden[n].astype(DTYPES[dts[0]]), layout) for n in ("q", "k"))
-    result = fn(q, k, golden["positions"], **_kernel_extras(golden, fn))
+    try:
+        result = fn(q, k, golden["positions"], **_kernel_extras(golden, fn))
+    except NotImplementedError as e:
+        return {}, f"{record['name']}: {str(e).splitlines()[0] if str(e) else 'NotImplementedError'}"
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise InputError(f"the store kernel must return (q_store, k_store), got {type(result).__name__}")
     out: dict[str, np.ndarray] = {}
     for output, value in zip(("q_rot", "k_rot"), result):
         out.update(_stores.candidate(golden, record, output, value))
-    return out
+    return out, ""
 
 
 def _as_candidate(golden: Golden, candidate: Any, dtypes: Iterable[str] | None, layout: str,
@@ -274,8 +278,8 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str | None = N
     scales, biases) for MLX, or a mapping of those parts. Only that store is asked for (Report.stores).
     kv_cache: for a set written with --kv-cache, instead of a candidate: a callable fn(q, k, v,
     positions, cache) given the inputs in one dtype and a sentinel-filled Golden.kv_cache(dtype) to
-    write into (returning None, k_cache or (k_cache, v_cache)), or the written tensors (a mapping of
-    k_cache, v_cache, sentinel and the kernel's own metadata). Judged as `check --kv-cache`
+    write into (returning None, k_cache or (k_cache, v_cache)); a KvCache written in place; or the
+    written tensors (a mapping of k_cache, v_cache, sentinel and the kernel's own metadata). Judged as `check --kv-cache`
     (Report.kv_cache)."""
     if kv_cache is not None:
         given = [n for n, v in (("scores", scores), ("attention", attention), ("stores", stores), ("only", only),
@@ -289,12 +293,13 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str | None = N
                              "without it")
         record = _stores.pick(golden.manifest, stores)
         store_kernel = getattr(candidate, "__qualname__", type(candidate).__name__)
-        candidate = _run_store_kernel(golden, candidate, record, dtypes, layout)
+        candidate, store_declined = _run_store_kernel(golden, candidate, record, dtypes, layout)
         only = list(only or _stores.outputs(golden, record))
         layout = "thd"  # the stores come back in the set's shapes; layout was for the kernel's q / k
     parts = collect(golden, dtypes, scores=scores, attention=attention)
     if stores is not None:  # the report names the store kernel, as it names a rotation kernel
         parts.callables.insert(0, store_kernel)
+        parts.declined += [store_declined] if store_declined else []
     tensors, kernel, source, only, declined = _as_candidate(golden, candidate, dtypes, layout, only, parts)
     result = _core.check(golden._core, tensors, kernel, cls or "", max_ulp, atol, rtol, only, dict(name_map or {}),
                          worst, threads, json.dumps(source), diagnose, baseline or "", max_growth, declined)
@@ -314,6 +319,8 @@ def _check_kv_cache(golden: Golden, candidate: Any, kv_cache: Any, dtypes: Itera
         if len(dts) != 1:
             raise InputError(f"dtypes: a KV-cache kernel writes one cache dtype; name it (the set has {', '.join(dts)})")
         tensors = _kv_cache.run_kernel(golden, kv_cache, dts[0], None)
+    elif isinstance(kv_cache, _kv_cache.KvCache):  # written in place: both caches, and its sentinel if declared
+        tensors = _kv_cache.candidate_tensors(kv_cache, None)
     else:
         tensors = _kv_cache.candidate_tensors(None, kv_cache)
     report = Report(_core.check_kv_cache(golden._core, tensors, cls or "", max_ulp, atol, rtol, worst, threads, diagnose))

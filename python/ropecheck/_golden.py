@@ -56,8 +56,8 @@ class Golden(Mapping[str, np.ndarray]):
         records (format, overflow, scale, group_size, scale_dtype, ...); empty for a set without."""
         return _stores.records(self.manifest)
 
-    def store(self, output: str, name: str) -> dict[str, np.ndarray]:
-        """One output's store ("q_rot" or "k_rot", a store name) as its parts: "codes" (float8_e4m3fn /
+    def store(self, output: str, name: str | None = None) -> dict[str, np.ndarray]:
+        """One output's store ("q_rot" or "k_rot"; the store's name, default the set's only one) as its parts: "codes" (float8_e4m3fn /
         float8_e5m2, the GGML blocks' uint8 bytes, MLX's uint32 words), "scale" (FP8), "scales" and
         "biases" (MLX), and each "margin" / "scale_margin" / "decision_margin" the set carries."""
         record = _stores.pick(self.manifest, name)

@@ -25,8 +25,10 @@ def sets(cli, tmp_path_factory) -> dict[str, str]:
     d = tmp_path_factory.mktemp("stores")
     (d / "kv.json").write_text(json.dumps({"sequences": [{"cached": 0, "appended": 3}, {"cached": 5, "appended": 1}],
                                            "page_size": 4}))
+    (d / "slots.json").write_text(json.dumps({"sequences": [{"cached": 2, "appended": 2}], "cache": "slots", "page_size": 4}))
     runs = {"stores": ["--preset", PRESET, "--positions", "0:4", "--dtypes", "f32", "--stores", "e4m3fn,q8_0,int4g64"],
             "kv": ["--preset", PRESET, "--kv-cache", str(d / "kv.json"), "--dtypes", "bf16"],
+            "slots": ["--preset", PRESET, "--kv-cache", str(d / "slots.json"), "--dtypes", "f16"],
             "norm": ["--preset", "qwen3-8b", "--positions", "0:3", "--dtypes", "f32"],
             "mla": ["--preset", "deepseek-v3-mla", "--positions", "0:3", "--dtypes", "f32"]}
     out = {}
@@ -169,6 +171,32 @@ def test_kv_cache_recipe_passes_and_a_shifted_write_fails_as_the_cli_says(cli, s
         ropecheck.check(g, kv_cache=tensors, only=["k_rot"])
     with pytest.raises(ValueError, match="k_cache's dtype is not one of the set's"):
         ropecheck.check(g, kv_cache={"k_cache": cache.k_cache.astype(np.float32)})
+
+
+def test_a_slot_mapped_cache(sets):
+    g = ropecheck.load(sets["slots"])
+    cache = g.kv_cache("f16", sentinel=-0.0)  # a declared sentinel
+    assert cache.kv_indptr is None and cache.slot_mapping.shape == (2,) and (cache.k_cache.view(np.uint16) == 0x8000).all()
+    rope = rope_f32(PRESET)
+
+    def append(q, k, v, positions, cache):  # vLLM reshape_and_cache_flash: slot = block * block_size + offset
+        heads = k.shape[1]
+        cache.k_cache.reshape(-1, heads, k.shape[2])[cache.slot_mapping] = rope(k.astype(np.float32), positions)
+        cache.v_cache.reshape(-1, heads, v.shape[2])[cache.slot_mapping] = v
+        return cache.k_cache, cache.v_cache
+
+    assert ropecheck.check(g, kv_cache=append).kv_cache["sentinel"] == "default"  # a fresh cache of 0xFF bytes
+    append(None, g["k"].astype(np.float16), g["v"].astype(np.float16), g["positions"], cache)
+    r = ropecheck.check(g, kv_cache=cache)  # the KvCache written in place, with its sentinel
+    assert r.verdict == "pass" and r.kv_cache["sentinel"] == "declared" and r.kv_cache["cache"] == "slots", r
+
+
+def test_a_declining_store_kernel_is_not_tested(sets):
+    def declines(q, k, positions):
+        raise NotImplementedError("no q4_0 here")
+
+    r = ropecheck.check(ropecheck.load(sets["stores"]), declines, stores="q8_0")
+    assert r.verdict == "not-tested" and "q8_0: no q4_0 here" in r.declined
 
 
 def test_norm_weights_reach_the_kernel(sets):
