@@ -49,11 +49,13 @@ void check_shape(const io::Tensor& t, const kv::CacheSpec& c, std::int64_t H, st
 }  // namespace kv_check
 
 KvCacheCandidate read_kv_cache_candidate(const std::filesystem::path& path, const golden::GoldenSet& g) {
+  return kv_cache_candidate(io::read_tensor_file(path, "--kv-cache"), g, "--kv-cache " + path.string());
+}
+
+KvCacheCandidate kv_cache_candidate(const std::vector<io::Tensor>& ts, const golden::GoldenSet& g, const std::string& what) {
   using namespace kv_check;
   KvCacheCandidate c;
   c.cache = golden_cache_spec(g);
-  const std::string what = "--kv-cache " + path.string();
-  const std::vector<io::Tensor> ts = io::read_tensor_file(path, "--kv-cache");
   const io::Tensor* k = find(ts, "k_cache");
   if (!k) input_error(what, "has no tensor k_cache");
   const std::optional<DType> dt = check_detail::float_dtype(k->dtype);

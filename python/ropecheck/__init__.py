@@ -10,12 +10,13 @@ suite, drift) are bound directly in ropecheck._core.
 from ._core import InputError, SpecError
 from ._spec import Spec, presets
 from ._golden import Golden, golden, load
+from ._kv_cache import KvCache
 from ._check import Report, TensorResult, assert_rope, check
 from ._props import PropsReport, property_names, props
 from ._drift import Drift, drift
 
 __version__ = "0.1.0"
 
-__all__ = ["InputError", "SpecError", "Spec", "presets", "Golden", "golden", "load", "Report", "TensorResult", "assert_rope", "check",
+__all__ = ["InputError", "SpecError", "Spec", "presets", "Golden", "golden", "load", "KvCache", "Report", "TensorResult", "assert_rope", "check",
            "PropsReport", "property_names", "props", "Drift", "drift",
            "__version__"]

@@ -16,7 +16,16 @@ DTYPES: dict[str, np.dtype] = {
     "bf16": np.dtype(ml_dtypes.bfloat16),
     "i64": np.dtype(np.int64),
     "i32": np.dtype(np.int32),
+    # The quantized stores' (golden/GOLDEN_FORMAT.md, "The stores file"): GGML blocks' bytes, MLX's packed
+    # words, FP8 codes as ml_dtypes' types.
+    "u8": np.dtype(np.uint8),
+    "u32": np.dtype(np.uint32),
+    "e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
+# torch's FP8 types, viewed as ml_dtypes' (the same bit patterns).
+_TORCH_VIEWS = {"torch.bfloat16": (ml_dtypes.bfloat16, "int16"), "torch.float8_e4m3fn": (ml_dtypes.float8_e4m3fn, "uint8"),
+                "torch.float8_e5m2": (ml_dtypes.float8_e5m2, "uint8")}
 _NAMES = {v: k for k, v in DTYPES.items()}
 
 # [tokens, heads, head_dim] (the golden sets' own), [batch, heads, seq, head_dim] (Hugging Face's
@@ -27,7 +36,8 @@ LAYOUTS = ("thd", "bhsd", "bshd")
 def dtype_name(a: np.ndarray) -> str:
     name = _NAMES.get(a.dtype)
     if name is None:
-        raise InputError(f"unsupported dtype {a.dtype} (known: float64, float32, float16, bfloat16)")
+        raise InputError(f"unsupported dtype {a.dtype} (known: float64, float32, float16, bfloat16, int64, int32, "
+                         "uint8, uint32, float8_e4m3fn, float8_e5m2)")
     return name
 
 
@@ -40,10 +50,11 @@ def to_numpy(x: Any) -> np.ndarray:
         t = x.detach()
         if t.device.type != "cpu":
             t = t.cpu()
-        if str(t.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: the bits, viewed as ml_dtypes'
+        if str(t.dtype) in _TORCH_VIEWS:  # NumPy has no bfloat16 / FP8: the bits, viewed as ml_dtypes'
             import torch  # present: x is a torch tensor
 
-            return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+            np_type, bits = _TORCH_VIEWS[str(t.dtype)]
+            return t.view(getattr(torch, bits)).numpy().view(np_type)
         return t.numpy()
     if hasattr(x, "__array__"):
         return np.asarray(x)

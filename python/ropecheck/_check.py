@@ -3,12 +3,13 @@ golden set, by the library's checker (the one `ropecheck check` uses); the repor
 from __future__ import annotations
 
 import html
+import inspect
 import json
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from . import _core
+from . import _core, _kv_cache, _stores
 from ._arrays import DTYPES, InputError, dtype_name, from_thd, to_numpy, to_thd
 from ._check_attention import AttentionKernel, Parts, ScoresKernel, collect
 from ._golden import Golden
@@ -78,6 +79,10 @@ class Report:
         # outputs"); None when none was judged.
         self.scores: dict | None = self.json.get("scores")
         self.attention: list[dict] | None = self.json.get("attention")
+        # The quantized stores' judgement (CHECK_REPORT.md, "Quantized stores") and a KV-cache write's
+        # ("KV-cache writes"); None when none was judged.
+        self.stores: dict | None = self.json.get("stores")
+        self.kv_cache: dict | None = self.json.get("kv_cache")
 
     def __bool__(self) -> bool:
         return self.passed
@@ -134,20 +139,61 @@ def _run_kernel(golden: Golden, fn: Kernel, dtypes: Iterable[str], layout: str) 
         raise InputError("check(golden, fn): a kernel callable needs a RoPE golden set (this one is sinusoidal)")
     out, declined = {}, []
     positions = golden["positions"]
+    key = "k_pe" if "k_pe" in golden else "k"  # MLA: one k_pe [tokens, rotary_dim] per token, no head axis
+    extra = _kernel_extras(golden, fn)
     for dt in dtypes:
         if dt not in DTYPES or dt not in golden.dtypes:
             raise InputError(f"dtypes: '{dt}' is not an output dtype of this golden set ({', '.join(golden.dtypes)})")
         q = from_thd(golden["q"].astype(DTYPES[dt]), layout)
-        k = from_thd(golden["k"].astype(DTYPES[dt]), layout)
+        k = golden[key].astype(DTYPES[dt]) if key == "k_pe" else from_thd(golden["k"].astype(DTYPES[dt]), layout)
         try:
-            result = fn(q, k, positions)
+            result = fn(q, k, positions, **extra)
         except NotImplementedError as e:
             declined.append(f"{dt}: {str(e).splitlines()[0] if str(e) else 'NotImplementedError'}")
             continue
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise InputError(f"the kernel must return (q_rot, k_rot), got {type(result).__name__}")
-        out[f"q_rot.{dt}"], out[f"k_rot.{dt}"] = result
+        out[f"q_rot.{dt}"], out[f"{key}_rot.{dt}"] = result
     return out, declined
+
+
+def _kernel_extras(golden: Golden, fn: Callable) -> dict[str, Any]:
+    """What a norm or MLA set's kernel needs besides q, k and positions, as keyword arguments it takes
+    (by name, or **kwargs): q_norm / k_norm (Golden.q_norm: eps, weight_form, weight) and rotary_offset."""
+    have = {"q_norm": golden.q_norm, "k_norm": golden.k_norm}
+    have = {n: v for n, v in have.items() if v is not None}
+    if golden.rotary_offset:
+        have["rotary_offset"] = golden.rotary_offset
+    if not have:
+        return {}
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: nothing extra
+        return {}
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return have
+    return {n: v for n, v in have.items() if n in params}
+
+
+def _run_store_kernel(golden: Golden, fn: Callable, record: dict, dtypes: Iterable[str] | None,
+                      layout: str) -> tuple[dict[str, np.ndarray], str]:
+    """fn(q, k, positions) -> (q_store, k_store) once, on the golden inputs in one dtype (default f32,
+    the stores' owners' input), each store as _stores.candidate takes it; and the reason of a kernel that
+    declined (NotImplementedError: not tested), else ""."""
+    dts = list(dtypes) if dtypes is not None else ["f32"]
+    if len(dts) != 1 or dts[0] not in ("f32", "f16", "bf16"):
+        raise InputError(f"dtypes: a store kernel runs in one input dtype (f32, f16 or bf16), got {dts}")
+    q, k = (from_thd(golden[n].astype(DTYPES[dts[0]]), layout) for n in ("q", "k"))
+    try:
+        result = fn(q, k, golden["positions"], **_kernel_extras(golden, fn))
+    except NotImplementedError as e:
+        return {}, f"{record['name']}: {str(e).splitlines()[0] if str(e) else 'NotImplementedError'}"
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise InputError(f"the store kernel must return (q_store, k_store), got {type(result).__name__}")
+    out: dict[str, np.ndarray] = {}
+    for output, value in zip(("q_rot", "k_rot"), result):
+        out.update(_stores.candidate(golden, record, output, value))
+    return out, ""
 
 
 def _as_candidate(golden: Golden, candidate: Any, dtypes: Iterable[str] | None, layout: str,
@@ -175,7 +221,8 @@ def _as_candidate(golden: Golden, candidate: Any, dtypes: Iterable[str] | None, 
         reasons = declined + reasons
         # Every dtype asked for: a declined one is not tested, never left out.
         if asked_default:
-            only = [f"{b}.{dt}" for dt in dtypes for b in ("q_rot", "k_rot")] + parts.only
+            key = "k_pe_rot" if "k_pe" in golden else "k_rot"  # MLA
+            only = [f"{b}.{dt}" for dt in dtypes for b in ("q_rot", key)] + parts.only
     elif isinstance(candidate, Mapping):
         tensors = dict(candidate)
     else:
@@ -196,7 +243,8 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str | None = N
           max_ulp: float | None = None, atol: float | None = None, rtol: float | None = None,
           layout: str = "thd", dtypes: Iterable[str] | None = None, only: Iterable[str] | None = None,
           name_map: Mapping[str, str] | None = None, worst: int = 10, threads: int = 0,
-          diagnose: bool | None = None, baseline: str | None = None, max_growth: float = 2.0) -> Report:
+          diagnose: bool | None = None, baseline: str | None = None, max_growth: float = 2.0,
+          stores: str | None = None, kv_cache: Any = None) -> Report:
     """Checks `candidate` against `golden` with one criterion (default class fp32-angle; or cls=,
     max_ulp=, atol= with rtol=), exactly as `ropecheck check` does: the same checker entry point, the
     same report.
@@ -223,12 +271,59 @@ def check(golden: Golden, candidate: Mapping[str, Any] | Kernel | str | None = N
     seq, heads, head_dim] for q / k shaped tensors (a kernel gets batch 1).
     diagnose: None (as `ropecheck check`: a failing check is diagnosed), True (always, every
     tensor: --diagnose) or False (never: --no-diagnose); the result is Report.diagnosis.
-    baseline: an earlier report's path (`--baseline`): an error grown past `max_growth` fails."""
+    baseline: an earlier report's path (`--baseline`): an error grown past `max_growth` fails.
+    stores: for a set written with --stores, the store (its name: "e4m3fn", "q8_0", "int4g64") a kernel
+    fn(q, k, positions) -> (q_store, k_store) returns; each store is (codes, scale) for FP8 (codes
+    float8_e4m3fn / float8_e5m2, ml_dtypes or torch), the blocks' uint8 bytes for GGML, (codes uint32,
+    scales, biases) for MLX, or a mapping of those parts. Only that store is asked for (Report.stores).
+    kv_cache: for a set written with --kv-cache, instead of a candidate: a callable fn(q, k, v,
+    positions, cache) given the inputs in one dtype and a sentinel-filled Golden.kv_cache(dtype) to
+    write into (returning None, k_cache or (k_cache, v_cache)); a KvCache written in place; or the
+    written tensors (a mapping of k_cache, v_cache, sentinel and the kernel's own metadata). Judged as `check --kv-cache`
+    (Report.kv_cache)."""
+    if kv_cache is not None:
+        given = [n for n, v in (("scores", scores), ("attention", attention), ("stores", stores), ("only", only),
+                                ("name_map", name_map), ("baseline", baseline)) if v is not None]
+        if given:
+            raise InputError(f"kv_cache: not with {given[0]}= (the cache is the candidate; its k is k_rot)")
+        return _check_kv_cache(golden, candidate, kv_cache, dtypes, cls, max_ulp, atol, rtol, worst, threads, diagnose)
+    if stores is not None:
+        if not callable(candidate) or isinstance(candidate, Mapping):
+            raise InputError("stores: names the store a kernel callable returns; check a mapping of store tensors "
+                             "without it")
+        record = _stores.pick(golden.manifest, stores)
+        store_kernel = getattr(candidate, "__qualname__", type(candidate).__name__)
+        candidate, store_declined = _run_store_kernel(golden, candidate, record, dtypes, layout)
+        only = list(only or _stores.outputs(golden, record))
+        layout = "thd"  # the stores come back in the set's shapes; layout was for the kernel's q / k
     parts = collect(golden, dtypes, scores=scores, attention=attention)
+    if stores is not None:  # the report names the store kernel, as it names a rotation kernel
+        parts.callables.insert(0, store_kernel)
+        parts.declined += [store_declined] if store_declined else []
     tensors, kernel, source, only, declined = _as_candidate(golden, candidate, dtypes, layout, only, parts)
     result = _core.check(golden._core, tensors, kernel, cls or "", max_ulp, atol, rtol, only, dict(name_map or {}),
                          worst, threads, json.dumps(source), diagnose, baseline or "", max_growth, declined)
     report = Report(result)
+    for sink in report_sinks:
+        sink(report)
+    return report
+
+
+def _check_kv_cache(golden: Golden, candidate: Any, kv_cache: Any, dtypes: Iterable[str] | None, cls: str | None,
+                    max_ulp: float | None, atol: float | None, rtol: float | None, worst: int, threads: int,
+                    diagnose: bool | None) -> Report:
+    if candidate is not None:
+        raise InputError("kv_cache: the cache is the candidate (its k is k_rot): give no other candidate")
+    if callable(kv_cache) and not isinstance(kv_cache, Mapping):
+        dts = list(dtypes) if dtypes is not None else [d for d in golden.dtypes if d != "f64"] or ["f64"]
+        if len(dts) != 1:
+            raise InputError(f"dtypes: a KV-cache kernel writes one cache dtype; name it (the set has {', '.join(dts)})")
+        tensors = _kv_cache.run_kernel(golden, kv_cache, dts[0], None)
+    elif isinstance(kv_cache, _kv_cache.KvCache):  # written in place: both caches, and its sentinel if declared
+        tensors = _kv_cache.candidate_tensors(kv_cache, None)
+    else:
+        tensors = _kv_cache.candidate_tensors(None, kv_cache)
+    report = Report(_core.check_kv_cache(golden._core, tensors, cls or "", max_ulp, atol, rtol, worst, threads, diagnose))
     for sink in report_sinks:
         sink(report)
     return report

@@ -12,6 +12,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "ropecheck/checker/kv_cache.hpp"
 #include "ropecheck/checker/run_check.hpp"
 #include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/io/tensor.hpp"
@@ -84,6 +85,36 @@ CheckResult check(const Golden& g, const std::vector<CandidateIn>& candidates, c
           std::string(to_string(out.verdict))};
 }
 
+// `ropecheck check --kv-cache` from Python: the cache tensors (k_cache, optionally v_cache, sentinel and
+// the kernel's own metadata) read as the CLI reads them from a file, judged by checker::check_kv_cache.
+CheckResult check_kv_cache(const Golden& g, const std::vector<CandidateIn>& tensors, const std::string& cls,
+                           std::optional<double> max_ulp, std::optional<double> atol, std::optional<double> rtol,
+                           int worst, int threads, std::optional<bool> diagnose) {
+  checker::CheckRequest r;
+  r.options.criterion =
+      checker::parse_criterion(cls.empty() ? std::nullopt : std::optional<std::string>(cls), max_ulp, atol, rtol, true);
+  if (worst < 0 || worst > 100000) throw InputError("worst: must be in [0, 100000], got " + std::to_string(worst));
+  r.options.worst_count = worst;
+  if (threads < 0 || threads > 1024) throw InputError("threads: must be in [0, 1024], got " + std::to_string(threads));
+  r.options.threads = threads;
+  using D = checker::CheckRequest::Diagnose;
+  r.diagnose = !diagnose ? D::if_failing : (*diagnose ? D::always : D::never);
+  checker::check_request(g.set, r);
+  std::vector<io::Tensor> ts;  // copied: a cache is small, and io::Tensor owns its bytes
+  for (const auto& [name, dtype, shape, bytes] : tensors) {
+    const std::optional<io::TensorDType> dt = io::parse_tensor_dtype(dtype);
+    if (!dt) throw InputError("kv_cache '" + name + "': unsupported dtype '" + dtype + "'");
+    io::Tensor t{name, *dt, shape, std::vector<std::uint8_t>(bytes.data(), bytes.data() + bytes.size())};
+    io::validate(t);
+    ts.push_back(std::move(t));
+  }
+  const checker::KvCacheCandidate c = checker::kv_cache_candidate(ts, g.set, "kv_cache");
+  nb::gil_scoped_release release;
+  const checker::KvCacheReport out = checker::check_kv_cache(g.set, c, r);
+  return {out.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", out.summary(),
+          std::string(to_string(out.verdict))};
+}
+
 }  // namespace
 
 void bind_check(nb::module_& m) {
@@ -96,6 +127,8 @@ void bind_check(nb::module_& m) {
         "name_map"_a = std::map<std::string, std::string>{}, "worst"_a = 10, "threads"_a = 0,
         "source"_a = "{\"kind\": \"python\"}", "diagnose"_a = nb::none(), "baseline"_a = "", "max_growth"_a = 2.0,
         "declined"_a = "");
+  m.def("check_kv_cache", &check_kv_cache, "golden"_a, "tensors"_a, "cls"_a = "", "max_ulp"_a = nb::none(),
+        "atol"_a = nb::none(), "rtol"_a = nb::none(), "worst"_a = 10, "threads"_a = 0, "diagnose"_a = nb::none());
 }
 
 }  // namespace ropecheck::python

@@ -14,6 +14,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "ropecheck/core/positions.hpp"
+#include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/io/tensor.hpp"
@@ -30,7 +31,7 @@ std::string write_golden(const Spec& spec, const std::string& positions, const s
                          const std::vector<std::string>& dtypes, int heads, std::uint64_t seed, const std::string& format,
                          std::optional<std::int64_t> seq_len, int threads, bool overwrite, std::uint64_t max_memory,
                          const std::string& scores, const std::string& attention, std::optional<double> softcap,
-                         bool sinks) {
+                         bool sinks, const std::string& stores, const std::string& kv_cache) {
   if (heads < 1 || heads > 4096) throw SpecError("heads: must be in [1, 4096], got " + std::to_string(heads));
   if (format != "safetensors" && format != "npy")
     throw SpecError("format: must be safetensors or npy, got '" + format + "'");
@@ -39,7 +40,17 @@ std::string write_golden(const Spec& spec, const std::string& positions, const s
   if (threads < 0 || threads > 1024) throw SpecError("threads: must be in [0, 1024], got " + std::to_string(threads));
   golden::GoldenOptions g;
   g.spec = spec.spec;
-  g.positions = parse_positions(positions);
+  if (positions.empty() == kv_cache.empty())
+    throw SpecError(positions.empty() ? "golden: give positions or kv_cache"
+                                      : "kv_cache: not with positions (the batch gives the positions)");
+  if (!kv_cache.empty()) {  // as `golden --kv-cache FILE`, the description given as JSON text
+    g.kv_cache = kv::parse_cache_spec(parse_json_text(kv_cache, "kv_cache"), seed);
+    g.positions.argument = "kv-cache";
+    for (std::int64_t p : kv::positions(*g.kv_cache)) g.positions.positions.push_back(Position::uniform(p));
+  } else {
+    g.positions = parse_positions(positions);
+  }
+  g.stores = stores;
   g.out = out;
   g.dtypes = dtypes_of(dtypes);
   g.heads = heads;
@@ -85,7 +96,8 @@ void save_golden(const Golden& g, const std::string& out, bool overwrite) {
 void bind_golden(nb::module_& m) {
   m.def("write_golden", &write_golden, "spec"_a, "positions"_a, "out"_a, "dtypes"_a, "heads"_a = 1, "seed"_a = 0,
         "format"_a = "safetensors", "seq_len"_a = nb::none(), "threads"_a = 0, "overwrite"_a = false,
-        "max_memory"_a = 0, "scores"_a = "", "attention"_a = "", "softcap"_a = nb::none(), "sinks"_a = false);
+        "max_memory"_a = 0, "scores"_a = "", "attention"_a = "", "softcap"_a = nb::none(), "sinks"_a = false,
+        "stores"_a = "", "kv_cache"_a = "");
 
   nb::class_<Golden>(m, "GoldenSet")
       .def_prop_ro("dir", [](const Golden& g) { return g.set.dir().string(); })

@@ -44,6 +44,9 @@ kv::CacheSpec golden_cache_spec(const golden::GoldenSet& g);
 // page_size dimension named), a sentinel not one element of the cache's dtype, or bad metadata
 // (kv::with_paged_metadata, kv::checked_slot_mapping).
 KvCacheCandidate read_kv_cache_candidate(const std::filesystem::path& path, const golden::GoldenSet& g);
+// The same from tensors already in memory (Python's check(..., kv_cache=)); `what` starts its messages.
+KvCacheCandidate kv_cache_candidate(const std::vector<io::Tensor>& tensors, const golden::GoldenSet& g,
+                                    const std::string& what);
 
 struct SlotProblem {
   std::string kind;  // "out-of-slot write", "missing write", "v changed"
