@@ -107,12 +107,12 @@ io::DescribedFile stores_layout(const RunPlan& plan) {
     if (s.kind == StoreKind::fp8)
       r.update({{"format", "fp8"}, {"overflow", quant::to_string(s.overflow)}, {"scale", quant::to_string(s.scale)},
                 {"ml_dtypes", quant::fp8_info(s.fp8).ml_dtypes}});
-    if (s.given_scale()) r.update({{"scale_source", "given"}, {"given_scales", s.given}, {"item", s.item()}});
     else if (s.kind == StoreKind::affine)
       r.update({{"format", "mlx-affine"}, {"bits", s.affine.bits}, {"group_size", s.affine.group_size},
                 {"scale_dtype", to_string(s.affine.scale_dtype)}});
     else
       r["format"] = "ggml";
+    if (s.given_scale()) r.update({{"scale_source", "given"}, {"given_scales", s.given}, {"item", s.item()}});
     f.record["stores"].push_back(r);
     for (const char* out : {"q_rot", "k_rot"})
       for (StoreTensor& t : store_tensors(s, plan.H, plan.D)) {
