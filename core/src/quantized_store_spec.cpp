@@ -176,7 +176,7 @@ std::string store_head_dim_problem(const StoreSpec& s, std::int64_t head_dim) {
 std::string store_heads_problem(const StoreSpec& s, std::int64_t heads) {
   if (s.scale != ScaleGranularity::per_head || std::cmp_equal(s.given.size(), heads)) return "";
   return s.name() + ": scale= lists " + std::to_string(s.given.size()) + " per-head scales for " + std::to_string(heads) +
-         " heads";
+         (heads == 1 ? " head" : " heads");
 }
 
 double given_scale(const StoreSpec& s, std::int64_t h) {
