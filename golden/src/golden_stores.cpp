@@ -79,7 +79,8 @@ std::vector<std::uint8_t> encode(const std::vector<double>& v, DType d) {
 void plan_stores(const GoldenOptions& opt, RunPlan& plan) {
   if (opt.stores.empty()) return;
   if (!plan.rope) throw SpecError("--stores: needs a RoPE spec (the stores quantize q_rot and k_rot)");
-  if (opt.shard) throw SpecError("--stores: not with --shard (merge does not join the stores file yet)");
+  // Every store groups within one token (a given scale is an input): a shard computes its own, merge joins them.
+  if (opt.shared_out) throw SpecError("--stores: not with --shared-out (write shards with --shard and join them with merge)");
   for (std::size_t b = 0; b <= opt.stores.size();) {
     const std::size_t c = std::min(opt.stores.find(',', b), opt.stores.size());
     std::string why;
@@ -165,6 +166,31 @@ void write_store_block(const RunPlan& plan, GoldenFiles& files, std::size_t g, s
       }
     }
   }
+}
+
+std::optional<MergedStores> merged_stores(const nlohmann::json& manifest, std::int64_t tokens, std::int64_t H,
+                                          std::int64_t D) {
+  if (!manifest.contains("stores")) return std::nullopt;
+  RunPlan plan;
+  plan.tokens = tokens, plan.H = H, plan.D = D;
+  MergedStores m;
+  for (const nlohmann::json& r : manifest["stores"].at("stores")) {
+    // The --stores item the record was written from (StoreSpec::item()'s form).
+    std::string item = r.value("item", "");
+    const std::string name = r.at("name").get<std::string>(), format = r.value("format", "");
+    if (item.empty())
+      item = format == "fp8"          ? name + ":" + r.value("overflow", "") + ":" + r.value("scale", "")
+             : format == "mlx-affine" ? name + ":" + r.value("scale_dtype", "")
+                                      : name;
+    std::string why;
+    const auto s = quant::parse_store(item, why);
+    if (!s) throw InputError("merge: the shards' store record '" + item + "': " + why);
+    plan.stores.push_back(*s);
+    if (s->given_scale())
+      for (const char* out : {"q_rot", "k_rot"}) m.per_set.push_back(std::string(out) + "." + name + ".scale");
+  }
+  m.layout = stores_layout(plan);
+  return m;
 }
 
 }  // namespace ropecheck::golden::detail
