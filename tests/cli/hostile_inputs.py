@@ -633,6 +633,9 @@ def score_cases(c):
                      ("e4m3fn:scale=1/2/3", "lists 3 per-head scales for 1 head")]:
         if why:
             c.case(f"golden --stores {bad}", g + ["--stores", bad], 2, ["--stores: ", why], dest="st")
+    c.case("golden --stores with --shared-out",
+           [a for a in g if a not in ("--out", "sc")] + ["--stores", "q8_0", "--shard", "1/2", "--shared-out", "sc"], 2,
+           ["--stores: not with --shared-out"], dest="sc")
     for cap in ("0", "-3", "inf", "nan"):
         c.case(f"golden --softcap {cap}", g + ["--attention", "causal:0:4", f"--softcap={cap}"], 2, ["softcap"],
                dest="sc")
