@@ -26,6 +26,7 @@ std::string store_item(const golden::GoldenSet& g, const std::string& store) {
   if (m.contains("stores") && m["stores"].contains("stores"))
     for (const nlohmann::json& r : m["stores"]["stores"]) {
       if (r.value("name", "") != store) continue;
+      if (r.contains("item")) return r["item"].get<std::string>();  // a given scale: its values
       const std::string f = r.value("format", "");
       if (f == "fp8") return store + ":" + r.value("overflow", "") + ":" + r.value("scale", "");
       if (f == "mlx-affine") return store + ":" + r.value("scale_dtype", "");
@@ -95,6 +96,7 @@ struct Job {
   }
 
   void fp8();
+  void fp8_given();
   void ggml();
   void affine();
 };
@@ -117,6 +119,20 @@ void Job::fp8() {
     group(v.scale);
     for (std::size_t j = 0; j < gsize; ++j)
       element(f + j, v.elements[j], gc[f + j], cand.codes[f + j], quant::fp8_dequantize(cand.codes[f + j], cs[k], spec.fp8), b);
+  }
+}
+
+// A given scale (a golden input, the `.scale` tensor): each element its own group, nothing to judge of
+// the scale; the budget of the kernel's y / s or y * fl(1 / s) (given_scale_budget, section 15).
+void Job::fp8_given() {
+  const std::vector<float> gs = floats(golden(".scale"));
+  require(cand.codes.size(), y.size(), "codes");
+  const std::uint8_t* gc = golden("").data.data();
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double sc = gs.at(gs.size() == 1 ? 0 : i / static_cast<std::size_t>(D) % static_cast<std::size_t>(H));
+    const double b = accuracy::given_scale_budget(e[i], y[i], sc);
+    const StoreVerdict v = accuracy::judge_fp8(gc[i], margin[i], y[i], cand.codes[i], sc, spec.fp8, spec.overflow, b);
+    element(i, v, gc[i], cand.codes[i], quant::fp8_dequantize(cand.codes[i], sc, spec.fp8), b);
   }
 }
 
@@ -202,11 +218,11 @@ StoreCheck judge_one(const golden::GoldenSet& g, const StoreCandidate& c, accura
     job.e[i] = accuracy::quantizer_input_error(cls, el.quantity, el.angle, el.magnitude, job.y[i]);
   }
   job.margin = floats(job.golden(".margin"));
-  job.scale_margin = floats(job.golden(".scale_margin"));
+  if (!job.spec.given_scale()) job.scale_margin = floats(job.golden(".scale_margin"));
   job.out.golden_name = c.golden_name, job.out.candidate_name = c.name;
   job.out.store = store_item(g, c.golden_name.substr(c.golden_name.find('.') + 1));
   switch (job.spec.kind) {
-    case StoreKind::fp8: job.fp8(); break;
+    case StoreKind::fp8: job.spec.given_scale() ? job.fp8_given() : job.fp8(); break;
     case StoreKind::q8_0:
     case StoreKind::q4_0: job.ggml(); break;
     case StoreKind::affine: job.affine(); break;
@@ -229,7 +245,9 @@ std::vector<std::string> store_outputs(const golden::GoldenSet& g) {
 
 std::vector<std::string> store_companions(const golden::GoldenSet& g, const std::string& golden_name) {
   switch (store_check::spec_of(g, golden_name).kind) {
-    case quant::StoreKind::fp8: return {".scale"};
+    case quant::StoreKind::fp8:  // a given scale is the set's input, not the candidate's
+      if (store_check::spec_of(g, golden_name).given_scale()) return {};
+      return {".scale"};
     case quant::StoreKind::affine: return {".scales", ".biases"};
     default: return {};
   }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "golden_files.hpp"
+#include "golden_values.hpp"
 #include "ropecheck/io/atomic_output.hpp"
 #include "ropecheck/io/fd_io.hpp"
 #include "ropecheck/golden/golden_set.hpp"
@@ -56,6 +57,7 @@ struct PartFile {
 // hashing its bytes too (on a second thread): a part that no longer matches its manifest fails.
 detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::unique_ptr<PartFile>>& parts,
                                                            const std::vector<detail::TensorInfo>& layout,
+                                                           const std::vector<std::string>& per_set,
                                                            const std::map<std::string, std::string>& metadata,
                                                            const std::filesystem::path& out) {
   const detail::SafetensorsHeader h = detail::safetensors_header(layout, metadata);
@@ -92,7 +94,7 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
     }
   }
   std::vector<std::uint8_t> a(std::size_t{8} << 20);
-  auto copy = [&](PartFile& p, std::uint64_t begin, std::uint64_t end) {
+  auto copy = [&](PartFile& p, std::uint64_t begin, std::uint64_t end, bool keep = true) {
     if (p.data_base + begin != p.cursor || end < begin || p.data_base + end > p.bytes)
       throw InputError("merge: '" + name_of(p.path) + "' is not laid out as ropecheck writes it");
     for (std::uint64_t at = begin; at < end;) {
@@ -100,7 +102,7 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
       read_exact_at(p.fd, {a.data(), n}, p.data_base + at, "merge", name_of(p.path));
       const std::span<const std::uint8_t> piece(a.data(), n);
       std::future<void> part_hash = std::async(std::launch::async, [&] { p.hash.update(piece); });
-      emit(piece);
+      if (keep) emit(piece);
       part_hash.get();
       at += n;
       p.cursor += n;
@@ -121,9 +123,11 @@ detail::TensorFileWriter::Finished merge_safetensors_group(std::vector<std::uniq
           copy(*p, b0 + static_cast<std::uint64_t>(s) * row, b0 + static_cast<std::uint64_t>(s + 1) * row);
         }
     } else {
+      // A tensor without a token axis (a given scale): the first shard's copy; the others read and hashed.
+      const bool once = std::find(per_set.begin(), per_set.end(), t.name) != per_set.end();
       for (auto& p : parts) {
         const auto [b0, e0] = range(*p);
-        copy(*p, b0, e0);
+        copy(*p, b0, e0, !once || p == parts.front());
       }
     }
   }
@@ -240,7 +244,7 @@ detail::GoldenMeta merged_meta(const ShardSet& s) {
 }
 
 // safetensors: each group's file streamed from the parts' files (merge_safetensors_group).
-void merge_safetensors_files(const ShardSet& s, detail::GoldenFiles& files) {
+void merge_safetensors_files(const ShardSet& s, detail::GoldenFiles& files, const std::vector<std::string>& per_set) {
   for (std::size_t g = 0; g < files.groups(); ++g) {
     std::vector<std::unique_ptr<PartFile>> pf;
     for (std::size_t i : s.order) {
@@ -253,13 +257,13 @@ void merge_safetensors_files(const ShardSet& s, detail::GoldenFiles& files) {
       if (p->fd < 0) io_fail(p->path, "read");
       pf.push_back(std::move(p));
     }
-    files.set_finished(g, merge_safetensors_group(pf, files.layout(g), files.metadata(), files.path(g)));
+    files.set_finished(g, merge_safetensors_group(pf, files.layout(g), per_set, files.metadata(), files.path(g)));
   }
 }
 
 // .npz: shard by shard through the reader (which verifies each file's hash as it loads it), every
 // tensor's rows to their place in the merged files; one shard's files are held at a time.
-void merge_npz_files(const ShardSet& s, detail::GoldenFiles& files) {
+void merge_npz_files(const ShardSet& s, detail::GoldenFiles& files, const std::vector<std::string>& per_set) {
   const std::int64_t T = s.tokens;
   for (std::size_t i : s.order) {
     const std::int64_t first = s.parts[i].shard()->first_token, tokens = s.parts[i].tokens();
@@ -273,6 +277,8 @@ void merge_npz_files(const ShardSet& s, detail::GoldenFiles& files) {
           const std::size_t row = static_cast<std::size_t>(tokens) * 8;
           for (std::int64_t st = 0; st < info.shape[0]; ++st)
             w.write(j, static_cast<std::uint64_t>(st * T + first) * 8, {t.data.data() + static_cast<std::size_t>(st) * row, row});
+        } else if (std::find(per_set.begin(), per_set.end(), info.name) != per_set.end()) {
+          if (first == 0) w.write(j, 0, {t.data.data(), t.data.size()});  // no token axis: written once
         } else {
           const std::uint64_t row = t.data.size() / static_cast<std::uint64_t>(tokens);
           w.write(j, static_cast<std::uint64_t>(first) * row, {t.data.data(), t.data.size()});
@@ -293,17 +299,32 @@ nlohmann::json merge_golden_shards(const GoldenMergeOptions& opt) {
   OutputFolder folder(opt.out, {.overwrite = opt.overwrite, .create_parents = true, .option = "--out", .command = "merge"});
 
   const GoldenSet& g0 = shards.parts.front();
-  const detail::GoldenMeta meta = merged_meta(shards);
+  detail::GoldenMeta meta = merged_meta(shards);
   std::vector<DType> dtypes;
   for (const std::string& d : g0.dtypes()) dtypes.push_back(*parse_dtype(d));
   const FileFormat format = g0.files().front().file.ends_with(".npz") ? FileFormat::npz : FileFormat::safetensors;
   const bool fast = format == FileFormat::safetensors;
+  // --stores: the stores file, the shards' last (no other attached file is written by shards).
+  std::vector<io::DescribedFile> attached;
+  std::vector<std::string> per_set;
+  if (g0.is_rope()) {
+    const ManifestTensor* q = g0.find("q");
+    if (q == nullptr) throw InputError("merge: " + name_of(opt.parts[0]) + " holds no tensor 'q'");
+    if (auto m = detail::merged_stores(g0.manifest(), shards.tokens, q->shape.at(1), q->shape.at(2))) {
+      attached.push_back(std::move(m->layout));
+      per_set = std::move(m->per_set);
+    }
+  }
   detail::GoldenFiles files(folder.tmp(), folder.out().string(), g0.spec(), shards.tokens, g0.heads(), dtypes, format,
-                            fast ? detail::FilesMode::caller_writes : detail::FilesMode::create);
+                            fast ? detail::FilesMode::caller_writes : detail::FilesMode::create, attached);
+  for (std::size_t f = 0; f < attached.size(); ++f) {
+    meta.attached[attached[f].stem] = attached[f].record;
+    meta.attached[attached[f].stem]["file"] = files.file_name(1 + dtypes.size() + f);
+  }
   if (fast)
-    merge_safetensors_files(shards, files);
+    merge_safetensors_files(shards, files, per_set);
   else
-    merge_npz_files(shards, files);
+    merge_npz_files(shards, files, per_set);
   nlohmann::json manifest = files.finish(meta);
   folder.write("manifest.json", manifest.dump(2) + "\n");
   folder.commit();

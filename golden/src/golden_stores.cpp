@@ -17,6 +17,7 @@ struct StoreTensor {
   TensorDType dtype;
   std::vector<std::int64_t> per_token;  // the shape after the token axis
   std::string meaning;
+  bool per_set = false;  // no token axis: per_token is the whole shape (a given scale), written once
 };
 
 // The tensors of one store of one output, in file order (write_store_block writes them in this order).
@@ -26,6 +27,13 @@ std::vector<StoreTensor> store_tensors(const StoreSpec& s, std::int64_t H, std::
   const std::vector<std::int64_t> elems = {H, D};
   switch (s.kind) {
     case StoreKind::fp8: {
+      if (s.given_scale()) {
+        t.push_back({"", s.fp8 == quant::Fp8::e4m3fn ? TensorDType::e4m3fn : TensorDType::e5m2, elems,
+                     "FP8 codes of the exact values over the given scale"});
+        t.push_back({".scale", TensorDType::f32, {static_cast<std::int64_t>(s.given.size())},
+                     "the given scale (a golden input the kernel is given, not an output)", true});
+        break;
+      }
       const std::vector<std::int64_t> sc = s.scale == quant::ScaleGranularity::per_token ? std::vector<std::int64_t>{}
                                                                                           : std::vector<std::int64_t>{H};
       t.push_back({"", s.fp8 == quant::Fp8::e4m3fn ? TensorDType::e4m3fn : TensorDType::e5m2, elems,
@@ -71,7 +79,8 @@ std::vector<std::uint8_t> encode(const std::vector<double>& v, DType d) {
 void plan_stores(const GoldenOptions& opt, RunPlan& plan) {
   if (opt.stores.empty()) return;
   if (!plan.rope) throw SpecError("--stores: needs a RoPE spec (the stores quantize q_rot and k_rot)");
-  if (opt.shard) throw SpecError("--stores: not with --shard (merge does not join the stores file yet)");
+  // Every store groups within one token (a given scale is an input): a shard computes its own, merge joins them.
+  if (opt.shared_out) throw SpecError("--stores: not with --shared-out (write shards with --shard and join them with merge)");
   for (std::size_t b = 0; b <= opt.stores.size();) {
     const std::size_t c = std::min(opt.stores.find(',', b), opt.stores.size());
     std::string why;
@@ -79,6 +88,8 @@ void plan_stores(const GoldenOptions& opt, RunPlan& plan) {
     if (!s) throw SpecError("--stores: " + why);
     const std::string hd = quant::store_head_dim_problem(*s, plan.D);
     if (!hd.empty()) throw SpecError("--stores: " + hd);
+    const std::string hp = quant::store_heads_problem(*s, plan.H);
+    if (!hp.empty()) throw SpecError("--stores: " + hp);
     for (const StoreSpec& o : plan.stores)
       if (o.name() == s->name()) throw SpecError("--stores: " + s->name() + " named twice");
     plan.stores.push_back(*s);
@@ -102,10 +113,12 @@ io::DescribedFile stores_layout(const RunPlan& plan) {
                 {"scale_dtype", to_string(s.affine.scale_dtype)}});
     else
       r["format"] = "ggml";
+    if (s.given_scale()) r.update({{"scale_source", "given"}, {"given_scales", s.given}, {"item", s.item()}});
     f.record["stores"].push_back(r);
     for (const char* out : {"q_rot", "k_rot"})
       for (StoreTensor& t : store_tensors(s, plan.H, plan.D)) {
         std::vector<std::int64_t> shape = {T};
+        if (t.per_set) shape.clear();
         shape.insert(shape.end(), t.per_token.begin(), t.per_token.end());
         io::Tensor tensor;  // layout only: GoldenFiles reads name, dtype and shape
         tensor.name = std::string(out) + "." + s.name() + t.suffix;
@@ -129,7 +142,10 @@ void write_store_block(const RunPlan& plan, GoldenFiles& files, std::size_t g, s
       const std::vector<std::uint8_t> scales = encode(b.scales, s.kind == StoreKind::affine ? s.affine.scale_dtype : DType::f32);
       std::vector<std::span<const std::uint8_t>> parts;
       switch (s.kind) {
-        case StoreKind::fp8: parts = {bytes(b.bytes), scales, bytes(b.scale_margin)}; break;
+        case StoreKind::fp8:
+          parts = {bytes(b.bytes), scales, bytes(b.scale_margin)};
+          if (s.given_scale()) parts = {bytes(b.bytes), {}};  // the given scale: written once, below
+          break;
         case StoreKind::q8_0:
         case StoreKind::q4_0: parts = {bytes(b.bytes), bytes(b.scale_margin)}; break;
         case StoreKind::affine: {
@@ -140,9 +156,41 @@ void write_store_block(const RunPlan& plan, GoldenFiles& files, std::size_t g, s
       const std::vector<std::uint8_t> biases = encode(b.biases, s.affine.scale_dtype);
       if (s.kind == StoreKind::affine) parts[2] = biases;
       parts.push_back(bytes(b.margin));
-      for (std::span<const std::uint8_t> p : parts) files.group(g).write(j++, at(p.size()), p);
+      for (std::span<const std::uint8_t> p : parts) {
+        if (p.empty() && s.given_scale()) {  // the given scale: by the block at the file's token 0 (a shard's too)
+          if (first_token == 0) files.group(g).write(j, 0, bytes(s.given));
+          ++j;
+          continue;
+        }
+        files.group(g).write(j++, at(p.size()), p);
+      }
     }
   }
+}
+
+std::optional<MergedStores> merged_stores(const nlohmann::json& manifest, std::int64_t tokens, std::int64_t H,
+                                          std::int64_t D) {
+  if (!manifest.contains("stores")) return std::nullopt;
+  RunPlan plan;
+  plan.tokens = tokens, plan.H = H, plan.D = D;
+  MergedStores m;
+  for (const nlohmann::json& r : manifest["stores"].at("stores")) {
+    // The --stores item the record was written from (StoreSpec::item()'s form).
+    std::string item = r.value("item", "");
+    const std::string name = r.at("name").get<std::string>(), format = r.value("format", "");
+    if (item.empty())
+      item = format == "fp8"          ? name + ":" + r.value("overflow", "") + ":" + r.value("scale", "")
+             : format == "mlx-affine" ? name + ":" + r.value("scale_dtype", "")
+                                      : name;
+    std::string why;
+    const auto s = quant::parse_store(item, why);
+    if (!s) throw InputError("merge: the shards' store record '" + item + "': " + why);
+    plan.stores.push_back(*s);
+    if (s->given_scale())
+      for (const char* out : {"q_rot", "k_rot"}) m.per_set.push_back(std::string(out) + "." + name + ".scale");
+  }
+  m.layout = stores_layout(plan);
+  return m;
 }
 
 }  // namespace ropecheck::golden::detail

@@ -65,6 +65,15 @@ std::vector<io::DescribedFile> compute_attached(const GoldenOptions& opt, const 
 // into group `g` at the block's tokens.
 void plan_stores(const GoldenOptions& opt, RunPlan& plan);
 io::DescribedFile stores_layout(const RunPlan& plan);
+// merge (golden_merge.cpp): the merged set's stores file, laid out from the first shard's manifest record
+// ([tokens, heads, head_dim] of its q), and the names of its tensors without a token axis (a given
+// scale: every shard holds the same copy, the merged set one). nullopt for shards without stores.
+struct MergedStores {
+  io::DescribedFile layout;
+  std::vector<std::string> per_set;
+};
+std::optional<MergedStores> merged_stores(const nlohmann::json& manifest, std::int64_t tokens, std::int64_t H,
+                                          std::int64_t D);
 void write_store_block(const RunPlan& plan, GoldenFiles& files, std::size_t g, std::int64_t first_token,
                        const io::Tensor& q_rot_f64, const io::Tensor& k_rot_f64);
 

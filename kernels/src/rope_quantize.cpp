@@ -38,6 +38,14 @@ void fp8_store(std::span<const float> x, std::span<const float> in, std::size_t 
                                                                      ? quant::Fp8Overflow::nonfinite
                                                                      : quant::Fp8Overflow::saturate)
                                                               : s.overflow;
+  if (s.given_scale()) {  // vLLM's static k_scale / v_scale: the codes of x / s, the scale not stored
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double scale = quant::given_scale(s, static_cast<std::int64_t>(i / group % (s.given.size())));
+      const double used = m == M::scale_inverted ? 1.0 / scale : m == M::scale_applied_twice ? scale * scale : scale;
+      out.codes.push_back(quant::fp8_quantize(x[i], used, f, o));
+    }
+    return;
+  }
   for (std::size_t g = 0; g * group < x.size(); ++g) {
     const std::span<const float> xg = x.subspan(g * group, group);
     const float scale = quant::fp8_dynamic_scale(m == M::scale_from_input ? in.subspan(g * group, group) : xg, s.fp8);
@@ -159,7 +167,10 @@ std::vector<float> dequantized(std::span<const float> x, std::int64_t T, std::in
       case StoreKind::fp8: {
         const std::size_t group = static_cast<std::size_t>(s.scale == quant::ScaleGranularity::per_token ? H * D : D);
         float scale = 0;
-        std::memcpy(&scale, st.scales.data() + i / group * 4, 4);
+        if (s.given_scale())
+          scale = static_cast<float>(quant::given_scale(s, static_cast<std::int64_t>(i / group % s.given.size())));
+        else
+          std::memcpy(&scale, st.scales.data() + i / group * 4, 4);
         out[i] = static_cast<float>(quant::fp8_dequantize(st.codes[i], scale, s.fp8));
         break;
       }
@@ -193,6 +204,7 @@ StoredTensor quantize_store(std::span<const float> x, std::int64_t tokens, std::
   StoredTensor out;
   switch (spec.kind) {
     case StoreKind::fp8:
+      if (const std::string p = quant::store_heads_problem(spec, heads); !p.empty()) throw std::invalid_argument(p);
       fp8_store(x, input, static_cast<std::size_t>(spec.scale == quant::ScaleGranularity::per_token ? heads * head_dim : head_dim),
                 spec, mistake, out);
       break;

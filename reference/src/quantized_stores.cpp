@@ -66,6 +66,21 @@ void fp8_groups(const StoreSpec& s, std::span<const double> y, std::size_t group
   }
 }
 
+// A given scale (per tensor or per head): each code is its own group, fp8_exact of y / s; the scale is a
+// golden input, so it has no margin and no stored copy here.
+void fp8_given(const StoreSpec& s, std::span<const double> y, std::int64_t heads, std::int64_t head_dim, StoreBlock& out) {
+  for (std::size_t v = 0; v * static_cast<std::size_t>(head_dim) < y.size(); ++v) {  // one head vector
+    const double sc = given_scale(s, static_cast<std::int64_t>(v) % heads);
+    const std::span<const double> yv = y.subspan(v * static_cast<std::size_t>(head_dim), static_cast<std::size_t>(head_dim));
+    const Exact e(yv);
+    for (std::size_t j = 0; j < yv.size(); ++j) {
+      const ExactCode c = fp8_exact(e.all()[j], sc, s.fp8, s.overflow);
+      out.bytes.push_back(static_cast<std::uint8_t>(c.code));
+      out.margin.push_back(exact_margin(c.margin, f64_error(yv.subspan(j, 1))));
+    }
+  }
+}
+
 template <class ExactBlock, class Fn>
 void ggml_blocks(std::span<const double> y, StoreBlock& out, Fn quantize) {
   for (std::size_t b = 0; b * kGgmlBlock < y.size(); ++b) {
@@ -110,6 +125,10 @@ StoreBlock store_block(const StoreSpec& s, std::span<const double> y, std::int64
   StoreBlock out;
   switch (s.kind) {
     case StoreKind::fp8:
+      if (s.given_scale()) {
+        fp8_given(s, y, heads, head_dim, out);
+        break;
+      }
       fp8_groups(s, y, static_cast<std::size_t>(s.scale == ScaleGranularity::per_token ? heads * head_dim : head_dim),
                  out);
       break;

@@ -622,9 +622,20 @@ def score_cases(c):
     c.case("golden --sinks without --attention", g + ["--sinks"], 2, ["--sinks: only with"], dest="sc")
     for bad, why in [("e4m3", "unknown store 'e4m3'"), ("e4m3fn:per-tensor", "not an FP8 option"),
                      ("int4g48", "group size"), ("int8g64:f64", "not a scale dtype"), ("q8_0,q8_0", "named twice"),
-                     ("q4_0:x", "takes no options"), ("", None)]:
+                     ("q4_0:x", "takes no options"), ("", None),
+                     ("e4m3fn:scale=0", "scale '0' is not a positive normal"),
+                     ("e4m3fn:scale=-1", "scale '-1' is not a positive normal"),
+                     ("e4m3fn:scale=nan", "scale 'nan' is not a positive normal"),
+                     ("e4m3fn:scale=inf", "scale 'inf' is not a positive normal"),
+                     ("e4m3fn:scale=1e39", "scale '1e39' is not a positive normal"),
+                     ("e4m3fn:scale=0x1p-4", "scale '0x1p-4' is not a number"),
+                     ("e4m3fn:scale=1:per-token", "one scale option"),
+                     ("e4m3fn:scale=1/2/3", "lists 3 per-head scales for 1 head")]:
         if why:
             c.case(f"golden --stores {bad}", g + ["--stores", bad], 2, ["--stores: ", why], dest="st")
+    c.case("golden --stores with --shared-out",
+           [a for a in g if a not in ("--out", "sc")] + ["--stores", "q8_0", "--shard", "1/2", "--shared-out", "sc"], 2,
+           ["--stores: not with --shared-out"], dest="sc")
     for cap in ("0", "-3", "inf", "nan"):
         c.case(f"golden --softcap {cap}", g + ["--attention", "causal:0:4", f"--softcap={cap}"], 2, ["softcap"],
                dest="sc")

@@ -1,6 +1,7 @@
 // Sharding a run (core/shard.hpp) and joining golden-set shards (golden_merge.hpp): the split tiles
 // the items in order for any n >= N without overflow, a shard holds exactly its slice of the set
-// (seq_len and frequencies from the whole set), and merging gives one run's bytes.
+// (seq_len and frequencies from the whole set), and merging gives one run's bytes, --stores included
+// (every store groups within one token; a given scale, without a token axis, is each shard's same copy).
 #include <gtest/gtest.h>
 
 
@@ -106,6 +107,37 @@ TEST(GoldenShard, ShardsHoldTheirSliceAndMergeToOneRun) {
   EXPECT_EQ(m["format"], "ropecheck-golden");
   for (const auto& f : fs::directory_iterator(root / "one"))
     EXPECT_EQ(file_bytes(f.path()), file_bytes(root / "merged" / f.path().filename())) << f.path().filename();
+}
+
+TEST(GoldenShard, StoresShardAndMergeToTheWholeSetsBytes) {
+  const testing_support::TempRoot tmp("ropecheck-shard-");
+  const fs::path& root = tmp.path();
+  for (const FileFormat format : {FileFormat::safetensors, FileFormat::npz}) {
+    const std::string tag = format == FileFormat::npz ? "npz" : "st";
+    const auto options = [&](const std::string& name) {
+      GoldenOptions o = small_golden_options("llama-3.2-1b", "0:3,8190", root / (tag + name));
+      o.format = format;
+      o.stores = "e4m3fn:scale=0.5/0.25,e5m2:per-token-head,q4_0,int4g32:bf16";
+      return o;
+    };
+    write_golden_set(options("one"));
+    std::vector<fs::path> parts;
+    for (int i = 1; i <= 2; ++i) {
+      GoldenOptions o = options("part" + std::to_string(i));
+      o.shard = Shard{i, 2};
+      write_golden_set(o);
+      parts.push_back(o.out);
+    }
+    merge_golden_shards({.parts = parts, .out = root / (tag + "merged")});
+    for (const auto& f : fs::directory_iterator(root / (tag + "one")))
+      EXPECT_EQ(file_bytes(f.path()), file_bytes(root / (tag + "merged") / f.path().filename())) << tag << " " << f.path().filename();
+    EXPECT_TRUE(fs::exists(root / (tag + "merged") / (format == FileFormat::npz ? "stores.npz" : "stores.safetensors")));
+  }
+  GoldenOptions shared = small_golden_options("llama-3.2-1b", "0:3", root / "shared");
+  shared.stores = "q8_0";
+  shared.shard = Shard{1, 2};
+  shared.shared_out = true;
+  EXPECT_THROW(write_golden_set(shared), SpecError);
 }
 
 // The writer computes and writes blocks of tokens; the bytes must not depend on the block size (nor

@@ -14,13 +14,17 @@ and compares bit for bit with:
   - numpy (float16 and float32 conversions of binary64);
   - gguf-py (gguf.quants Q8_0 / Q4_0, its port of ggml's quantize_row_q8_0_ref / q4_0_ref);
 and checks the golden (exact) codes against the same owners wherever they are decided (margin above the
-budget of the owner's binary32 roundings). Prints one line per comparison with its counts; exits 0 when
+budget of the owner's binary32 roundings). A given-scale set (golden --stores e4m3fn:scale=V1/V2,
+e5m2:nonfinite:scale=V: vLLM's static k_scale) is checked on every element, ties included: the code of
+the exact quotient y / s, found among ml_dtypes' decoded values with exact rational arithmetic (ties to
+the even code, then the overflow rule), and its margin 0 exactly on the ties. Prints one line per comparison with its counts; exits 0 when
 nothing differs, 1 when something does, 77 when a library is missing (what could be run still is).
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
 import subprocess
 import sys
@@ -123,6 +127,60 @@ def check_fp8(tool: Tool, rng) -> None:
         report(f"{fmt} golden (MPFR) code vs ml_dtypes scalar", len(doubles),
                same_bits(exact[~nan], scalar[~nan]) + same_bits(exact[nan], scalar[nan] & 0x7F))
     check_mlx_to_fp8(tool, rng)
+
+
+def exact_fp8(r, table: list, top_code: int, saturate: bool, nan_code: int, inf_code: int) -> int:
+    """The FP8 code of the rational r: nearest of ml_dtypes' positive finite values (table, with one
+    virtual value a top step above the largest, code top_code + 1: reaching it is overflow), ties to the
+    even code, then the overflow rule."""
+    sign = 0x80 if r < 0 else 0
+    a = abs(r)
+    values = [v for v, _ in table]
+    i = bisect.bisect_left(values, a)
+    if i == len(values):
+        code = top_code + 1
+    elif values[i] == a or i == 0:
+        code = table[i][1]
+    else:
+        lo, hi = table[i - 1], table[i]
+        d_lo, d_hi = a - lo[0], hi[0] - a
+        code = lo[1] if d_lo < d_hi or (d_lo == d_hi and lo[1] % 2 == 0) else hi[1]
+    if code > top_code:
+        code = top_code if saturate else (nan_code if inf_code is None else inf_code)
+    return sign | code
+
+
+def check_fp8_given(tool: Tool, rng) -> None:
+    try:
+        import ml_dtypes as md
+    except ImportError:
+        SKIPPED.append("ml_dtypes (given scales)")
+        return
+    from fractions import Fraction
+    H, D = 2, 64
+    for item, md_type, scales, saturate, top, inf in (
+            ("e4m3fn:scale=0.3/0.001953125", md.float8_e4m3fn, [0.3, 2.0**-9], True, 0x7E, None),
+            ("e5m2:nonfinite:scale=0.0625", md.float8_e5m2, [0.0625], False, 0x7B, 0x7C)):
+        s32 = [Fraction(float(np.float32(v))) for v in scales]  # the given scale, rounded once to binary32
+        vals = np.arange(top + 1, dtype=np.uint8).view(md_type).astype(np.float64)
+        table = [(Fraction(float(v)), c) for c, v in enumerate(vals)]
+        table.append((2 * table[-1][0] - table[-2][0], top + 1))
+        # Random magnitudes, and exact ties: s times the midpoint of two neighbouring values (a double).
+        y = random_doubles(rng, 4 * H * D, -14, 12)
+        mids = (vals[1:] + vals[:-1]) / 2
+        head = (np.arange(len(y)) // D) % H
+        s_of = np.array([float(s32[h % len(s32)]) for h in head])
+        tie_at = rng.choice(len(y), len(y) // 8, replace=False)
+        y[tie_at] = rng.choice(mids, len(tie_at)) * s_of[tie_at] * rng.choice([-1.0, 1.0], len(tie_at))
+        raw = tool.run(["fp8-given", item, str(H), str(D)], y)
+        mine, zero = np.frombuffer(raw[:len(y)], dtype=np.uint8), np.frombuffer(raw[len(y):], dtype=np.uint8)
+        theirs = np.array([exact_fp8(Fraction(float(v)) / s32[h % len(s32)], table, top, saturate, 0x7F, inf)
+                           for v, h in zip(y, head)], dtype=np.uint8)
+        report(f"{item} golden code of y / s vs ml_dtypes values, exact arithmetic", len(y), same_bits(mine, theirs))
+        mid_set = {Fraction(float(m)) for m in mids}
+        ties = np.array([abs(Fraction(float(v))) / s32[h % len(s32)] in mid_set for v, h in zip(y, head)])
+        report(f"{item} margin 0 exactly on the ties", len(y), int(np.count_nonzero((zero != 0) != ties)),
+               f"{int(ties.sum())} ties")
 
 
 def check_mlx_to_fp8(tool: Tool, rng) -> None:
@@ -285,6 +343,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tool = Tool(args.dump_tool, tmp)
         check_fp8(tool, rng)
+        check_fp8_given(tool, rng)
         check_round_to(tool, rng)
         check_affine(tool, rng)
         check_gguf(tool, rng)

@@ -10,7 +10,9 @@ ml_dtypes, from the definitions in GOLDEN_FORMAT.md (not from the C++): FP8 with
 GGML q8_0 / q4_0 blocks (ggml's rules on the exact values), MLX affine groups. A stored quantity must
 agree wherever it is decided: its margin (scale_margin) exceeds 2^-30 of the group's largest magnitude,
 far above the double roundings of this numpy recomputation. Also checks that the .npz set carries the
-same bytes (FP8 as uint8 bit patterns, named by the manifest). Exits 0 when all agree, 1 otherwise, 77
+same bytes (FP8 as uint8 bit patterns, named by the manifest). A second set stores FP8 over given scales
+(vLLM's static k_scale: GIVEN, per tensor and per head): the `.scale` input must hold the listed values
+rounded once to binary32 and every decided code must be ml_dtypes' rounding of y / s. Exits 0 when all agree, 1 otherwise, 77
 when numpy or ml_dtypes is missing. Prints how many stored quantities the "decided" threshold leaves out.
 
 With --teeth: the proof must fail on a copy of the set with one decided stored value broken (one bit of
@@ -37,6 +39,8 @@ except ImportError as e:  # what was not compared is not passed
 NP = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "U8": "u1", "U32": "<u4", "F8_E4M3": "u1", "F8_E5M2": "u1",
       "BF16": "<u2"}
 STORES = "e4m3fn,e5m2:nonfinite:per-token-head,q8_0,q4_0,int4g32,int8g64:bf16"
+# Per head (3 heads): 0.3 is no binary32 value, 2^-9 drives most codes of head 1 past e4m3fn's range.
+GIVEN = "e4m3fn:scale=0.3/0.001953125/2,e5m2:nonfinite:scale=0.0625"
 FAILS: list[str] = []
 LEFT_OUT: dict[str, int] = {}
 
@@ -86,6 +90,32 @@ def fp8(y: np.ndarray, st: dict, name: str, fmt, fmax: float, saturate: bool, pe
     same = (want == got) | (np.isnan(want.view(fmt).astype(np.float64)) & np.isnan(got.view(fmt).astype(np.float64)))
     m = st[name + ".margin"].reshape(-1)
     return n + expect(name, same, decided(m, np.repeat(amax, g.shape[1])))
+
+
+def fp8_given(y: np.ndarray, st: dict, name: str, fmt, fmax: float, saturate: bool, listed: list[float]) -> int:
+    """A given scale: code = fp8(y / s), s the head's listed scale rounded to binary32 (GOLDEN_FORMAT.md)."""
+    s = np.array(listed, dtype=np.float32).astype(np.float64)
+    n = expect(name + ".scale", st[name + ".scale"].astype(np.float64) == s)
+    t = y / s[np.arange(y.shape[1]) % len(s)][None, :, None]  # one rounding of y / s in binary64
+    if saturate:
+        t = np.clip(t, -fmax, fmax)
+    want = np.array([fmt(v) for v in t.reshape(-1)], dtype=fmt).view(np.uint8)
+    got = st[name].reshape(-1)
+    same = (want == got) | (np.isnan(want.view(fmt).astype(np.float64)) & np.isnan(got.view(fmt).astype(np.float64)))
+    return n + expect(name, same, decided(st[name + ".margin"].reshape(-1), np.abs(y).reshape(-1)))
+
+
+def prove_given(st: dict, f64: dict, man: dict) -> int:
+    n = 0
+    for o in ("q_rot", "k_rot"):
+        y = f64[o + ".f64"].astype(np.float64)
+        n += fp8_given(y, st, o + ".e4m3fn", md.float8_e4m3fn, 448.0, True, [0.3, 2.0**-9, 2.0])
+        n += fp8_given(y, st, o + ".e5m2", md.float8_e5m2, 57344.0, False, [0.0625])
+    rec = {r["name"]: r for r in man["stores"]["stores"]}
+    if rec["e4m3fn"].get("given_scales") != [float(np.float32(0.3)), 2.0**-9, 2.0] or \
+            rec["e5m2"].get("item") != "e5m2:nonfinite:scale=0.0625":
+        FAILS.append(f"manifest record of the given scales: {rec}")
+    return n
 
 
 def ggml(y: np.ndarray, st: dict, name: str, q4: bool) -> int:
@@ -149,9 +179,9 @@ def prove(st: dict, f64: dict) -> int:
     return n
 
 
-def write_set(ropecheck: str, out: str, fmt: str) -> None:
-    subprocess.run([ropecheck, "golden", "--preset", "llama-3.1-8b", "--positions", "0:48", "--heads", "3",
-                    "--stores", STORES, "--format", fmt, "--out", out, "--quiet"], check=True)
+def write_set(ropecheck: str, out: str, fmt: str, stores: str = STORES, positions: str = "0:48") -> None:
+    subprocess.run([ropecheck, "golden", "--preset", "llama-3.1-8b", "--positions", positions, "--heads", "3",
+                    "--stores", stores, "--format", fmt, "--out", out, "--quiet"], check=True)
 
 
 def most_decided(margin: np.ndarray) -> int:
@@ -212,6 +242,11 @@ def main() -> int:
                 print("FAIL", f)
             return 1 if FAILS else 0
         n = prove(st, f64)
+        given = os.path.join(tmp, "given")
+        write_set(a.ropecheck, given, "safetensors", GIVEN, "0:8,65528:65536")
+        n += prove_given(read_safetensors(os.path.join(given, "stores.safetensors")),
+                         read_safetensors(os.path.join(given, "outputs_f64.safetensors")),
+                         json.load(open(os.path.join(given, "manifest.json"))))
         z = np.load(os.path.join(sets["npy"], "stores.npz"))
         for k, v in st.items():
             zk = z[k]

@@ -1,11 +1,14 @@
 // reference/quantized_stores.hpp: what `golden --stores` names and computes per block of tokens.
-//   - parse_store reads every documented item and refuses the rest with a reason;
+//   - parse_store reads every documented item and refuses the rest with a reason; a given FP8 scale
+//     (scale=V, scale=V1/V2/...) is rounded once to binary32, item() parses back to the same spec, and
+//     store_block codes it as fp8(y / s) per head with the element's own margin;
 //   - scale_groups_per_token and store_head_dim_problem follow each store's grouping;
 //   - store_block lays out codes, scales and margins in [token, head, channel] order and agrees with
 //     the owners' binary32 quantizers (core/quantized.hpp) on binary32 inputs wherever a margin is
 //     positive, and is computed per token (a block of two tokens is the two tokens' blocks joined).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -204,6 +207,65 @@ TEST(StoreBlock, TiesAreUndecided) {
   EXPECT_EQ(b.margin[1], 0.0f);
   EXPECT_GT(b.margin[2], 0.0f);
   EXPECT_GT(b.margin[0], 0.0f);
+}
+
+
+TEST(ParseStore, GivenScales) {
+  StoreSpec s = parsed("e4m3fn:scale=0.0625");
+  EXPECT_EQ(s.scale, ScaleGranularity::per_tensor);
+  EXPECT_EQ(s.given, std::vector<float>{0.0625f});
+  EXPECT_EQ(s.item(), "e4m3fn:saturate:scale=0.0625");
+  EXPECT_EQ(s.name(), "e4m3fn");
+  s = parsed("e5m2:scale=0.1/3e-3:nonfinite");  // rounded once to binary32; the order of options is free
+  EXPECT_EQ(s.scale, ScaleGranularity::per_head);
+  EXPECT_EQ(s.given, (std::vector<float>{0.1f, 3e-3f}));
+  EXPECT_EQ(s.item(), "e5m2:nonfinite:scale=0.1/0.003");
+  EXPECT_EQ(parsed(s.item().c_str()).item(), s.item());
+  EXPECT_EQ(parsed(s.item().c_str()).given, s.given);
+  EXPECT_EQ(parsed("e4m3fn:scale=0.1000000014901161193847656").given, std::vector<float>{0.1f});  // its exact value
+  EXPECT_EQ(parsed("int4g64:bf16").item(), "int4g64:bf16");
+  EXPECT_EQ(parsed("e4m3fn").item(), "e4m3fn:saturate:per-token");
+  EXPECT_EQ(store_heads_problem(s, 2), "");
+  EXPECT_EQ(store_heads_problem(s, 4), "e5m2: scale= lists 2 per-head scales for 4 heads");
+  EXPECT_EQ(store_heads_problem(parsed("e4m3fn:scale=2"), 4), "");
+  EXPECT_EQ(given_scale(s, 1), static_cast<double>(3e-3f));
+  EXPECT_EQ(given_scale(parsed("e4m3fn:scale=2"), 3), 2.0);
+  EXPECT_EQ(scale_groups_per_token(s, 2, 64), 0);
+}
+
+TEST(ParseStore, RefusesBadGivenScales) {
+  for (const char* bad : {"e4m3fn:scale=0", "e4m3fn:scale=-1", "e4m3fn:scale=nan", "e4m3fn:scale=inf",
+                          "e4m3fn:scale=1e39", "e4m3fn:scale=1e-50", "e4m3fn:scale=1e-40", "e4m3fn:scale=x",
+                          "e4m3fn:scale=", "e4m3fn:scale=1/", "e4m3fn:scale=0.5.", "e4m3fn:scale=+1",
+                          "e4m3fn:scale=1:per-token", "e4m3fn:per-token-head:scale=1", "e4m3fn:scale=1:scale=2"}) {
+    std::string why;
+    EXPECT_FALSE(parse_store(bad, why).has_value()) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << bad;
+  }
+  std::string why;
+  (void)parse_store("e4m3fn:scale=1e39", why);
+  EXPECT_EQ(why, "scale '1e39' is not a positive normal binary32 value (2^-126 to 2^128)");
+  (void)parse_store("e4m3fn:scale=abc", why);
+  EXPECT_EQ(why, "scale 'abc' is not a number");
+}
+
+TEST(StoreBlock, GivenScaleCodesEachElementOverItsHeadsScale) {
+  const std::vector<double> y = wave();
+  const StoreSpec s = parsed("e4m3fn:scale=0.25/0.01");
+  const StoreBlock b = store_block(s, y, kT, kH, kD);
+  ASSERT_EQ(b.bytes.size(), y.size());
+  ASSERT_EQ(b.margin.size(), y.size());
+  EXPECT_TRUE(b.scales.empty() && b.scale_margin.empty());
+  int decided = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double sc = given_scale(s, static_cast<std::int64_t>(i) / kD % kH);
+    if (b.margin[i] > 0) ++decided;
+    EXPECT_EQ(b.bytes[i], fp8_quantize(y[i], sc, s.fp8, s.overflow)) << i;  // y binary32: one rounding of y / s
+  }
+  EXPECT_GT(decided, static_cast<int>(y.size()) * 9 / 10);
+  const StoreBlock first = store_block(s, std::span<const double>(y).first(y.size() / 2), 1, kH, kD);
+  EXPECT_TRUE(std::equal(first.bytes.begin(), first.bytes.end(), b.bytes.begin()));
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
 //   quant_dump fp8-decode FMT OUT                     256 f64: every bit pattern's value
 //   quant_dump fp8-encode FMT RULE IN OUT             f64 -> u8 (core, one rounding from binary64)
 //   quant_dump fp8-exact FMT RULE IN OUT              f64 -> u8 code, u8 margin == 0 (reference, MPFR)
+//   quant_dump fp8-given ITEM HEADS HEAD_DIM IN OUT   f64 [T, HEADS, HEAD_DIM] as exact values -> the golden
+//                                                     store of --stores ITEM with a given scale
+//                                                     (reference store_block): u8 codes, u8 margin == 0
 //   quant_dump round-to DTYPE IN OUT                  f64 -> f64 (core round_to)
 //   quant_dump q8_0 IN OUT | q4_0 IN OUT              f32 -> blocks (34 / 18 bytes each)
 //   quant_dump q8_0-exact IN OUT | q4_0-exact IN OUT  f32 as exact values -> blocks, then one u8 per
@@ -28,6 +31,7 @@
 #include "ropecheck/core/quantized.hpp"
 #include "ropecheck/reference/mpfr_value.hpp"
 #include "ropecheck/reference/quantized_rounding.hpp"
+#include "ropecheck/reference/quantized_stores.hpp"
 
 namespace {
 
@@ -158,6 +162,20 @@ int main(int argc, char** argv) {
         out.put(static_cast<std::uint8_t>(c.code));
         zero_margin.push_back(c.margin == 0);
       }
+      out.put_all(zero_margin);
+      return 0;
+    }
+    if (cmd == "fp8-given" && a.size() == 6) {
+      Out out(a[5]);
+      std::string why;
+      const auto spec = parse_store(a[1], why);
+      if (!spec || !spec->given_scale()) throw std::invalid_argument("not a given-scale FP8 store: " + a[1] + " " + why);
+      const std::vector<double> x = read<double>(a[4]);
+      const std::int64_t H = std::stoll(a[2]), D = std::stoll(a[3]);
+      const StoreBlock b = store_block(*spec, x, static_cast<std::int64_t>(x.size()) / (H * D), H, D);
+      std::vector<std::uint8_t> zero_margin;
+      for (float m : b.margin) zero_margin.push_back(m == 0);
+      out.put_all(b.bytes);
       out.put_all(zero_margin);
       return 0;
     }

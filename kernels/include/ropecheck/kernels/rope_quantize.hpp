@@ -32,13 +32,14 @@ enum class StoreMistake {
 std::string_view to_string(StoreMistake m);
 
 // A store of one [tokens, heads, head_dim] tensor as check reads a candidate's (checker stores.hpp):
-// the codes' bytes (FP8 codes, GGML blocks, MLX uint32 words little-endian), FP8 scales (f32) or MLX
-// scales and biases (the store's scale dtype).
+// the codes' bytes (FP8 codes, GGML blocks, MLX uint32 words little-endian), FP8 scales (f32; none for a
+// given scale: the kernel is given it) or MLX scales and biases (the store's scale dtype).
 struct StoredTensor {
   std::vector<std::uint8_t> codes, scales, biases;
 };
 
-// The store of binary32 values x, laid out per token (FP8 scale per token or per (token, head), GGML
+// The store of binary32 values x, laid out per token (FP8 scale per token or per (token, head) or the
+// spec's given one, codes fp8(x / s) in one rounding; GGML
 // blocks and MLX groups along head_dim). `input`: the unrotated values, for scale_from_input (else
 // ignored). quantize_before_rotate is rope_quantize's, not this function's.
 StoredTensor quantize_store(std::span<const float> x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,

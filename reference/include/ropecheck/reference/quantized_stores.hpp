@@ -2,7 +2,8 @@
 // `ropecheck golden --stores` names (core/quantized_store_spec.hpp) and each store's golden codes,
 // scales, biases and margins for a block of tokens, computed from the set's correctly rounded f64
 // rotated values with quantized_rounding.hpp. Every store here groups within one token (a per-token or per-(token, head)
-// scale, GGML blocks and MLX groups along head_dim), so blocks of tokens and shards compute it alone.
+// scale, GGML blocks and MLX groups along head_dim; a given FP8 scale, per tensor or per head, is an input
+// and not computed), so blocks of tokens and shards compute it alone.
 //
 // The f64 value differs from the exact one by at most half an ulp; a code whose margin on the f64 values
 // exceeds the group's largest half-ulp err is the exact value's code too, with margin - err (moving
@@ -26,7 +27,7 @@ namespace ropecheck::quant {
 struct StoreBlock {
   std::vector<std::uint8_t> bytes;    // fp8 codes; q8_0 / q4_0 blocks (34 / 18 bytes); empty for affine
   std::vector<std::uint32_t> words;   // affine: packed codes, head_dim * bits / 32 per head
-  std::vector<double> scales;         // fp8: per scale group; affine: per group (values of its dtype)
+  std::vector<double> scales;         // fp8 data-derived: per scale group (none for a given scale); affine: per group
   std::vector<double> biases;         // affine: per group
   std::vector<float> margin;          // per element
   std::vector<float> scale_margin;    // per scale group (GGML block, MLX group, FP8 scale)
