@@ -67,6 +67,11 @@ TEST(CudaFused, NormThenRotateMatchesTheCpuRecipe) {
   OnDevice d;
   norm_matches_cpu(d);
 }
+TEST(CudaFused, HfStoresPassTheirClass) {
+  ROPECHECK_REQUIRE_GPU();
+  OnDevice d;
+  hf_stores_pass_their_class(d);
+}
 TEST(CudaFused, MlaSliceMatchesTheCpuRecipe) {
   ROPECHECK_REQUIRE_GPU();
   OnDevice d;

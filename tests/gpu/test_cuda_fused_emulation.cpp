@@ -44,6 +44,10 @@ TEST(CudaEmulationFused, NormThenRotateMatchesTheCpuRecipe) {
   Emulated e;
   norm_matches_cpu(e);
 }
+TEST(CudaEmulationFused, HfStoresPassTheirClass) {
+  Emulated e;
+  hf_stores_pass_their_class(e);
+}
 TEST(CudaEmulationFused, MlaSliceMatchesTheCpuRecipe) {
   Emulated e;
   mla_slice_matches_cpu(e);
