@@ -53,8 +53,9 @@ TEST(CudaEmulationFused, MlaSliceMatchesTheCpuRecipe) {
   mla_slice_matches_cpu(e);
 }
 
-// MLX affine stores have no CUDA kernel: a named refusal, never made-up bytes.
-TEST(CudaEmulationFused, AffineStoreIsRefusedByName) {
+// MLX affine stores have no CUDA kernel: a named refusal, never made-up bytes; the CPU recipes' argument
+// errors (a cache of the wrong size, norm weights not filled in) are refused as the CPU refuses them.
+TEST(CudaEmulationFused, AffineStoreAndBadArgumentsAreRefusedByName) {
   const RopeSpec r = load_preset("llama-3.1-8b").rope;
   const k::RopePlan plan = k::make_rope_plan(r, k::Recipe::accurate);
   std::vector<float> x(static_cast<std::size_t>(r.head_dim), 1.0f);
@@ -67,6 +68,12 @@ TEST(CudaEmulationFused, AffineStoreIsRefusedByName) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("no CUDA kernel for MLX affine stores (int4g64)"), std::string::npos) << e.what();
   }
+  const kv::CacheSpec c = kv::parse_cache_spec(nlohmann::json::parse(R"({"sequences": [{"cached": 0, "appended": 1}]})"), 1);
+  std::vector<std::uint8_t> small(8);
+  EXPECT_THROW(emu::emulate_rope_append_kv(plan, c, 1, x, {}, DType::f32, small, {}), std::invalid_argument);
+  RmsNormStage no_weights;
+  const k::TensorView v = k::TensorView::contiguous(x.data(), DType::f32, 1, 1, r.head_dim);
+  EXPECT_THROW(emu::emulate_rms_norm_rope_apply(plan, no_weights, k::PositionsView::of(pos), v, v), std::invalid_argument);
 }
 
 }  // namespace
