@@ -144,7 +144,8 @@ void check_plan(const RopePlan& plan) {
   const int P = plan.pairs;
   const auto sz = static_cast<std::size_t>(P);
   if (P <= 0) fail("the plan has no pairs (make it with make_rope_plan)");
-  if (plan.head_dim < 2 * P) fail("the plan's head_dim is smaller than 2 * pairs");
+  if (plan.spec.rotary_offset < 0 || plan.head_dim < 2 * P + plan.spec.rotary_offset)
+    fail("the plan's head_dim is smaller than rotary_offset + 2 * pairs");
   // Shared memory holds two binary64 values per pair and token (48 KiB per block).
   if (plan.head_dim > 6144) fail("head_dim " + std::to_string(plan.head_dim) + " is above the CUDA kernels' 6144");
   auto need = [&](std::size_t n, const char* what) {
@@ -168,6 +169,7 @@ cd::PlanArgs plan_scalars(const RopePlan& plan) {
   a.att_f64 = plan.attention_factor_f64;
   a.pairs = plan.pairs;
   a.head_dim = plan.head_dim;
+  a.rotary_offset = plan.spec.rotary_offset;
   a.interleaved = plan.interleaved;
   a.multistream = std::any_of(plan.stream.begin(), plan.stream.end(), [](std::uint8_t s) { return s != 0; });
   return a;

@@ -10,6 +10,7 @@
 // (tests/gpu/test_cuda_emulation.cpp). Internal: for tests, not part of the installed interface.
 #pragma once
 
+#include "ropecheck/kernels/cuda_fused.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/core/spec.hpp"
 
@@ -21,5 +22,13 @@ void emulate_rope_cos_sin_table(const RopePlan& plan, const PositionsView& posit
                                 DType dtype);
 void emulate_sinusoidal_table(const SinusoidalSpec& spec, Recipe recipe, const PositionsView& positions, void* out,
                               DType dtype);
+// The fused recipes of cuda_fused.hpp, emulated (host memory throughout).
+StoredTensor emulate_rope_quantize(const RopePlan& plan, const PositionsView& positions, const TensorView& in,
+                                   const quant::StoreSpec& spec);
+void emulate_rope_append_kv(const RopePlan& plan, const kv::CacheSpec& cache, std::int64_t heads,
+                            std::span<const float> k_in, std::span<const float> v_in, DType dtype,
+                            std::span<std::uint8_t> k_cache, std::span<std::uint8_t> v_cache);
+void emulate_rms_norm_rope_apply(const RopePlan& plan, const RmsNormStage& norm, const PositionsView& positions,
+                                 const TensorView& in, const TensorView& out);
 
 }  // namespace ropecheck::kernels::cuda_detail

@@ -41,6 +41,7 @@ struct PlanArgs {
   double att_f64 = 1.0;
   int pairs = 0;
   int head_dim = 0;
+  int rotary_offset = 0;  // first channel of the rotary block (MLA's q_pe at 128); the rest pass through
   bool interleaved = false;
   bool multistream = false;  // some pair is driven by the h or w stream
 };
@@ -108,6 +109,64 @@ struct SinusoidalArgs {
   bool emulate = false;
 };
 void launch_sinusoidal(const SinusoidalArgs& a);
+
+// ---- the fused recipes' stages (fused.cu, fused.cuh); contiguous row-major buffers ---------------------
+
+// Q/K RMSNorm: in [rows][head_dim] (dtype in_dt) to out [rows][head_dim] binary32.
+struct NormArgs {
+  const void* in = nullptr;
+  DT in_dt = DT::f32;
+  float* out = nullptr;
+  const float* weight = nullptr;  // [head_dim]: w, each a bf16 value held in binary32
+  bool one_plus = false;          // the factor is 1 + w
+  float eps = 0.0f;
+  std::int64_t rows = 0;
+  int head_dim = 0;
+  void* stream = nullptr;
+  bool emulate = false;
+};
+void launch_rms_norm(const NormArgs& a);
+
+// FP8 store of x [groups][group] binary32: one data-derived scale per group (one block per group).
+struct Fp8StoreArgs {
+  const float* x = nullptr;
+  std::uint8_t* codes = nullptr;  // [groups][group]
+  float* scales = nullptr;        // [groups]
+  std::int64_t groups = 0;
+  int group = 0;
+  bool e5m2 = false, saturate = true;
+  void* stream = nullptr;
+  bool emulate = false;
+};
+void launch_fp8_store(const Fp8StoreArgs& a);
+
+// GGML q8_0 / q4_0 blocks of x [blocks][32] binary32: 34 / 18 bytes each.
+struct GgmlStoreArgs {
+  const float* x = nullptr;
+  std::uint8_t* out = nullptr;
+  std::int64_t blocks = 0;
+  bool q4_0 = false;
+  void* stream = nullptr;
+  bool emulate = false;
+};
+void launch_ggml_store(const GgmlStoreArgs& a);
+
+// Rotated k [tokens][heads][head_dim] (dtype dt) and v (binary32, optional) written to their slots of a
+// paged (NHD / HND) or slot-mapped cache of dtype dt; slot < 0: not written.
+struct CacheAppendArgs {
+  const void* k_rot = nullptr;
+  const float* v = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  DT dt = DT::f32;
+  const std::int64_t* slots = nullptr;  // [tokens]
+  std::int64_t tokens = 0, heads = 0, page_size = 1;
+  int head_dim = 0;
+  bool hnd = false;
+  void* stream = nullptr;
+  bool emulate = false;
+};
+void launch_cache_append(const CacheAppendArgs& a);
 
 // ---- runtime (runtime.cu): every call checked, std::runtime_error naming the call -------------
 bool device_available(std::string* reason) noexcept;

@@ -103,7 +103,8 @@ struct FastArgs {
   int tokens_per_block, units_rot, units_row;
 };
 
-// Fast path: S in and out, unit stride, 16-byte aligned rows. units_rot rotation units per row
+// Fast path: S in and out, unit stride, 16-byte aligned rows (the rotary block's offset a multiple of
+// the vector). units_rot rotation units per row
 // (half-split: pairs / V, each the V-channel vectors at j and j + pairs; interleaved: 2 pairs / V,
 // each V / 2 adjacent pairs), then the pass-through vectors up to units_row.
 template <class Tag, DT S>
@@ -129,23 +130,24 @@ struct FastKernel {
     const ApplyArgs& a = f.a;
     const int P = a.plan.pairs;
     const RowRef r = row_ref<kSize>(a, t0 + ti, h);
+    const int o = a.plan.rotary_offset;  // the rotary block's first channel (MLA: 128)
     const float* c = sc + ti * P;
     const float* s = ss + ti * P;
     if (u < f.units_rot) {
       if (!a.plan.interleaved) {
         const int j0 = u * V;
-        const uint4 ra = *reinterpret_cast<const uint4*>(r.in + j0 * kSize);
-        const uint4 rb = *reinterpret_cast<const uint4*>(r.in + (j0 + P) * kSize);
+        const uint4 ra = *reinterpret_cast<const uint4*>(r.in + (o + j0) * kSize);
+        const uint4 rb = *reinterpret_cast<const uint4*>(r.in + (o + j0 + P) * kSize);
         float xa[V], xb[V], ya[V], yb[V];
         unpack<S>(ra, xa);
         unpack<S>(rb, xb);
 RC_UNROLL
         for (int e = 0; e < V; ++e)
           rotate_pair<M>(round_to<M>(xa[e]), round_to<M>(xb[e]), c[j0 + e], s[j0 + e], ya[e], yb[e]);
-        *reinterpret_cast<uint4*>(r.out + j0 * kSize) = pack<S>(ya);
-        *reinterpret_cast<uint4*>(r.out + (j0 + P) * kSize) = pack<S>(yb);
+        *reinterpret_cast<uint4*>(r.out + (o + j0) * kSize) = pack<S>(ya);
+        *reinterpret_cast<uint4*>(r.out + (o + j0 + P) * kSize) = pack<S>(yb);
       } else {
-        const int ch0 = u * V, j0 = ch0 / 2;
+        const int ch0 = o + u * V, j0 = u * V / 2;
         const uint4 rx = *reinterpret_cast<const uint4*>(r.in + ch0 * kSize);
         float x[V], y[V];
         unpack<S>(rx, x);
@@ -155,8 +157,9 @@ RC_UNROLL
                          y[2 * e + 1]);
         *reinterpret_cast<uint4*>(r.out + ch0 * kSize) = pack<S>(y);
       }
-    } else {  // pass-through channels: same dtype, a plain copy
-      const int ch0 = 2 * P + (u - f.units_rot) * V;
+    } else {  // pass-through channels (before the block, then after it): same dtype, a plain copy
+      int ch0 = (u - f.units_rot) * V;
+      if (ch0 >= o) ch0 += 2 * P;
       *reinterpret_cast<uint4*>(r.out + ch0 * kSize) = *reinterpret_cast<const uint4*>(r.in + ch0 * kSize);
     }
   }
@@ -233,12 +236,13 @@ struct GenericKernel {
       const TensorArgs& t = is_k ? a.t[1] : a.t[0];
       const std::int64_t h = is_k ? hrow - a.t[0].heads : hrow, token = t0 + ti;
       const std::int64_t ib = token * t.in_tok + h * t.in_head, ob = token * t.out_tok + h * t.out_head;
-      if (u >= P) {
-        const std::int64_t ch = P + u;  // 2P + (u - P)
+      const int o = a.plan.rotary_offset;
+      if (u >= P) {  // pass-through channel u - P: before the rotary block, or after it
+        const std::int64_t ch = u - P < o ? u - P : P + u;
         copy_converted(t.in, ib + ch * t.in_dim, t.in_dt, t.out, ob + ch * t.out_dim, t.out_dt);
         continue;
       }
-      const std::int64_t ca = a.plan.interleaved ? 2 * u : u, cb = a.plan.interleaved ? 2 * u + 1 : u + P;
+      const std::int64_t ca = o + (a.plan.interleaved ? 2 * u : u), cb = o + (a.plan.interleaved ? 2 * u + 1 : u + P);
       const Tab c = sc[ti * P + u], s = ss[ti * P + u];
       if (a.table_dt == DT::f64) {
         double ya, yb;
@@ -271,7 +275,7 @@ bool aligned16(const void* p, std::int64_t stride_a, std::int64_t stride_b, std:
 bool fast_eligible(const ApplyArgs& a, DT s) {
   if (s == DT::f64) return false;
   const std::int64_t V = 16 / dt_size(s), P = a.plan.pairs, D = a.plan.head_dim;
-  if ((a.plan.interleaved ? 2 * P : P) % V != 0 || (D - 2 * P) % V != 0) return false;
+  if ((a.plan.interleaved ? 2 * P : P) % V != 0 || (D - 2 * P) % V != 0 || a.plan.rotary_offset % V != 0) return false;
   for (int k = 0; k < a.ntensors; ++k) {
     const TensorArgs& t = a.t[k];
     if (t.in_dt != s || t.out_dt != s || t.in_dim != 1 || t.out_dim != 1) return false;

@@ -35,12 +35,6 @@ std::string check_rope_apply(const RopeApplyCall& c) {
   return {};
 }
 
-std::string check_no_norm(const RopeApplyCall& c) {
-  if (norm_stage(c.problem.spec->rope, c.input) != nullptr)
-    return "this kernel has no Q/K RMSNorm stage (the spec normalizes " + std::string(c.input) + " before the rotation)";
-  return {};
-}
-
 std::vector<float> rms_normed_f32(const RmsNormStage& norm, const ConstStorage& x, int heads, int head_dim) {
   std::vector<double> wide(x.count());
   decode(x.bytes.data(), x.dtype, wide);

@@ -52,8 +52,6 @@ CallResult run_guarded(F&& f) {
 
 // The common shape checks: RoPE spec, sizes that match. Empty when fine, else the reason.
 std::string check_rope_apply(const RopeApplyCall& c);
-// The kernels that do not implement the Q/K RMSNorm stage (CUDA) refuse a spec with one for the input.
-std::string check_no_norm(const RopeApplyCall& c);
 // x ([tokens][heads][head_dim], any dtype) through the stage in binary32 (kernels/qk_norm.hpp).
 std::vector<float> rms_normed_f32(const RmsNormStage& norm, const ConstStorage& x, int heads, int head_dim);
 std::string check_rope_table(const RopeTableCall& c);

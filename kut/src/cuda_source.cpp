@@ -13,6 +13,7 @@
 
 #ifdef ROPECHECK_KUT_CUDA
 #include "emulation.hpp"  // kernels/cuda/: the host emulation of the CUDA kernels
+#include "ropecheck/kernels/cuda_fused.hpp"
 #include "ropecheck/kernels/cuda_kernels.hpp"
 #endif
 
@@ -64,12 +65,17 @@ class CudaKernel final : public KernelUnderTest {
 
   CallResult rope_apply(const RopeApplyCall& c) override {
     if (std::string why = detail::check_rope_apply(c); !why.empty()) return detail::unsupported(why);
-    if (std::string why = detail::check_no_norm(c); !why.empty()) return detail::unsupported(why);
-    if (c.problem.spec->rope.rotary_offset != 0)  // the CUDA kernels rotate a prefix block only
-      return detail::unsupported("the CUDA kernels have no rotary_offset (MLA slice)");
     return detail::run_guarded([&] {
       const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
       const std::int64_t T = pos.tokens, H = c.heads, D = plan.head_dim;
+      // The spec's Q/K RMSNorm stage, then the rotation (cuda_fused.hpp; host buffers in and out).
+      if (const RmsNormStage* n = norm_stage(c.problem.spec->rope, c.input)) {
+        const auto x = k::TensorView::contiguous(const_cast<std::byte*>(c.x.bytes.data()), c.x.dtype, T, H, D);
+        const auto out = k::TensorView::contiguous(c.out.bytes.data(), c.out.dtype, T, H, D);
+        if (emulate_) emu::emulate_rms_norm_rope_apply(plan, *n, pos.view(), x, out);
+        else k::cuda_rms_norm_rope_apply(plan, *n, pos.view(), x, out);
+        return;
+      }
       if (emulate_) {
         emu::emulate_rope_apply(plan, pos.view(),
                                 k::TensorView::contiguous(const_cast<std::byte*>(c.x.bytes.data()), c.x.dtype, T, H, D),

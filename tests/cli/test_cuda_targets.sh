@@ -74,6 +74,21 @@ PY
 done
 [ "$rc_cpu" -eq 1 ] || fail "builtin:hf was expected to fail fp32-angle (its bf16 outputs rotate in bf16), exit $rc_cpu"
 
+# ---- check of a Q/K-norm set (qwen3-8b) and an MLA set (deepseek-v3-mla): run, not UNSUPPORTED ---------
+# cuda:accurate's norm -> rotate and its rotary block at an offset are byte-identical to the CPU's
+# (kernels/cuda/README.md, "Fused recipes"): every output judged, builtin:accurate's verdicts, exit 0.
+for preset in qwen3-8b deepseek-v3-mla; do
+  "$BIN" golden --preset "$preset" --positions log:4095:3 --heads 1 --dtypes bf16 --out "g-$preset" >/dev/null 2>&1 ||
+    { fail "golden --preset $preset not written"; continue; }
+  "$BIN" check --golden "g-$preset" --kernel builtin:accurate >cpu.txt 2>&1; rc_cpu=$?
+  "$BIN" check --golden "g-$preset" --kernel cuda:accurate >cuda.txt 2>&1; rc_cuda=$?
+  p=""
+  [ "$rc_cuda" -eq 0 ] && [ "$rc_cpu" -eq 0 ] || p+="exit $rc_cuda, CPU $rc_cpu (not 0); "
+  ! grep -q UNSUPPORTED cuda.txt || p+="$(grep -m1 UNSUPPORTED cuda.txt); "
+  [ "$(verdicts cpu.txt)" = "$(verdicts cuda.txt)" ] || p+="verdicts differ: $(diff <(verdicts cpu.txt) <(verdicts cuda.txt) | head -5 | tr '\n' ' '); "
+  check "check --kernel cuda:accurate of a $preset set (emulated): judged, builtin:accurate's verdicts" "$p"
+done
+
 # ---- props: the same exit code and per-property verdicts as kernel:hf --------------------------------
 # "relative_shift  cases 20 (skipped 0)  worst margin ...  rms ...  NOT TESTED" -> "relative_shift NOT TESTED"
 prop_verdicts() { grep -E '^[a-z_0-9]+ +cases ' "$1" | sed -E 's/^([a-z_0-9]+) .* rms +[^ ]+ +(.*)$/\1 \2/'; }

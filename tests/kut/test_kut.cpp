@@ -179,6 +179,22 @@ TEST(Kut, CudaSourceEmulatedOrRefused) {
   ASSERT_TRUE(res.ok()) << res.message;
   const std::vector<std::byte> want = rope_apply(*kut::make_cpu_kernel(k::Recipe::accurate), p, DType::f32, &res);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0);
+  // The Q/K RMSNorm stage (qwen3-8b's k_norm) and the MLA slice (deepseek-v3-mla's q, rotary block at
+  // 128) are run, not refused: the same bytes as the CPU source.
+  const std::unique_ptr<kut::KernelUnderTest> cpu = kut::make_cpu_kernel(k::Recipe::accurate);
+  for (const char* preset : {"qwen3-8b", "deepseek-v3-mla"}) {
+    Problem q;
+    q.spec = load_preset(preset);
+    if (q.spec.rope.k_norm)
+      for (int c = 0; c < q.spec.rope.head_dim; ++c) q.spec.rope.k_norm->weight.push_back((c % 7 - 3) / 4.0);
+    q.x.resize(q.pos.size() * static_cast<std::size_t>(q.heads * q.spec.rope.head_dim));
+    for (std::size_t i = 0; i < q.x.size(); ++i) q.x[i] = static_cast<float>(static_cast<int>(i % 13) - 6) / 4.0f;
+    const std::vector<std::byte> g = rope_apply(*kt, q, DType::bf16, &res);
+    ASSERT_TRUE(res.ok()) << preset << ": " << res.message;
+    const std::vector<std::byte> w = rope_apply(*cpu, q, DType::bf16, &res);
+    ASSERT_TRUE(res.ok()) << preset << ": " << res.message;
+    EXPECT_EQ(std::memcmp(g.data(), w.data(), g.size()), 0) << preset;
+  }
 }
 
 }  // namespace
