@@ -2,6 +2,5 @@
 // suite (RapidCheck and MPFR templates instantiated once). Their own unit because they call the fused
 // recipes of kernels/ (rope_quantize.hpp, qk_norm.hpp).
 #include "runner.cpp"
-#include "store_values.cpp"
 #include "store_shift.cpp"
 #include "norm_invariance.cpp"

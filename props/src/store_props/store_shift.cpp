@@ -25,14 +25,17 @@
 #include "ropecheck/accuracy/quantized_store.hpp"
 #include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
+#include "ropecheck/kernels/store_values.hpp"
 #include "ropecheck/props/generators.hpp"
 #include "ropecheck/props/kut_target.hpp"
 #include "ropecheck/reference/rounding.hpp"
 #include "ropecheck/reference/scalar.hpp"
 #include "runner.hpp"
-#include "store_values.hpp"
 
 namespace ropecheck::props::detail {
+
+using kernels::StoredValuesAndSteps;
+using kernels::dequantize_store;
 
 namespace {
 
@@ -49,9 +52,9 @@ accuracy::GroupStore group_store(const quant::StoreSpec& s) {
 // The exact rotated rows (MPFR, rounded once) of x ([2][D]) at the two positions.
 std::vector<double> exact_rows(const RopeSpec& r, const std::vector<double>& x, const std::int64_t pos[2]) {
   std::vector<double> y;
+  ScopedPrecision prec(working_precision_bits(53, rope_max_abs_angle(r, std::nullopt, std::max(pos[0], pos[1]))));
+  const RopeFrequencies<Real> f = rope_frequencies<Real>(r);  // once: the precision of the larger angle serves both
   for (int t = 0; t < 2; ++t) {
-    ScopedPrecision prec(working_precision_bits(53, rope_max_abs_angle(r, std::nullopt, pos[t])));
-    const RopeFrequencies<Real> f = rope_frequencies<Real>(r);
     const auto D = static_cast<std::ptrdiff_t>(r.head_dim);
     std::vector<Real> xr(x.begin() + t * D, x.begin() + (t + 1) * D);
     for (const Real& v : rope_apply<Real>(r, f, Position::uniform(pos[t]), xr)) y.push_back(to_f64(v));

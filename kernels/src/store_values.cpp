@@ -6,13 +6,15 @@
 #include <cstring>
 #include <span>
 
-#include "store_values.hpp"
+#include "ropecheck/kernels/store_values.hpp"
 
-namespace ropecheck::props::detail {
+#include "ropecheck/core/dtype.hpp"
+
+namespace ropecheck::kernels {
 
 namespace {
 
-void fp8_values(const kernels::StoredTensor& t, const quant::StoreSpec& s, std::int64_t group, StoredValuesAndSteps& o) {
+void fp8_values(const StoredTensor& t, const quant::StoreSpec& s, std::int64_t group, StoredValuesAndSteps& o) {
   for (std::size_t i = 0; i < o.value.size(); ++i) {
     const auto g = static_cast<std::size_t>(static_cast<std::int64_t>(i) / group);
     float sc;
@@ -24,7 +26,7 @@ void fp8_values(const kernels::StoredTensor& t, const quant::StoreSpec& s, std::
   }
 }
 
-void ggml_values(const kernels::StoredTensor& t, bool q8, StoredValuesAndSteps& o) {
+void ggml_values(const StoredTensor& t, bool q8, StoredValuesAndSteps& o) {
   const std::size_t bytes = q8 ? 34 : 18;
   const auto& f16 = f16_values();
   for (std::size_t k = 0; k * quant::kGgmlBlock < o.value.size(); ++k) {
@@ -46,7 +48,7 @@ void ggml_values(const kernels::StoredTensor& t, bool q8, StoredValuesAndSteps& 
   }
 }
 
-void affine_values(const kernels::StoredTensor& t, const quant::StoreSpec& s, StoredValuesAndSteps& o) {
+void affine_values(const StoredTensor& t, const quant::StoreSpec& s, StoredValuesAndSteps& o) {
   const std::size_t n = o.value.size(), G = static_cast<std::size_t>(s.affine.group_size);
   std::vector<std::uint32_t> words(t.codes.size() / 4);
   std::memcpy(words.data(), t.codes.data(), words.size() * 4);
@@ -68,7 +70,7 @@ void affine_values(const kernels::StoredTensor& t, const quant::StoreSpec& s, St
 
 }  // namespace
 
-StoredValuesAndSteps dequantize_store(const kernels::StoredTensor& t, const quant::StoreSpec& s, std::int64_t tokens,
+StoredValuesAndSteps dequantize_store(const StoredTensor& t, const quant::StoreSpec& s, std::int64_t tokens,
                                       std::int64_t heads, std::int64_t head_dim) {
   StoredValuesAndSteps o;
   const auto n = static_cast<std::size_t>(tokens * heads * head_dim);
@@ -84,4 +86,4 @@ StoredValuesAndSteps dequantize_store(const kernels::StoredTensor& t, const quan
   return o;
 }
 
-}  // namespace ropecheck::props::detail
+}  // namespace ropecheck::kernels

@@ -1,5 +1,6 @@
-// Internal: the values a recipe's store holds, read back as check reads a candidate's (checker/src/
-// check_stores.cpp), with one step of the store at each value (ERROR_MODEL.md section 15: D + |q| ds + db).
+// The values a store (rope_quantize.hpp's StoredTensor) holds, read back as check reads a candidate's
+// (checker/src/check_stores.cpp), with one step of the store at each value (ERROR_MODEL.md section 15:
+// D + |q| ds + db): what the storage properties (props/) and drift --stores measure against.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 #include "ropecheck/core/quantized_store_spec.hpp"
 #include "ropecheck/kernels/rope_quantize.hpp"
 
-namespace ropecheck::props::detail {
+namespace ropecheck::kernels {
 
 struct StoredValuesAndSteps {
   std::vector<double> value;  // code times stored scale (plus bias): exact in binary64
@@ -18,7 +19,7 @@ struct StoredValuesAndSteps {
 };
 
 // [tokens, heads, head_dim] stored by quantize_store's layout.
-StoredValuesAndSteps dequantize_store(const kernels::StoredTensor& t, const quant::StoreSpec& s, std::int64_t tokens,
+StoredValuesAndSteps dequantize_store(const StoredTensor& t, const quant::StoreSpec& s, std::int64_t tokens,
                                       std::int64_t heads, std::int64_t head_dim);
 
-}  // namespace ropecheck::props::detail
+}  // namespace ropecheck::kernels
