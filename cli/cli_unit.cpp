@@ -18,3 +18,4 @@
 #include "props_stores.cpp"
 #include "check_rediagnose.cpp"
 #include "drift_scores.cpp"
+#include "drift_stores.cpp"

@@ -23,6 +23,7 @@ void fp8_values(const StoredTensor& t, const quant::StoreSpec& s, std::int64_t g
     const double v = quant::fp8_decode(t.codes[i], s.fp8);
     o.step[i] = std::isfinite(v) ? quant::fp8_step(v, s.fp8) * sc : 0;
     o.group[i] = static_cast<std::int64_t>(g);
+    o.scale[i] = sc;
   }
 }
 
@@ -42,6 +43,7 @@ void ggml_values(const StoredTensor& t, bool q8, StoredValuesAndSteps& o) {
         o.value[i] = quant::ggml_value(b, j), d = f16[b.d], q = quant::q4_0_code(b, j) - 8;
       }
       o.scale_step[i] = ulp(d, DType::f16);
+      o.scale[i] = d;
       o.step[i] = std::fabs(d) + std::fabs(q) * o.scale_step[i];
       o.group[i] = static_cast<std::int64_t>(k);
     }
@@ -64,6 +66,7 @@ void affine_values(const StoredTensor& t, const quant::StoreSpec& s, StoredValue
     const double ds = sd == DType::f32 ? 0 : ulp(sc[g], sd), db = sd == DType::f32 ? 0 : ulp(bi[g], sd);
     o.step[i] = std::fabs(sc[g]) + codes[i] * ds + db;
     o.scale_step[i] = ds;
+    o.scale[i] = sc[g];
     o.group[i] = static_cast<std::int64_t>(g);
   }
 }
@@ -74,7 +77,7 @@ StoredValuesAndSteps dequantize_store(const StoredTensor& t, const quant::StoreS
                                       std::int64_t heads, std::int64_t head_dim) {
   StoredValuesAndSteps o;
   const auto n = static_cast<std::size_t>(tokens * heads * head_dim);
-  o.value.assign(n, 0), o.step.assign(n, 0), o.scale_step.assign(n, 0), o.group.assign(n, 0);
+  o.value.assign(n, 0), o.step.assign(n, 0), o.scale_step.assign(n, 0), o.scale.assign(n, 0), o.group.assign(n, 0);
   switch (s.kind) {
     case quant::StoreKind::fp8:
       fp8_values(t, s, s.scale == quant::ScaleGranularity::per_token ? heads * head_dim : head_dim, o);

@@ -609,6 +609,18 @@ def props_store_cases(c):
     c.case("props --stores --report into a missing folder", p + ["--stores", "q8_0", "--report", "no/such/r.json"], 2,
            ["--report"])
 
+    d = ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--recipes", "builtin:hf", "--out", "dst"]
+    c.case("drift --stores unknown store", d + ["--stores", "int3g64"], 2, ["--stores: 'int3g64'"], dest="dst")
+    c.case("drift --stores empty list", d + ["--stores", ","], 2, ["--stores: empty list"], dest="dst")
+    c.case("drift --stores with --scores", d + ["--stores", "q8_0", "--scores"], 2, ["--stores: not with --scores"],
+           dest="dst")
+    c.case("drift --stores with --compare", ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--compare",
+                                             "builtin:hf,builtin:meta", "--stores", "q8_0", "--out", "dst"], 2,
+           ["--stores: not with --compare"], dest="dst")
+    c.case("drift --stores head_dim the store cannot group", ["drift", "--preset", "gpt-neox-20b", "--max-pos", "64",
+                                                              "--recipes", "builtin:hf", "--stores", "int4g128",
+                                                              "--out", "dst"], 2, ["--stores: 'int4g128'"], dest="dst")
+
 
 def score_cases(c):
     """golden --scores PAIRS / --attention BLOCK: a bad pair set or block, a sinusoidal spec, too many pairs

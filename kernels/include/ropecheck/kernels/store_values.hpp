@@ -15,6 +15,7 @@ struct StoredValuesAndSteps {
   std::vector<double> value;  // code times stored scale (plus bias): exact in binary64
   std::vector<double> step;   // D + |q| ds + db at that value
   std::vector<double> scale_step;  // ds alone (the code's weight in the step)
+  std::vector<double> scale;       // the stored scale of the element's group (FP8 s, GGML d, MLX scale)
   std::vector<std::int64_t> group;  // group index of each element (a scale group: FP8 scale, GGML block, MLX group)
 };
 
