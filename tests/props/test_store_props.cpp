@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "ropecheck/props/store_properties.hpp"
 #include "ropecheck/reference/presets.hpp"
@@ -61,6 +62,8 @@ TEST(StoreProps, StoreShiftRefusesAHeadDimTheStoreCannotGroup) {
   EncodingSpec spec = load_preset("llama-3.1-8b");
   spec.rope.head_dim = spec.rope.rotary_dim = 48;
   EXPECT_THROW(run_store_shift(spec, store("q8_0"), {}, opts(1)), std::invalid_argument);
+  EXPECT_THROW(run_store_shift(load_preset("transformer-base"), store("q8_0"), {}, opts(1)), std::invalid_argument);
+  EXPECT_EQ(store_property_names(), (std::vector<std::string>{"store_shift", "norm_invariance"}));
 }
 
 TEST(StoreProps, CorrectRecipePassesNormInvariance) {
