@@ -76,7 +76,7 @@ TEST(StoreProps, CorrectRecipePassesNormInvariance) {
 
 TEST(StoreProps, NormMistakesFailNormInvariance) {
   for (const NormMistake m : {NormMistake::weight_omitted, NormMistake::weight_form_swapped, NormMistake::whole_row,
-                              NormMistake::mean_over_pairs}) {
+                              NormMistake::mean_over_pairs, NormMistake::eps_omitted}) {
     StoreRecipe rec;
     rec.norm_mistake = m;
     const StorePropertyOutcome o = run_norm_invariance(load_preset("llama-3.1-8b"), rec, opts(6));
