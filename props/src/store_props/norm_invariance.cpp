@@ -53,10 +53,10 @@ std::vector<bool> rotated_channels(const RopeSpec& r, const RopeExact& e) {
   return rot;
 }
 
-// |y*| of one head (MPFR, rounded once).
-double exact_norm(const RopeSpec& r, const RopeExact& e, const RmsNormStage& st, std::span<const double> x) {
+// |y*| of one head (MPFR, rounded once); with_att false: |n*|, the norm stage's output alone.
+double exact_norm(const RopeSpec& r, const RopeExact& e, const RmsNormStage& st, std::span<const double> x, bool with_att) {
   ScopedPrecision prec(kMinWorkingBits);
-  const Real s = rms_norm_scale<Real>(x, st.eps), att = Real(e.att);
+  const Real s = rms_norm_scale<Real>(x, st.eps), att = Real(with_att ? e.att : 1.0);
   const std::vector<bool> rot = rotated_channels(r, e);
   Real sum = 0;
   for (int c = 0; c < e.D; ++c) {
@@ -67,8 +67,37 @@ double exact_norm(const RopeSpec& r, const RopeExact& e, const RmsNormStage& st,
   return to_f64(sqrt(sum));
 }
 
+// The binary64 norm of v (att on the rotated channels when given): within (D + 4) u64 of the exact norm of v.
+double norm_of(std::span<const float> v, const std::vector<bool>& rotated, double att) {
+  double sum = 0;
+  for (std::size_t c = 0; c < v.size(); ++c) {
+    const double a = static_cast<double>(v[c]) * (rotated[c] ? att : 1.0);
+    sum += a * a;
+  }
+  return std::sqrt(sum);
+}
+
+// The 2-norm bound of the rotation's error vector, angle-free (section 14): sqrt(sum_pairs (E0_a + E0_b)^2 +
+// sum_pass E0_c^2), E0 with M of the values rotated.
+double rotation_radius(const Bounds& b, const RopeSpec& r, const RopeExact& e, const std::vector<double>& n) {
+  const auto E0 = rope_bounds_angle_free(b, r, e, n);
+  double rad = 0;
+  for (int j = 0; j < e.P; ++j) {
+    const auto [ia, ib] = pair_channels(r, j);
+    const double pair = E0[static_cast<std::size_t>(ia)] + E0[static_cast<std::size_t>(ib)];
+    rad += pair * pair;
+  }
+  const std::vector<bool> rotated = rotated_channels(r, e);
+  for (std::size_t c = 0; c < n.size(); ++c)
+    if (!rotated[c]) rad += E0[c] * E0[c];
+  return std::sqrt(rad);
+}
+
 }  // namespace
 
+// Three sub-checks per head: the norm stage's output |n^| against |n*| (t |n*|), the rotation keeping it
+// (|y^| against |Att n^|: the angle-free radius of n^), and the two together (|y^| against |y*|, the radius
+// of n^'s bound (1 + t) |n*|).
 void norm_invariance_case(Ctx& ctx, const RopeSpec& r, const RopeSpec& spec_rope, const StoreRecipe& rec) {
   const RmsNormStage st = draw_stage(spec_rope);
   constexpr int H = 2;
@@ -81,37 +110,32 @@ void norm_invariance_case(Ctx& ctx, const RopeSpec& r, const RopeSpec& spec_rope
   kernels::rms_norm_f32(st, xf, H, r.head_dim, nf, rec.norm_mistake);
   const kernels::RopePlan plan = kernels::make_rope_plan(r, rec.recipe);
   const std::vector<std::int64_t> pos = {p};
-  kernels::rope_apply(plan, kernels::PositionsView::of(pos), kernels::TensorView::contiguous(nf.data(), DType::f32, 1, H, r.head_dim),
+  std::vector<float> nin(nf);
+  kernels::rope_apply(plan, kernels::PositionsView::of(pos), kernels::TensorView::contiguous(nin.data(), DType::f32, 1, H, r.head_dim),
                       kernels::TensorView::contiguous(yf.data(), DType::f32, 1, H, r.head_dim));
   const RopeExact& e = rope_exact(r);
   const Bounds b = bounds_of(kernel_claimed_class(rec.recipe, DType::f32), DType::f32);
-  const double t = qk_norm_relative_term(r.head_dim);
+  const double t = qk_norm_relative_term(r.head_dim), g = (static_cast<double>(D) + 4) * kU64;
+  const std::vector<bool> rotated = rotated_channels(r, e), none(D, false);
   EncodingSpec spec;
   spec.family = Family::rope, spec.rope = r;
   for (std::size_t h = 0; h < H; ++h) {
     const std::span<const double> xh = row(x, h, D);
-    const double want = exact_norm(r, e, st, xh);
-    std::vector<double> n_up(D);  // |n^_c| <= (1 + t) |n*_c|: the M of the angle-free bound
+    const std::span<const float> nh(nf.data() + h * D, D), yh(yf.data() + h * D, D);
+    const double want_n = exact_norm(r, e, st, xh, false), want = exact_norm(r, e, st, xh, true);
+    const double got_n = norm_of(nh, none, 1), kept = norm_of(nh, rotated, e.att), got = norm_of(yh, none, 1);
+    std::vector<double> n_up(D), n_hat(nh.begin(), nh.end());  // |n^_c| <= (1 + t) |n*_c|: M of the joint bound
     const double s = 1 / std::sqrt(std::inner_product(xh.begin(), xh.end(), xh.begin(), 0.0) / static_cast<double>(D) + st.eps);
     for (std::size_t c = 0; c < D; ++c) n_up[c] = (1 + t) * (1 + 0x1p-40) * xh[c] * norm_weight_factor(st, static_cast<int>(c)) * s;
-    const auto E0 = rope_bounds_angle_free(b, r, e, n_up);
-    double rot = 0, got = 0;
-    for (int j = 0; j < e.P; ++j) {
-      const auto [ia, ib] = pair_channels(r, j);
-      const double pair = E0[static_cast<std::size_t>(ia)] + E0[static_cast<std::size_t>(ib)];
-      rot += pair * pair;
-    }
-    const std::vector<bool> rotated = rotated_channels(r, e);
-    for (std::size_t c = 0; c < D; ++c)
-      if (!rotated[c]) rot += E0[c] * E0[c];
-    for (std::size_t c = 0; c < D; ++c) got += static_cast<double>(yf[h * D + c]) * static_cast<double>(yf[h * D + c]);
-    got = std::sqrt(got);
-    const double tol = t * want + std::sqrt(rot) + (static_cast<double>(D) + 4) * kU64 * got + kU64 * want;
-    ctx.check(ratio(std::fabs(got - want), tol),
-              "head " + std::to_string(h) + " of 2 (second scaled by 2^" + std::to_string(e2) + "), head_dim " +
-                  std::to_string(D) + ", eps " + num(st.eps) + ", form " + std::string(to_string(st.weight_form)) +
-                  ", position " + std::to_string(p) + ": |rotated norm(x)| = " + num(got) + ", exact " + num(want),
-              p, spec);
+    const std::string where = "head " + std::to_string(h) + " of 2 (second scaled by 2^" + std::to_string(e2) + "), head_dim " +
+                              std::to_string(D) + ", eps " + num(st.eps) + ", form " + std::string(to_string(st.weight_form)) +
+                              ", position " + std::to_string(p) + ": ";
+    ctx.check(ratio(std::fabs(got_n - want_n), t * want_n + g * got_n + kU64 * want_n),
+              where + "|norm(x)| = " + num(got_n) + ", exact sqrt(D) |f.x| / sqrt(|x|^2 + D eps) = " + num(want_n), p, spec);
+    ctx.check(ratio(std::fabs(got - kept), rotation_radius(b, r, e, n_hat) + g * (got + kept)),
+              where + "the rotation changed |Att norm(x)| = " + num(kept) + " to " + num(got), p, spec);
+    ctx.check(ratio(std::fabs(got - want), t * want + rotation_radius(b, r, e, n_up) + g * got + kU64 * want),
+              where + "|rotated norm(x)| = " + num(got) + ", exact " + num(want), p, spec);
   }
 }
 
