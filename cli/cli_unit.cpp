@@ -15,5 +15,7 @@
 #include "cmd_drift.cpp"
 #include "props_part.cpp"
 #include "props_targets.cpp"
+#include "props_stores.cpp"
 #include "check_rediagnose.cpp"
 #include "drift_scores.cpp"
+#include "drift_stores.cpp"

@@ -20,6 +20,7 @@
 
 #include "commands.hpp"
 #include "drift_scores.hpp"
+#include "drift_stores.hpp"
 #include "junit.hpp"
 #include "memory_option.hpp"
 #include "numeric_options.hpp"
@@ -56,6 +57,7 @@ struct DriftCliOptions {
   std::string shard;  // --shard I/N: --out is the part file
   bool scores = false;  // --scores: logits and softmax (drift_scores.hpp)
   std::string pairs;    // --pairs, with --scores
+  std::string stores;   // --stores: rotation error under quantized stores (drift_stores.hpp)
   plugin::PluginClientOptions plugin;
   CLI::Option* max_pos_opt = nullptr;  // given or not (0 is out of range, not "default")
 };
@@ -354,6 +356,10 @@ int run_drift_command(const DriftCliOptions& o) {
     throw SpecError("--junit needs --compare: a sweep of recipes has no verdict to report");
   if (!o.junit.empty()) io::check_file_destination(o.junit, "--junit");
   const std::vector<plugin::KernelName> names = drift_kernel_names(o, shard.has_value());
+  if (!o.stores.empty())
+    return run_drift_stores(spec, names, drift_options_for(o, spec, N, *dt, names.size()),
+                            {o.stores, shard ? "--shard" : o.scores ? "--scores" : !o.compare.empty() ? "--compare" : !o.junit.empty() ? "--junit" : "",
+                             o.out.empty() ? "stores-" + default_out(spec) : o.out, o.overwrite, drift_command_line(o, *dt, N) + " --stores " + o.stores});
   if (o.scores) return run_scores_mode(o, spec, names, N, *dt, shard.has_value());
   if (!o.pairs.empty()) throw SpecError("--pairs needs --scores");
   drift::DriftOptions d = drift_options_for(o, spec, N, *dt, names.size());
@@ -423,6 +429,8 @@ Command add_drift_command(CLI::App& app) {
                   "I/N: measure only shard I of N (the sampled positions split in N contiguous ranges; the uniqueness "
                   "passes spread over the shards by candidate) and write a part file to --out; `ropecheck merge` joins "
                   "the N parts into the folder one run writes (drift/DRIFT.md, \"Sharded sweeps\")");
+  sub->add_option("--stores", o->stores, "the rotation error of each recipe under these quantized stores (golden --stores' items) "
+                  "and the crossover positions, instead of a sweep (drift/DRIFT.md, \"Quantized stores\")");
   sub->add_flag("--scores", o->scores,
                 "attention logits and softmax rows instead of a sweep: each kernel's scores of the --pairs against the "
                 "exact ones (drift/DRIFT.md, \"Scores\")");

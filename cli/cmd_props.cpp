@@ -18,6 +18,7 @@
 
 #include "commands.hpp"
 #include "props_part.hpp"
+#include "props_stores.hpp"
 #include "junit.hpp"
 #include "ropecheck/props/rapidcheck_seed.hpp"
 #include "numeric_options.hpp"
@@ -39,6 +40,7 @@ struct PropsCliOptions {
   std::string junit;
   std::string target, kernel, report, only, accuracy_class, dtype, baseline;
   std::string shard;  // --shard I/N: --report is the part file
+  std::string stores;  // --stores LIST: the storage properties instead of the suite (props_stores.hpp)
   double max_growth = 2;
   int cases = 100;
   std::uint64_t seed = 20261121;
@@ -314,6 +316,17 @@ void print_props_verdict(const props::SuiteReport& rep, Verdict v, const std::op
   }
 }
 
+// --stores: the options the storage properties read; the first suite-only one given is refused.
+PropsStoresArgs stores_args(const PropsCliOptions& o) {
+  PropsStoresArgs a{o.stores, o.kernel, o.target, o.only, o.report, o.cases, o.seed, o.max_pos, "", &o.source};
+  const std::pair<bool, const char*> suite_only[] = {{!o.dtype.empty(), "--dtype"}, {!o.accuracy_class.empty(), "--class"},
+                                                     {!o.baseline.empty(), "--baseline"}, {!o.shard.empty(), "--shard"},
+                                                     {!o.junit.empty(), "--junit"}, {o.self_test, "--self-test"}};
+  for (const auto& [given, name] : suite_only)
+    if (given && a.incompatible.empty()) a.incompatible = name;
+  return a;
+}
+
 int run_props(const PropsCliOptions& o) {
   const auto started = std::chrono::steady_clock::now();
   props::register_builtin_targets();  // hf-fp32, hf-fp32-f16out, hf-fp32-bf16out, mutant:NAME
@@ -326,6 +339,7 @@ int run_props(const PropsCliOptions& o) {
     for (const auto& p : props::list_properties()) fmt::print("{:<20} {}\n{:<20}   tolerance: {}\n", p.name, p.statement, "", p.tolerance);
     return 0;
   }
+  if (!o.stores.empty()) return run_props_stores(stores_args(o));
   PropsSubject subject = props_subject(o);
   const std::optional<plugin::KernelName>& kernel = subject.kernel;
   std::unique_ptr<props::Target>& target = subject.target;
@@ -406,6 +420,10 @@ Command add_props_command(CLI::App& app) {
                 "skip the diagnosis of failing counterexamples (replayed as a golden-set check of the same kernel; "
                 "checker/DIAGNOSIS.md)");
   sub->add_option("--only", o->only, "comma-separated property names (see --list-properties)");
+  sub->add_option("--stores", o->stores,
+                  "run the storage properties store_shift and norm_invariance of --kernel builtin:RECIPE instead of the "
+                  "suite, storing into each item of this list (golden --stores' items: e4m3fn, e5m2, q8_0, q4_0, int4gG, "
+                  "int8gG; props/PROPERTIES.md, \"Storage properties\"); spec default llama-3.1-8b, positions up to 2^20");
   sub->add_flag("--list-targets", o->list_targets, "list the targets and exit");
   sub->add_flag("--list-properties", o->list_properties, "list the properties and exit");
   sub->add_flag("--self-test", o->self_test,

@@ -17,3 +17,5 @@
 #include "scores_metrics.cpp"
 #include "scores.cpp"
 #include "scores_output.cpp"
+#include "stores.cpp"
+#include "stores_output.cpp"

@@ -165,7 +165,7 @@ void sync_folder(const fs::path& dir) {
 // What marks a folder as ropecheck's own output (a golden set or shard, a drift folder): only such a
 // folder, or an empty one, is replaced by --overwrite.
 bool is_ropecheck_output(const fs::path& dir) {
-  for (const char* marker : {"manifest.json", "drift.json", "compare.json"})
+  for (const char* marker : {"manifest.json", "drift.json", "compare.json", "stores.json"})
     if (std::error_code ec; fs::is_regular_file(dir / marker, ec)) return true;
   std::error_code ec;
   return fs::is_empty(dir, ec) && !ec;
@@ -179,7 +179,7 @@ void refuse_foreign(const fs::path& out, const std::string& shown, const std::st
   if (fs::is_symlink(st)) fail(opt + ": '" + shown + "' is a symbolic link; not replaced (give the folder itself)");
   if (!fs::is_directory(st)) fail(opt + ": '" + shown + "' is not a folder; not replaced");
   if (!is_ropecheck_output(out))
-    fail(opt + ": '" + shown + "' is not empty and holds no ropecheck output (no manifest.json, drift.json or " +
+    fail(opt + ": '" + shown + "' is not empty and holds no ropecheck output (no manifest.json, drift.json, stores.json or " +
          "compare.json); not replaced");
 }
 

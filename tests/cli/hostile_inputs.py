@@ -586,6 +586,42 @@ def option_cases(c):
            ["more than 67108864 positions"], dest="t")
 
 
+def props_store_cases(c):
+    """props --stores: the storage properties of an own recipe; bad input refused before any run."""
+    p = ["props", "--kernel", "builtin:hf", "--cases", "1"]
+    c.case("props --stores unknown store", p + ["--stores", "e4m3"], 2, ["--stores: 'e4m3'", "unknown store"])
+    c.case("props --stores empty list", p + ["--stores", ","], 2, ["--stores: empty list"])
+    c.case("props --stores with a plugin-free target", ["props", "--target", "hf-fp32", "--stores", "q8_0"], 2,
+           ["--stores: give --kernel builtin:RECIPE"])
+    c.case("props --stores with a cuda kernel", ["props", "--kernel", "cuda:hf", "--stores", "q8_0"], 2,
+           ["has no store of its own"])
+    c.case("props --stores head_dim the store cannot group", p + ["--stores", "int4g128", "--preset", "gpt-neox-20b"], 2,
+           ["--stores: 'int4g128'"])
+    c.case("props --stores on a sinusoidal spec", p + ["--stores", "q8_0", "--preset", "transformer-base"], 2,
+           ["need a RoPE spec"])
+    c.case("props --stores --only a suite property", p + ["--stores", "q8_0", "--only", "norm"], 2,
+           ["--only: unknown storage property 'norm'"])
+    c.case("props --stores --dtype refused", p + ["--stores", "q8_0", "--dtype", "f32"], 2, ["--dtype: not with --stores"])
+    c.case("props --stores --shard refused", p + ["--stores", "q8_0", "--shard", "1/2", "--report", "s.json"], 2,
+           ["--shard: not with --stores"], dest="s.json")
+    c.case("props --stores --max-pos 2^62", p + ["--stores", "q8_0", "--max-pos", "4611686018427387904"], 2,
+           ["--max-pos must be at most 2^53"])
+    c.case("props --stores --report into a missing folder", p + ["--stores", "q8_0", "--report", "no/such/r.json"], 2,
+           ["--report"])
+
+    d = ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--recipes", "builtin:hf", "--out", "dst"]
+    c.case("drift --stores unknown store", d + ["--stores", "int3g64"], 2, ["--stores: 'int3g64'"], dest="dst")
+    c.case("drift --stores empty list", d + ["--stores", ","], 2, ["--stores: empty list"], dest="dst")
+    c.case("drift --stores with --scores", d + ["--stores", "q8_0", "--scores"], 2, ["--stores: not with --scores"],
+           dest="dst")
+    c.case("drift --stores with --compare", ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--compare",
+                                             "builtin:hf,builtin:meta", "--stores", "q8_0", "--out", "dst"], 2,
+           ["--stores: not with --compare"], dest="dst")
+    c.case("drift --stores head_dim the store cannot group", ["drift", "--preset", "gpt-neox-20b", "--max-pos", "64",
+                                                              "--recipes", "builtin:hf", "--stores", "int4g128",
+                                                              "--out", "dst"], 2, ["--stores: 'int4g128'"], dest="dst")
+
+
 def score_cases(c):
     """golden --scores PAIRS / --attention BLOCK: a bad pair set or block, a sinusoidal spec, too many pairs
     or tokens, a bad soft-cap, a shard is refused with one line and nothing written."""
@@ -903,6 +939,7 @@ def main():
         thread_cases(c)
         size_cases(c)
         option_cases(c)
+        props_store_cases(c)
         score_cases(c)
         check_score_cases(c)
         check_attention_cases(c)
