@@ -58,6 +58,11 @@ StoresRun stores_run(const PropsStoresArgs& a) {
     std::string why;
     const auto s = quant::parse_store(item, why);
     if (!s) throw SpecError("--stores: '" + item + "': " + why);
+    // The properties draw their own data (heads scaled by 2^-10 .. 2^5): a fixed scale would saturate, and
+    // saturation is the store's rule, not the rotation's error (a given scale is judged by check).
+    if (s->given_scale())
+      throw SpecError("--stores: '" + item + "': a given scale is not a storage property's (the drawn data would " +
+                      "saturate it); check a golden set written with it");
     const std::string problem = quant::store_head_dim_problem(*s, run.spec.rope.head_dim);
     if (!problem.empty()) throw SpecError("--stores: '" + item + "': " + problem);
     run.stores.emplace_back(item, *s);

@@ -591,6 +591,7 @@ def props_store_cases(c):
     p = ["props", "--kernel", "builtin:hf", "--cases", "1"]
     c.case("props --stores unknown store", p + ["--stores", "e4m3"], 2, ["--stores: 'e4m3'", "unknown store"])
     c.case("props --stores empty list", p + ["--stores", ","], 2, ["--stores: empty list"])
+    c.case("props --stores with a given scale", p + ["--stores", "e4m3fn:scale=0.0625"], 2, ["a given scale is not a storage property's"])
     c.case("props --stores with a plugin-free target", ["props", "--target", "hf-fp32", "--stores", "q8_0"], 2,
            ["--stores: give --kernel builtin:RECIPE"])
     c.case("props --stores with a cuda kernel", ["props", "--kernel", "cuda:hf", "--stores", "q8_0"], 2,
@@ -809,7 +810,7 @@ def check_store_cases(c):
     subprocess.run([c.exe, "golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet", "--positions", "0:2",
                     "--heads", "1", "--stores", "e4m3fn,q8_0", "--out", c.path("STG")], check=True, capture_output=True)
     codes, scale = bytes(128 * 2), struct.pack("<2f", 0.01, 0.01)
-    c.write("st-dtype.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("U8", [2, 1, 128], codes),
+    c.write("st-dtype.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("F8_E5M2", [2, 1, 128], codes),
                                                        "q_rot.e4m3fn.scale": ("F32", [2], scale)}))
     c.write("st-shape.safetensors", safetensors_bytes({"q_rot.q8_0": ("U8", [2, 1, 4, 17], bytes(2 * 4 * 17))}))
     c.write("st-noscale.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("F8_E4M3", [2, 1, 128], codes)}))
@@ -818,7 +819,8 @@ def check_store_cases(c):
     c.write("st-zero.safetensors", safetensors_bytes({"q_rot.e4m3fn": ("F8_E4M3", [2, 1, 128], codes),
                                                       "q_rot.e4m3fn.scale": ("F32", [2], scale)}))
     chk = ["check", "--golden", "STG", "--report", "r.json", "--candidate"]
-    c.case("check store wrong dtype", chk + ["st-dtype.safetensors"], 2, ["q_rot.e4m3fn", "is u8"], dest="r.json")
+    # (uint8 bit patterns are how .npz carries FP8: accepted as the golden format; the other FP8 type is not)
+    c.case("check store wrong dtype", chk + ["st-dtype.safetensors"], 2, ["q_rot.e4m3fn", "is e5m2"], dest="r.json")
     c.case("check store wrong shape", chk + ["st-shape.safetensors"], 2, ["q_rot.q8_0", "shape [2, 1, 4, 17]"],
            dest="r.json")
     c.case("check FP8 store without its scale", chk + ["st-noscale.safetensors"], 2,

@@ -32,6 +32,27 @@ TEST(StoreValues, ReadBackWithinOneStepOfTheQuantizedValues) {
   }
 }
 
+// A given scale is the set's, not stored (the store has no scales): the values read back with each head's
+// scale (this segfaulted when props / drift --stores met a given scale).
+TEST(StoreValues, AGivenScaleReadsBackWithEachHeadsScale) {
+  constexpr std::int64_t T = 3, H = 2, D = 32;
+  std::vector<float> x(T * H * D);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.21 * static_cast<double>(i)) * 0.7);
+  for (const char* item : {"e4m3fn:scale=0.0625", "e5m2:scale=0.5/0.03125"}) {
+    std::string why;
+    const auto s = quant::parse_store(item, why);
+    ASSERT_TRUE(s) << why;
+    const StoredTensor st = quantize_store(x, T, H, D, *s);
+    EXPECT_TRUE(st.scales.empty()) << item;
+    const StoredValuesAndSteps v = dequantize_store(st, *s, T, H, D);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      EXPECT_LE(std::fabs(v.value[i] - x[i]), v.step[i]) << item << " element " << i;
+      EXPECT_EQ(v.scale[i], quant::given_scale(*s, static_cast<std::int64_t>(i) / D % H)) << item;
+    }
+    EXPECT_EQ(v.group.back(), T * H * D - 1) << item;  // every element its own group
+  }
+}
+
 TEST(StoreValues, AWrongStoredScaleShowsInTheValues) {
   std::vector<float> x(32, 1.5f);
   x[3] = -2.25f;
