@@ -95,6 +95,8 @@ StoredTensor rope_quantize_on(const RopePlan& plan, const PositionsView& positio
   const std::int64_t T = in.tokens, H = in.heads, D = in.head_dim, n = T * H * D;
   if (spec.kind == quant::StoreKind::affine)
     throw std::invalid_argument("ropecheck::kernels (CUDA): no CUDA kernel for MLX affine stores (" + spec.name() + ")");
+  if (spec.given_scale())  // the device kernel derives its scale from the data; a given one is not wired yet
+    throw std::invalid_argument("ropecheck::kernels (CUDA): no CUDA kernel for a given FP8 scale (" + spec.item() + ")");
   if (const std::string p = quant::store_head_dim_problem(spec, D); !p.empty()) throw std::invalid_argument(p);
   const std::vector<std::uint8_t> x = gather(in);
   Mem din(x.size(), emulate), y(static_cast<std::size_t>(n) * 4, emulate);

@@ -35,25 +35,34 @@ def pick(manifest: dict, stores: str | None) -> dict:
     return recs[stores]
 
 
+def _given_scale(record: dict) -> bool:
+    """An FP8 store whose scale is the set's (golden --stores e4m3fn:scale=V): the kernel returns codes only."""
+    return record.get("scale_source") == "given"
+
+
 def _parts(record: dict, where: str, value: Any) -> dict[str, Any]:
     """The store's parts by name from a tuple (in PARTS order), a mapping, or one array (GGML blocks)."""
-    names = PARTS[record["format"]]
+    names = ("codes",) if _given_scale(record) else PARTS[record["format"]]
     if isinstance(value, Mapping):
         missing = [n for n in names if n not in value]
         extra = [n for n in value if n not in names]
         if extra:
-            raise InputError(f"{where}: unknown part {extra[0]!r} (a {record['name']} store is {_FORMS[record['format']]})")
+            raise InputError(f"{where}: unknown part {extra[0]!r} (a {record['name']} store is {_form(record)})")
     elif isinstance(value, (tuple, list)):
         if len(value) > len(names):
-            raise InputError(f"{where}: {len(value)} parts, a {record['name']} store is {_FORMS[record['format']]}")
+            raise InputError(f"{where}: {len(value)} parts, a {record['name']} store is {_form(record)}")
         value = dict(zip(names, value))
         missing = list(names[len(value):])
     else:
         value, missing = {"codes": value}, list(names[1:])
     if missing:
         raise InputError(f"{where}: the {missing[0]} {'is' if missing[0] == 'scale' else 'are'} missing "
-                         f"(a {record['name']} store is {_FORMS[record['format']]})")
+                         f"(a {record['name']} store is {_form(record)})")
     return dict(value)
+
+
+def _form(record: dict) -> str:
+    return "its codes alone (the set gives the scale)" if _given_scale(record) else _FORMS[record["format"]]
 
 
 def _fitted(golden_shape: tuple, a: np.ndarray, where: str) -> np.ndarray:

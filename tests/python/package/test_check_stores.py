@@ -191,6 +191,24 @@ def test_a_slot_mapped_cache(sets):
     assert r.verdict == "pass" and r.kv_cache["sentinel"] == "declared" and r.kv_cache["cache"] == "slots", r
 
 
+def test_a_given_scale_store_takes_codes_alone(cli, tmp_path):
+    """golden --stores e4m3fn:scale=V: the scale is the set's (vLLM's k_scale), the kernel returns its codes."""
+    out = str(tmp_path / "given")
+    p = run_cli(cli, "golden", "--preset", PRESET, "--positions", "0:4", "--dtypes", "f32", "--heads", "2",
+                "--stores", "e4m3fn:scale=0.0625", "--out", out, "--quiet")
+    assert p.returncode == 0, p.stderr
+    g = ropecheck.load(out)
+    rope = rope_f32(PRESET)
+
+    def codes(x):  # vLLM's static FP8: x / k_scale, saturated to the largest finite value, one cast
+        return np.clip(x / np.float32(0.0625), -448, 448).astype(ml_dtypes.float8_e4m3fn)
+
+    never_fails(ropecheck.check(g, lambda q, k, positions: (codes(rope(q, positions)), codes(rope(k, positions))),
+                                stores="e4m3fn"))
+    with pytest.raises(ValueError, match="2 parts, a e4m3fn store is its codes alone"):
+        ropecheck.check(g, lambda q, k, positions: ((codes(q), np.ones(4, np.float32)),) * 2, stores="e4m3fn")
+
+
 def test_a_declining_store_kernel_is_not_tested(sets):
     def declines(q, k, positions):
         raise NotImplementedError("no q4_0 here")
