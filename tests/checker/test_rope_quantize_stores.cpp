@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <map>
 
 #include "ropecheck/checker/checker.hpp"
@@ -23,21 +24,22 @@ using kernels::StoreMistake;
 namespace fs = std::filesystem;
 constexpr const char* kStores = "e4m3fn,e5m2:nonfinite:per-token-head,q8_0,q4_0,int4g32,int8g64:bf16";
 
-const golden::GoldenSet& store_set(const std::string& preset) {
+const golden::GoldenSet& store_set(const std::string& preset, const std::string& positions = "0:6,4090:4096,65530:65536") {
   static const testing_support::TempRoot root("ropecheck_rope_quantize_");
   static std::map<std::string, golden::GoldenSet> sets;
-  if (const auto it = sets.find(preset); it != sets.end()) return it->second;
+  const std::string key = preset + "@" + positions;
+  if (const auto it = sets.find(key); it != sets.end()) return it->second;
   golden::GoldenOptions o;
   o.spec = load_preset(preset);
-  o.positions = parse_positions("0:6,4090:4096,65530:65536");
+  o.positions = parse_positions(positions);
   o.dtypes = {DType::f32};
   o.heads = 2;
   o.seed = 11;
-  o.out = root.path() / preset;
+  o.out = root.path() / (preset + std::to_string(sets.size()));
   o.threads = 2;
   o.stores = kStores;
   golden::write_golden_set(o);
-  return sets.emplace(preset, golden::load_golden_set(o.out)).first->second;
+  return sets.emplace(key, golden::load_golden_set(o.out)).first->second;
 }
 
 // The item of kStores a store was written from.
@@ -136,6 +138,36 @@ TEST(RopeQuantize, TheOverflowRuleOfADataDerivedScaleIsNeverExercised) {
   const golden::GoldenSet& g = store_set(kPresets[0]);
   const StoresReport r = judge(g, candidate(g, kernels::Recipe::hf, StoreMistake::overflow_rule_swapped));
   for (const StoreCheck& s : r.stores) EXPECT_EQ(s.failed + s.groups_failed, 0) << s.golden_name;
+}
+
+}  // namespace
+}  // namespace ropecheck::checker
+
+namespace ropecheck::checker {
+namespace {
+
+// The diagnosis of a failing store (checker/DIAGNOSIS.md, "Quantized stores"): every injected mistake
+// that fails a store is named at rank 1 and matches; a correct recipe's stores carry no diagnosis.
+TEST(StoreDiagnosis, EveryInjectedMistakeIsNamedAtRankOne) {
+  const golden::GoldenSet& g = store_set(kPresets[0], "0:2,4095:4096,65535:65536");  // small: 4 tokens
+  for (const StoreCheck& s : judge(g, candidate(g, kernels::Recipe::hf, StoreMistake::none)).stores)
+    EXPECT_FALSE(s.diagnosis.has_value()) << s.golden_name;
+  std::map<std::string, int> named;  // per store family: the mistakes named at rank 1
+  for (int k = 1; k <= static_cast<int>(StoreMistake::mlx_no_edge_shift); ++k) {
+    const auto m = static_cast<StoreMistake>(k);
+    for (const StoreCheck& s : judge(g, candidate(g, kernels::Recipe::hf, m)).stores) {
+      if (s.verdict != Verdict::fail) continue;
+      ASSERT_TRUE(s.diagnosis.has_value()) << s.golden_name;
+      ASSERT_FALSE(s.diagnosis->ranked.empty()) << s.golden_name;
+      const StoreHypothesis& top = s.diagnosis->ranked[0];
+      EXPECT_EQ(top.id, kernels::to_string(m)) << s.golden_name << ": " << s.diagnosis->conclusion;
+      EXPECT_EQ(s.diagnosis->match.value_or(""), kernels::to_string(m)) << s.golden_name << ": " << s.diagnosis->conclusion;
+      if (top.id == kernels::to_string(m) && top.matches) ++named[s.golden_name];
+    }
+  }
+  for (const auto& [store, count] : named) std::cout << store << ": " << count << " named\n";
+  for (const std::string store : {"q_rot.e4m3fn", "q_rot.e5m2", "q_rot.q8_0", "q_rot.q4_0", "q_rot.int4g32", "q_rot.int8g64"})
+    EXPECT_GE(named[store], 5) << store;
 }
 
 }  // namespace
