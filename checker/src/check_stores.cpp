@@ -204,6 +204,8 @@ StoreCheck judge_one(const golden::GoldenSet& g, const StoreCandidate& c, accura
   for (std::size_t i = 0; i < job.y.size(); ++i) {
     const auto el = geo.element(static_cast<std::int64_t>(i));
     job.e[i] = accuracy::quantizer_input_error(cls, el.quantity, el.angle, el.magnitude, job.y[i]);
+    // A norm stage before the rotation: its term, as the check adds it (ERROR_MODEL.md section 17).
+    if (cls != accuracy::AccuracyClass::exact) job.e[i] += geo.norm_term * el.magnitude;
   }
   job.margin = floats(job.golden(".margin"));
   job.scale_margin = floats(job.golden(".scale_margin"));

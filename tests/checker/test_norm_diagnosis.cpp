@@ -16,7 +16,9 @@
 #include "ropecheck/checker/diagnose.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
+#include "ropecheck/checker/stores.hpp"
 #include "ropecheck/kernels/qk_norm.hpp"
+#include "ropecheck/kernels/rope_quantize.hpp"
 #include "ropecheck/kernels/rope_kernels.hpp"
 #include "ropecheck/reference/presets.hpp"
 
@@ -37,6 +39,7 @@ const golden::GoldenSet& norm_set() {
     o.seed = 11;
     o.out = root.path() / "qwen3";
     o.threads = 1;
+    o.stores = "e4m3fn,q8_0,int4g32";
     golden::write_golden_set(o);
     return golden::load_golden_set(o.out);
   }();
@@ -68,7 +71,7 @@ std::vector<io::Tensor> norm_kernel(const golden::GoldenSet& g, NormMistake mist
 
 CheckOptions rotated_only() {
   CheckOptions o;
-  o.only = {"q_rot", "k_rot"};
+  o.only = {"q_rot.f32", "k_rot.f32"};  // not the stores
   o.threads = 1;
   return o;
 }
@@ -92,6 +95,39 @@ void expect_named(const golden::GoldenSet& g, const std::vector<io::Tensor>& can
 TEST(NormDiagnosis, TheCorrectNormAndRotationPass) {
   const golden::GoldenSet& g = norm_set();
   EXPECT_EQ(check_candidate(g, norm_kernel(g, NormMistake::none, g.spec().rope), rotated_only()).verdict, Verdict::pass);
+}
+
+// The stores of a norm set judge the normalized values with the norm's term (ERROR_MODEL.md section 17):
+// the correct norm, rotation and quantizers never fail one.
+TEST(NormDiagnosis, TheCorrectNormRotationAndStoresPass) {
+  const golden::GoldenSet& g = norm_set();
+  const std::vector<io::Tensor> rotated = norm_kernel(g, NormMistake::none, g.spec().rope);
+  std::vector<io::Tensor> cand;
+  CheckOptions o = rotated_only();
+  o.only.clear();
+  for (const std::string& store : store_outputs(g)) {
+    o.only.push_back(store);
+    const io::Tensor& y = rotated[store.starts_with("q_rot") ? 0 : 1];
+    std::vector<float> v(y.data.size() / 4);
+    std::memcpy(v.data(), y.data.data(), y.data.size());
+    std::string why;
+    const quant::StoreSpec spec = *quant::parse_store(store.substr(store.find('.') + 1), why);
+    const kernels::StoredTensor st = kernels::quantize_store(v, y.shape[0], y.shape[1], y.shape[2], spec);
+    const auto add = [&](const std::string& name, const std::vector<std::uint8_t>& bytes) {
+      const golden::ManifestTensor& t = *g.find(name);
+      cand.push_back({name, t.dtype, t.shape, bytes});
+    };
+    add(store, st.codes);
+    if (spec.kind == quant::StoreKind::fp8) add(store + ".scale", st.scales);
+    if (spec.kind == quant::StoreKind::affine) add(store + ".scales", st.scales), add(store + ".biases", st.biases);
+  }
+  const CheckReport r = check_candidate(g, cand, o);
+  ASSERT_TRUE(r.stores.has_value());
+  ASSERT_EQ(r.stores->stores.size(), 6u);
+  for (const StoreCheck& s : r.stores->stores) {
+    EXPECT_EQ(s.failed + s.groups_failed, 0) << s.golden_name;
+    EXPECT_GT(s.passed, s.elements / 2) << s.golden_name;
+  }
 }
 
 TEST(NormDiagnosis, EpsOmittedIsNamed) {
