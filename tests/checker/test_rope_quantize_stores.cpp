@@ -7,13 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <random>
 
 #include "ropecheck/checker/checker.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/kernels/rope_quantize.hpp"
+#include "ropecheck/reference/store_mistakes.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "temp_root.hpp"
 
@@ -170,6 +173,45 @@ TEST(StoreDiagnosis, EveryInjectedMistakeIsNamedAtRankOne) {
   for (const auto& [store, count] : named) std::cout << store << ": " << count << " named\n";
   for (const std::string store : {"q_rot.e4m3fn", "q_rot.e5m2", "q_rot.q8_0", "q_rot.q4_0", "q_rot.int4g32", "q_rot.int8g64"})
     EXPECT_GE(named[store], 5) << store;
+}
+
+}  // namespace
+}  // namespace ropecheck::checker
+
+namespace ropecheck::checker {
+namespace {
+
+// reference/store_mistakes.hpp (what the diagnosis recomputes) and the recipe's injected mistakes
+// (kernels/rope_quantize.hpp), written apart, store the same bytes for every mistake and store
+// (quantize-before-rotate is the correct store of other values, so the correct store here).
+TEST(StoreDiagnosis, ReferenceMistakesStoreTheRecipesBytes) {
+  const std::int64_t T = 2, H = 2, D = 128;
+  std::vector<float> x(static_cast<std::size_t>(T * H * D)), in(x.size());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.0f, 1.5f);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = n(rng), in[i] = n(rng);
+  int compared = 0;
+  for (const std::string item : {"e4m3fn", "e5m2:nonfinite:per-token-head", "q8_0", "q4_0", "int4g32", "int8g64:bf16"}) {
+    std::string why;
+    const quant::StoreSpec spec = *quant::parse_store(item, why);
+    for (int k = 0; k <= static_cast<int>(StoreMistake::mlx_no_edge_shift); ++k) {
+      const auto m = static_cast<StoreMistake>(k);
+      const std::string id(kernels::to_string(m));
+      if (m != StoreMistake::none && !quant::store_mistake_applies(id, spec)) continue;
+      const bool qbr = m == StoreMistake::quantize_before_rotate;
+      const kernels::StoredTensor a = kernels::quantize_store(x, T, H, D, spec, qbr ? StoreMistake::none : m, in);
+      const quant::StoreBytes b = quant::mistaken_store(qbr ? "none" : id, x, in, T, H, D, spec);
+      EXPECT_EQ(a.codes, b.codes) << item << " " << id;
+      EXPECT_EQ(a.scales, b.scales) << item << " " << id;
+      EXPECT_EQ(a.biases, b.biases) << item << " " << id;
+      ++compared;
+    }
+    // store_dequantized: the correct store's values, near their inputs (a coarse check: q4_0's step is amax / 8).
+    const std::vector<float> back = quant::store_dequantized(x, T, H, D, spec);
+    ASSERT_EQ(back.size(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_LE(std::fabs(back[i] - x[i]), 0.5f * std::fabs(x[i]) + 0.5f) << item;
+  }
+  EXPECT_EQ(compared, 6 * 5 + 2 * 2 + 3 + 2 * 3);  // none + 4 common per store; FP8 2 each; GGML 1 each + q4_0's; MLX 3 each
 }
 
 }  // namespace
