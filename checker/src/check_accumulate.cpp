@@ -15,6 +15,7 @@
 
 #include "check_pass.hpp"
 #include "ropecheck/core/dtype.hpp"
+#include "ropecheck/formulas/qk_norm.hpp"
 #include "ropecheck/io/detail/tensor_io.hpp"
 
 namespace ropecheck::checker::check_detail {
@@ -230,7 +231,12 @@ void TensorPass::run_chunk(Acc& a, const Block& b, std::int64_t t0, std::int64_t
       for (std::int64_t t = t0; t < t1; ++t) {
         for (std::int64_t h = 0; h < geo_.H; ++h) {
           const std::int64_t base = (t * geo_.H + h) * D;
-          const OutputGeometry::Head x{&*b.in, base - b.first};
+          std::vector<double> x(static_cast<std::size_t>(D));  // the head the rotation takes: normalized under a norm stage
+          for (int ch = 0; ch < D; ++ch) x[static_cast<std::size_t>(ch)] = (*b.in)[base - b.first + ch];
+          if (norm_ != nullptr) {
+            const std::vector<double> raw = x;
+            rms_norm_head<double>(raw, *norm_, std::span(x));
+          }
           for (int ch = 0; ch < D; ++ch) {
             const int j = geo_.rope->pair_of(ch);
             const std::int64_t p = j < 0 ? pos[t].t : geo_.rope->position(pos[t], j);

@@ -8,6 +8,7 @@
 
 #include "check_internal.hpp"
 #include "output_geometry.hpp"
+#include "store_diagnosis.hpp"
 #include "ropecheck/accuracy/quantized_store.hpp"
 #include "ropecheck/checker/stores.hpp"
 #include "ropecheck/reference/quantized_stores.hpp"
@@ -64,6 +65,7 @@ struct Job {
   std::vector<float> margin, scale_margin;
   StoreCheck out;
   std::size_t K = 0;
+  std::vector<std::int64_t> failed_elements, failed_groups;  // for the diagnosis
 
   const io::Tensor& golden(const std::string& suffix) const { return g.tensor(cand.golden_name + suffix); }
   double budget(accuracy::GroupStore k, std::size_t first, std::size_t n) const {
@@ -72,6 +74,7 @@ struct Job {
     return accuracy::group_budget(k, e_max, amax);
   }
   void group(StoreVerdict v) {
+    if (v == StoreVerdict::fail) failed_groups.push_back(out.groups);
     ++out.groups;
     (v == StoreVerdict::pass ? out.groups_passed : v == StoreVerdict::fail ? out.groups_failed : out.groups_not_tested)++;
   }
@@ -79,6 +82,7 @@ struct Job {
     ++out.elements;
     (v == StoreVerdict::pass ? out.passed : v == StoreVerdict::fail ? out.failed : out.not_tested)++;
     if (v == StoreVerdict::pass) return;
+    if (v == StoreVerdict::fail) failed_elements.push_back(static_cast<std::int64_t>(i));
     const auto ii = static_cast<std::int64_t>(i);
     StoreElement s{ii, ii / (H * D), static_cast<int>(ii / D % H), static_cast<int>(ii % D), gc, cc, value, y[i],
                    budget, margin[i], v == StoreVerdict::fail ? ropecheck::Verdict::fail : ropecheck::Verdict::not_tested};
@@ -216,6 +220,8 @@ StoreCheck judge_one(const golden::GoldenSet& g, const StoreCandidate& c, accura
   for (std::size_t i = 0; i < job.y.size(); ++i) {
     const auto el = geo.element(static_cast<std::int64_t>(i));
     job.e[i] = accuracy::quantizer_input_error(cls, el.quantity, el.angle, el.magnitude, job.y[i]);
+    // A norm stage before the rotation: its term, as the check adds it (ERROR_MODEL.md section 17).
+    if (cls != accuracy::AccuracyClass::exact) job.e[i] += geo.norm_term * el.magnitude;
   }
   job.margin = floats(job.golden(".margin"));
   if (!job.spec.given_scale()) job.scale_margin = floats(job.golden(".scale_margin"));
@@ -231,6 +237,9 @@ StoreCheck judge_one(const golden::GoldenSet& g, const StoreCandidate& c, accura
   o.verdict = o.failed + o.groups_failed > 0 ? ropecheck::Verdict::fail
               : o.not_tested + o.groups_not_tested > 0 ? ropecheck::Verdict::not_tested
                                                       : ropecheck::Verdict::pass;
+  if (o.verdict == ropecheck::Verdict::fail)
+    o.diagnosis = diagnose_store({g, c, job.spec, base, job.y, job.T, job.H, job.D, std::move(job.failed_elements),
+                                  std::move(job.failed_groups)});
   return std::move(job.out);
 }
 

@@ -1,9 +1,29 @@
 #include "output_geometry.hpp"
 
+#include "ropecheck/formulas/qk_norm.hpp"
 #include "ropecheck/formulas/rope.hpp"
 #include "ropecheck/formulas/sinusoidal.hpp"
 
 namespace ropecheck::checker::check_detail {
+
+const RmsNormStage* norm_of(const golden::GoldenSet& g, const std::string& base) {
+  return g.is_rope() && (base == "q_rot" || base == "k_rot") ? norm_stage(g.spec().rope, base.substr(0, 1)) : nullptr;
+}
+
+std::vector<double> rotation_input(const golden::GoldenSet& g, const std::string& base) {
+  const io::Tensor& x = g.tensor(input_of(base));  // f32
+  std::vector<double> v(x.data.size() / 4);
+  decode(x.data.data(), DType::f32, v);
+  if (const RmsNormStage* n = norm_of(g, base)) {
+    const std::size_t D = static_cast<std::size_t>(g.spec().rope.head_dim);
+    std::vector<double> head(D);
+    for (std::size_t at = 0; at + D <= v.size(); at += D) {
+      std::copy(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + D), head.begin());
+      rms_norm_head<double>(head, *n, std::span(v).subspan(at, D));
+    }
+  }
+  return v;
+}
 
 OutputGeometry::OutputGeometry(const golden::GoldenSet& g, const std::string& base, bool load_data)
     : positions(load_data ? &g.positions() : nullptr) {
@@ -18,7 +38,11 @@ OutputGeometry::OutputGeometry(const golden::GoldenSet& g, const std::string& ba
     if (is_rotated_base(base)) {
       kind = Kind::rotated;
       exact_passthrough = is_mla_layout(g.spec().rope);
-      if (load_data) {
+      if (norm_of(g, base) != nullptr) norm_term = accuracy::qk_norm_relative_term(r.head_dim);
+      if (load_data && norm_term > 0) {  // M of the rotation's input: the normalized head
+        normalized = std::make_shared<const std::vector<double>>(rotation_input(g, base));
+        in.emplace(normalized->data(), DType::f64);
+      } else if (load_data) {
         const io::Tensor& x = g.tensor(input_of(base));  // f32, checked when the set was loaded
         in.emplace(x.data.data(), DType::f32);
       }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,13 +22,22 @@ inline std::string input_of(const std::string& base) {
   return base == "q_rot" ? "q" : (base == "k_pe_rot" ? "k_pe" : "k");
 }
 
+// The spec's norm stage of a rotated output's input (q_rot: q_norm, k_rot: k_norm), nullptr when none.
+const RmsNormStage* norm_of(const golden::GoldenSet& g, const std::string& base);
+// The values a rotated output rotates, in double: the golden q / k, each head normalized first where the
+// spec has a norm stage for it (rms_norm_head in binary64: within the norm's term of ERROR_MODEL.md
+// section 17, which the bounds of such an output carry).
+std::vector<double> rotation_input(const golden::GoldenSet& g, const std::string& base);
+
 struct OutputGeometry {
   enum class Kind { pair_table, pe, rotated } kind = Kind::pair_table;
   const std::vector<Position>* positions = nullptr;
   std::optional<accuracy::RopeGeometry> rope;  // RoPE sets
   std::vector<double> pe_freq;                 // sinusoidal: per column, 0 for a zero column
   std::vector<int> pe_index;                   // sinusoidal: per column, its frequency's index, -1 for a zero column
-  std::optional<StoredValues> in;              // rotated outputs: q or k (f32)
+  std::optional<StoredValues> in;              // rotated outputs: q or k (f32), normalized (f64) under a norm stage
+  std::shared_ptr<const std::vector<double>> normalized;  // what `in` views under a norm stage
+  double norm_term = 0;  // under a norm stage: its relative term (ERROR_MODEL.md section 17), added to k_const
   std::int64_t P = 0, D = 0, H = 1, offset = 0;
   // MLA sets: the rotated output's pass-through channels must equal the input bit for bit.
   bool exact_passthrough = false;

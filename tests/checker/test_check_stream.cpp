@@ -304,17 +304,20 @@ TEST(CheckStream, TheMemoryBudget) {
 // Rotated outputs go a head row at a time through vector code (check_rows.cpp); with
 // ROPECHECK_CHECK_BY_ELEMENT set, element by element. Candidates with every kind of value (NaN, both
 // infinities, zeros of both signs, subnormals, huge, off by an ulp), multimodal positions (several position
-// bins a token) and every criterion kind: the same report.
+// bins a token), a Q/K norm set and every criterion kind: the same report.
 TEST(CheckStream, RowsGiveTheElementByElementReport) {
   const fs::path llama = make_set("llama", "llama-3.1-8b", "0:20,65000:65010,131060:131071");
   const fs::path mrope = make_set("mrope", "qwen2-vl-7b", "0:17");
   // Past 2^24 the looser classes' bounds saturate: the rows count each class's saturation as the
   // element pass does (asserted to happen below, so the comparison covers it).
   const fs::path far = make_set("far", "llama-3.1-8b", "0:4,16777200:16777215");
-  for (const fs::path& dir : {llama, mrope, far}) {
+  // A Q/K RMSNorm set: both paths take M of the normalized head and add the norm's term.
+  const fs::path norm = make_set("norm", "qwen3-8b", "0:6,4090:4096");
+  for (const fs::path& dir : {llama, mrope, far, norm}) {
     const GoldenSet g = golden::load_golden_set(dir);
     auto k = kut::make_cpu_kernel(kernels::Recipe::hf);
     std::vector<Tensor> cand = run_kernel(*k, g).tensors;
+    ASSERT_FALSE(cand.empty()) << dir;
     std::mt19937_64 rng(3);
     const std::vector<double> odd = {std::nan(""), INFINITY, -INFINITY, 0.0, -0.0, 1e-310, 1e300, -5e-324, 3.0};
     for (Tensor& t : cand) {  // one element in 5 replaced

@@ -93,6 +93,7 @@ bool applies(const RopeSpec& r, const Mistake& m) {
   // The MLA mistakes: on an MLA set of their own (test_mla.cpp).
   if (m.rotary_offset || m.whole_head || m.passthrough_mscale || m.first_position || m.att == Mistake::Att::yarn_mscale)
     return false;
+  if (m.norm != Mistake::Norm::keep) return false;  // the norm mistakes: on a norm set (test_norm_diagnosis.cpp)
   return !m.judged_class;
 }
 

@@ -7,12 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <map>
+#include <random>
 
 #include "ropecheck/checker/checker.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/kernels/rope_quantize.hpp"
+#include "ropecheck/reference/store_mistakes.hpp"
 #include "ropecheck/reference/presets.hpp"
 #include "temp_root.hpp"
 
@@ -23,21 +27,22 @@ using kernels::StoreMistake;
 namespace fs = std::filesystem;
 constexpr const char* kStores = "e4m3fn,e5m2:nonfinite:per-token-head,q8_0,q4_0,int4g32,int8g64:bf16";
 
-const golden::GoldenSet& store_set(const std::string& preset) {
+const golden::GoldenSet& store_set(const std::string& preset, const std::string& positions = "0:6,4090:4096,65530:65536") {
   static const testing_support::TempRoot root("ropecheck_rope_quantize_");
   static std::map<std::string, golden::GoldenSet> sets;
-  if (const auto it = sets.find(preset); it != sets.end()) return it->second;
+  const std::string key = preset + "@" + positions;
+  if (const auto it = sets.find(key); it != sets.end()) return it->second;
   golden::GoldenOptions o;
   o.spec = load_preset(preset);
-  o.positions = parse_positions("0:6,4090:4096,65530:65536");
+  o.positions = parse_positions(positions);
   o.dtypes = {DType::f32};
   o.heads = 2;
   o.seed = 11;
-  o.out = root.path() / preset;
+  o.out = root.path() / (preset + std::to_string(sets.size()));
   o.threads = 2;
   o.stores = kStores;
   golden::write_golden_set(o);
-  return sets.emplace(preset, golden::load_golden_set(o.out)).first->second;
+  return sets.emplace(key, golden::load_golden_set(o.out)).first->second;
 }
 
 // The item of kStores a store was written from.
@@ -78,9 +83,10 @@ std::vector<io::Tensor> candidate(const golden::GoldenSet& g, kernels::Recipe re
   return out;
 }
 
-StoresReport judge(const golden::GoldenSet& g, const std::vector<io::Tensor>& cand) {
+StoresReport judge(const golden::GoldenSet& g, const std::vector<io::Tensor>& cand, const std::string& prefix = "") {
   CheckOptions opt;
-  opt.only = store_outputs(g);
+  for (const std::string& s : store_outputs(g))
+    if (s.starts_with(prefix)) opt.only.push_back(s);
   opt.threads = 2;
   const CheckReport r = check_candidate(g, cand, opt);
   return r.stores.value_or(StoresReport{});
@@ -136,6 +142,76 @@ TEST(RopeQuantize, TheOverflowRuleOfADataDerivedScaleIsNeverExercised) {
   const golden::GoldenSet& g = store_set(kPresets[0]);
   const StoresReport r = judge(g, candidate(g, kernels::Recipe::hf, StoreMistake::overflow_rule_swapped));
   for (const StoreCheck& s : r.stores) EXPECT_EQ(s.failed + s.groups_failed, 0) << s.golden_name;
+}
+
+}  // namespace
+}  // namespace ropecheck::checker
+
+namespace ropecheck::checker {
+namespace {
+
+// The diagnosis of a failing store (checker/DIAGNOSIS.md, "Quantized stores"): every injected mistake
+// that fails a store is named at rank 1 and matches; a correct recipe's stores carry no diagnosis. q_rot's
+// stores only (k_rot's take the same path), on 4 tokens: the test stays small.
+TEST(StoreDiagnosis, EveryInjectedMistakeIsNamedAtRankOne) {
+  const golden::GoldenSet& g = store_set(kPresets[0], "0:2,4095:4096,65535:65536");  // small: 4 tokens
+  for (const StoreCheck& s : judge(g, candidate(g, kernels::Recipe::hf, StoreMistake::none), "q_rot").stores)
+    EXPECT_FALSE(s.diagnosis.has_value()) << s.golden_name;
+  std::map<std::string, int> named;  // per store family: the mistakes named at rank 1
+  for (int k = 1; k <= static_cast<int>(StoreMistake::mlx_no_edge_shift); ++k) {
+    const auto m = static_cast<StoreMistake>(k);
+    for (const StoreCheck& s : judge(g, candidate(g, kernels::Recipe::hf, m), "q_rot").stores) {  // q_rot's: k_rot's alike
+      if (s.verdict != Verdict::fail) continue;
+      ASSERT_TRUE(s.diagnosis.has_value()) << s.golden_name;
+      ASSERT_FALSE(s.diagnosis->ranked.empty()) << s.golden_name;
+      const StoreHypothesis& top = s.diagnosis->ranked[0];
+      EXPECT_EQ(top.id, kernels::to_string(m)) << s.golden_name << ": " << s.diagnosis->conclusion;
+      EXPECT_EQ(s.diagnosis->match.value_or(""), kernels::to_string(m)) << s.golden_name << ": " << s.diagnosis->conclusion;
+      if (top.id == kernels::to_string(m) && top.matches) ++named[s.golden_name];
+    }
+  }
+  for (const auto& [store, count] : named) std::cout << store << ": " << count << " named\n";
+  for (const std::string store : {"q_rot.e4m3fn", "q_rot.e5m2", "q_rot.q8_0", "q_rot.q4_0", "q_rot.int4g32", "q_rot.int8g64"})
+    EXPECT_GE(named[store], 5) << store;
+}
+
+}  // namespace
+}  // namespace ropecheck::checker
+
+namespace ropecheck::checker {
+namespace {
+
+// reference/store_mistakes.hpp (what the diagnosis recomputes) and the recipe's injected mistakes
+// (kernels/rope_quantize.hpp), written apart, store the same bytes for every mistake and store
+// (quantize-before-rotate is the correct store of other values, so the correct store here).
+TEST(StoreDiagnosis, ReferenceMistakesStoreTheRecipesBytes) {
+  const std::int64_t T = 2, H = 2, D = 128;
+  std::vector<float> x(static_cast<std::size_t>(T * H * D)), in(x.size());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.0f, 1.5f);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = n(rng), in[i] = n(rng);
+  int compared = 0;
+  for (const std::string item : {"e4m3fn", "e5m2:nonfinite:per-token-head", "q8_0", "q4_0", "int4g32", "int8g64:bf16"}) {
+    std::string why;
+    const quant::StoreSpec spec = *quant::parse_store(item, why);
+    for (int k = 0; k <= static_cast<int>(StoreMistake::mlx_no_edge_shift); ++k) {
+      const auto m = static_cast<StoreMistake>(k);
+      const std::string id(kernels::to_string(m));
+      if (m != StoreMistake::none && !quant::store_mistake_applies(id, spec)) continue;
+      const bool qbr = m == StoreMistake::quantize_before_rotate;
+      const kernels::StoredTensor a = kernels::quantize_store(x, T, H, D, spec, qbr ? StoreMistake::none : m, in);
+      const quant::StoreBytes b = quant::mistaken_store(qbr ? "none" : id, x, in, T, H, D, spec);
+      EXPECT_EQ(a.codes, b.codes) << item << " " << id;
+      EXPECT_EQ(a.scales, b.scales) << item << " " << id;
+      EXPECT_EQ(a.biases, b.biases) << item << " " << id;
+      ++compared;
+    }
+    // store_dequantized: the correct store's values, near their inputs (a coarse check: q4_0's step is amax / 8).
+    const std::vector<float> back = quant::store_dequantized(x, T, H, D, spec);
+    ASSERT_EQ(back.size(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_LE(std::fabs(back[i] - x[i]), 0.5f * std::fabs(x[i]) + 0.5f) << item;
+  }
+  EXPECT_EQ(compared, 6 * 5 + 2 * 2 + 3 + 2 * 3);  // none + 4 common per store; FP8 2 each; GGML 1 each + q4_0's; MLX 3 each
 }
 
 }  // namespace

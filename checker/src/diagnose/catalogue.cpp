@@ -8,7 +8,7 @@ bool Mistake::is_identity() const {
   return !position_rounding && position_shift == 0 && !position_wrap_bits && !freq_rounding && !reciprocal_freq && !base &&
          !factor && !attention && !rotary_dim && !swap_longrope_factors && !flip_layout && !ignore_scaling &&
          !flip_truncate && !flip_mrope_mode && !swap_hw_streams && !swap_cos_sin && !negate_sin && att == Att::keep &&
-         !judged_class && !rotary_offset && !whole_head && !passthrough_mscale && !first_position;
+         !judged_class && !rotary_offset && !whole_head && !passthrough_mscale && !first_position && norm == Norm::keep;
 }
 
 std::optional<Mistake> Mistake::compose(const Mistake& a, const Mistake& b) {
@@ -42,6 +42,7 @@ std::optional<Mistake> Mistake::compose(const Mistake& a, const Mistake& b) {
   take(m.whole_head, b.whole_head, false);
   take(m.passthrough_mscale, b.passthrough_mscale, false);
   take(m.first_position, b.first_position, false);
+  take(m.norm, b.norm, Norm::keep);
   // The attention factor replaced and dropped / squared / folded change the same thing.
   if (m.attention && m.att != Att::keep) clash = true;
   if (clash) return std::nullopt;
@@ -78,6 +79,26 @@ void add_mla_hypotheses(std::vector<Hypothesis>& v) {
   add("mla-k-pe-one-position", "every token's k_pe rotated at the first token's position (k_pe broadcast along the "
       "sequence instead of the heads)",
       "transformers DeepseekV3Attention: k_rot.view(batch, 1, seq, qk_rope_head_dim) then expand over heads", m);
+}
+
+// The Q/K RMSNorm stage (kernels/qk_norm.hpp NormMistake, same names): evaluable on norm sets only.
+void add_norm_hypotheses(std::vector<Hypothesis>& v) {
+  using N = Mistake::Norm;
+  auto add = [&v](std::string id, std::string title, std::string source, N n) {
+    Mistake m;
+    m.norm = n;
+    v.push_back({std::move(id), std::move(title), std::move(source), m, std::nullopt});
+  };
+  add("norm-eps-omitted", "the RMSNorm without eps: x / sqrt(mean(x^2))",
+      "a fused QK-norm kernel's eps argument dropped (vLLM / FlashInfer fused QK-norm-RoPE take eps); recipe mistake", N::eps_omitted);
+  add("norm-weight-omitted", "the RMSNorm's weight not applied (x / rms only)",
+      "Qwen3RMSNorm's self.weight * hidden_states left out; recipe mistake", N::weight_omitted);
+  add("norm-weight-form-swapped", "w where the stage says 1 + w, or 1 + w where it says w",
+      "Gemma3RMSNorm (1 + weight) vs Qwen3RMSNorm (weight); recipe mistake", N::weight_form_swapped);
+  add("norm-whole-row", "the mean over the token's whole row (every head), not each head",
+      "q_norm applied before the view to heads (head_dim vs hidden width); recipe mistake", N::whole_row);
+  add("norm-mean-over-pairs", "the sum of squares divided by head_dim / 2 (the wrong width)",
+      "a kernel that counts pairs, not channels; recipe mistake", N::mean_over_pairs);
 }
 
 }  // namespace
@@ -180,6 +201,7 @@ const std::vector<Hypothesis>& diagnosis_catalogue() {
     add("mrope-hw-swapped", "mrope height and width streams exchanged (wrong section order)",
         "Liger-Kernel test_qwen2vl_mrope sections; sglang PR #33117", m);
     add_mla_hypotheses(v);
+    add_norm_hypotheses(v);
     m = {};
     m.judged_class = accuracy::AccuracyClass::fp32_angle;
     add("class-fp32-angle", "the angle formed in f32 (class fp32-angle)",

@@ -8,3 +8,4 @@
 #include "shape_slips.cpp"
 #include "score_diagnosis.cpp"
 #include "kv_cache_diagnosis.cpp"
+#include "store_diagnosis.cpp"

@@ -57,6 +57,7 @@ static bool evaluable_mla(const RopeSpec& truth, const Mistake& m) {
       (!yarn_mscales || yarn_attention_factor<double>(truth) == mscale_of(truth)))
     return false;
   if (m.first_position && truth.key_layout != KeyLayout::k_pe) return false;
+  if (m.norm != Mistake::Norm::keep && !has_qk_norm(truth)) return false;  // a norm stage to get wrong
   return true;
 }
 
@@ -135,6 +136,38 @@ struct MistakenTruth::State {
     std::memcpy(&v, t.data.data() + 4 * static_cast<std::size_t>(i), 4);
     return static_cast<double>(v);
   }
+  // The norm stage of the output's input (q_rot: q_norm, k_rot: k_norm), nullptr when none.
+  const RmsNormStage* norm(const std::string& base) const {
+    return base == "q_rot" || base == "k_rot" ? norm_stage(g->spec().rope, base.substr(0, 1)) : nullptr;
+  }
+  std::unordered_map<std::int64_t, std::vector<Real>> normed;  // head's first flat index * 2 + (k_rot)
+  // What the rotation takes at element i: the input, normalized exactly (with the norm mistake) under a
+  // norm stage (formulas/qk_norm.hpp's rms_norm_head, in the working precision).
+  Real in(const std::string& base, std::int64_t i) {
+    const RmsNormStage* n = norm(base);
+    if (n == nullptr) return Real(input(base, i));
+    const std::int64_t row = i - i % D, key = row * 2 + (base == "k_rot");
+    auto it = normed.find(key);
+    if (it == normed.end()) {
+      using N = Mistake::Norm;
+      const std::int64_t span = m.norm == N::whole_row ? H * D : D, first = m.norm == N::whole_row ? row - row % (H * D) : row;
+      Real sum(0);
+      for (std::int64_t c = 0; c < span; ++c) sum += Real(input(base, first + c)) * Real(input(base, first + c));
+      const Real mean = sum / Real(static_cast<double>(m.norm == N::mean_over_pairs ? D / 2 : span));
+      const Real scale = Real(1) / sqrt(mean + Real(m.norm == N::eps_omitted ? 0.0 : n->eps));
+      const bool one_plus = (n->weight_form == NormWeightForm::one_plus_w) != (m.norm == N::weight_form_swapped);
+      std::vector<Real> y(static_cast<std::size_t>(D));
+      for (std::int64_t c = 0; c < D; ++c) {
+        const Real w(n->weight[static_cast<std::size_t>(c)]);
+        y[static_cast<std::size_t>(c)] = Real(input(base, row + c)) * scale;
+        if (m.norm != N::weight_omitted) y[static_cast<std::size_t>(c)] *= one_plus ? Real(1) + w : w;
+      }
+      it = normed.emplace(key, std::move(y)).first;
+    }
+    return it->second[static_cast<std::size_t>(i - row)];
+  }
+  // The norm stage's relative term (ERROR_MODEL.md section 17), 0 without one.
+  double norm_term(const std::string& base) const { return norm(base) ? accuracy::qk_norm_relative_term(spec.head_dim) : 0; }
 };
 
 MistakenTruth::MistakenTruth(const GoldenSet& g, const Mistake& m) : s_(std::make_unique<State>()) {
@@ -221,30 +254,32 @@ MistakenTruth::Value MistakenTruth::at(const std::string& base, std::int64_t i, 
   const std::int64_t token = i / (s.H * D);
   const int ch = static_cast<int>(i % D);
   const int j = s.pair_of[static_cast<std::size_t>(ch)];
-  const double x = s.input(base, i);
+  const double nt = s.norm_term(base);  // a norm stage's term, as the check adds it
   if (j < 0) {
+    const Real x = s.in(base, i);
     if (s.passthrough == 1) {
-      v.value = x;
-      v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::passthrough).allowed({0, 0}, std::fabs(x));
+      v.value = to_f64(x);
+      v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::passthrough).allowed({0, 0}, std::fabs(v.value)) +
+                  nt * std::fabs(v.value);
       return v;
     }
     // Scaled by a factor (mla-yarn-mscale-on-nope): the product a rotation by 0 with that attention factor
     // makes, so the rotated channel's bound at angle 0.
-    v.value = to_f64(Real(x) * s.passthrough);
-    v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::rotated).allowed({0, 0}, std::fabs(v.value));
+    v.value = to_f64(x * s.passthrough);
+    v.allowed = accuracy::class_bound(c, dt, accuracy::Quantity::rotated).allowed({0, 0}, std::fabs(v.value)) +
+                nt * std::fabs(v.value);
     return v;
   }
   const auto [ca, cb] = pair_channels(s.spec, j);
   const std::int64_t row = i - ch;
-  const double xa = s.input(base, row + ca), xb = s.input(base, row + cb);
+  const Real xa = s.in(base, row + ca), xb = s.in(base, row + cb);
   const State::CosSin& cs = s.cos_sin(token, j);
   if (!cs.finite) return {std::nan(""), 0, false};
-  const Real r = s.first_of[static_cast<std::size_t>(ch)] ? s.att * (Real(xa) * cs.c - Real(xb) * cs.s)
-                                                          : s.att * (Real(xb) * cs.c + Real(xa) * cs.s);
+  const Real r = s.first_of[static_cast<std::size_t>(ch)] ? s.att * (xa * cs.c - xb * cs.s) : s.att * (xb * cs.c + xa * cs.s);
   v.value = to_f64(r);
-  const double M = to_f64(s.att) * (std::fabs(xa) + std::fabs(xb));
+  const double M = to_f64(s.att) * (std::fabs(to_f64(xa)) + std::fabs(to_f64(xb)));
   const accuracy::ClassBound b = accuracy::class_bound(c, dt, accuracy::Quantity::rotated);
-  const double rel = b.relative({cs.theta, s.log_freq[static_cast<std::size_t>(j)]});
+  const double rel = b.relative({cs.theta, s.log_freq[static_cast<std::size_t>(j)]}) + nt;
   v.allowed = rel * M + b.floor;
   v.saturated = rel >= 1;
   return v;

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "../check_internal.hpp"
+#include "../output_geometry.hpp"
 #include "internal.hpp"
 #include "ropecheck/formulas/rope.hpp"
 
@@ -45,6 +46,8 @@ struct Context {
   DType dt = DType::f32;
   accuracy::AccuracyClass cls = accuracy::AccuracyClass::fp32_angle;
   std::vector<std::int64_t> tokens;  // the fitting rows
+  std::vector<double> input;         // what the rotated target rotates (check_detail::rotation_input)
+  double norm_term = 0;              // its norm stage's term (ERROR_MODEL.md section 17), 0 without one
 };
 
 // One fitting row: per pair of the truth's pairing, the angle of the kernel's rotation in (-pi, pi] and
@@ -59,13 +62,13 @@ Row read_row(const Context& x, std::int64_t token) {
   const int P = rope_pairs(r);
   Row row{token, std::vector<double>(sz(P), kNaN), std::vector<double>(sz(P), kNaN)};
   if (x.rotated) {
-    const Tensor& in = x.g->tensor(x.rotated->base == "q_rot" ? "q" : "k");
-    const StoredValues xs(in.data.data(), DType::f32), ys(x.rotated->candidate->data.data(), x.dt);
+    const std::vector<double>& xs = x.input;
+    const StoredValues ys(x.rotated->candidate->data.data(), x.dt);
     const std::int64_t base = token * x.g->heads() * r.head_dim;
     for (int j = 0; j < P; ++j) {
       const auto [a, b] = pair_channels(r, j);
       if (!is_rotary_channel(r, a) || !is_rotary_channel(r, b)) continue;
-      const double xa = xs[base + a], xb = xs[base + b], ya = ys[base + a], yb = ys[base + b];
+      const double xa = xs[sz(base + a)], xb = xs[sz(base + b)], ya = ys[base + a], yb = ys[base + b];
       const double n2 = xa * xa + xb * xb;
       if (!(n2 > 1e-6)) continue;  // a pair too small to show its rotation
       // y = att R(theta) x: (x . y) / |x|^2 = att cos(theta), (x cross y) / |x|^2 = att sin(theta).
@@ -226,14 +229,15 @@ Screen screen(const Context& x, const Mistake& m) {
   const RopeFrequencies<double> f = rope_frequencies<double>(r, x.g->seq_len());
   const double att = m.attention.value_or(f.attention_factor);
   const auto bound = [&](accuracy::Quantity q) { return accuracy::class_bound(x.cls, x.dt, q); };
-  const accuracy::ClassBound rot = bound(accuracy::Quantity::rotated), pass = bound(accuracy::Quantity::passthrough),
-                             table = bound(accuracy::Quantity::table);
+  accuracy::ClassBound rot = bound(accuracy::Quantity::rotated), pass = bound(accuracy::Quantity::passthrough);
+  const accuracy::ClassBound table = bound(accuracy::Quantity::table);
+  rot.k_const += x.norm_term, pass.k_const += x.norm_term;
   const int P = rope_pairs(r), D = r.head_dim;
   for (std::int64_t t : x.tokens) {
     const Position& pos = x.g->positions()[sz(t)];
     if (x.rotated) {
-      const StoredValues xs(x.g->tensor(x.rotated->base == "q_rot" ? "q" : "k").data.data(), DType::f32),
-          cs(x.rotated->candidate->data.data(), x.dt);
+      const std::vector<double>& xs = x.input;
+      const StoredValues cs(x.rotated->candidate->data.data(), x.dt);
       const std::int64_t base = t * x.g->heads() * D;
       std::vector<bool> rotated(sz(D), false);
       for (int j = 0; j < P; ++j) {
@@ -241,14 +245,14 @@ Screen screen(const Context& x, const Mistake& m) {
         if (!is_rotary_channel(r, a) || !is_rotary_channel(r, b)) continue;
         rotated[sz(a)] = rotated[sz(b)] = true;
         const double p = static_cast<double>(stream_position(r, pos, j) + m.position_shift), w = f.inv_freq[sz(j)];
-        const double xa = xs[base + a], xb = xs[base + b], co = std::cos(p * w), si = std::sin(p * w);
+        const double xa = xs[sz(base + a)], xb = xs[sz(base + b)], co = std::cos(p * w), si = std::sin(p * w);
         const accuracy::PairAngle angle = accuracy::pair_angle(p, w);
         const double M = att * (std::fabs(xa) + std::fabs(xb));
         judge(s, cs[base + a], att * (xa * co - xb * si), rot, angle, M);
         judge(s, cs[base + b], att * (xb * co + xa * si), rot, angle, M);
       }
       for (int c = 0; c < D; ++c)
-        if (!rotated[sz(c)]) judge(s, cs[base + c], xs[base + c], pass, {0, 0}, std::fabs(xs[base + c]));
+        if (!rotated[sz(c)]) judge(s, cs[base + c], xs[sz(base + c)], pass, {0, 0}, std::fabs(xs[sz(base + c)]));
     } else {
       const StoredValues cv(x.cos->candidate->data.data(), x.dt), sv(x.sin->data.data(), x.dt);
       for (int j = 0; j < P; ++j) {
@@ -298,6 +302,10 @@ std::vector<Hypothesis> fit_hypotheses(const GoldenSet& g, const std::vector<Tar
     if (!x.rotated && !x.cos && t.base == "cos" && sin_beside_cos) x.cos = &t, x.sin = sin_beside_cos;
   if (!x.rotated && !x.cos) return {};
   x.dt = (x.rotated ? x.rotated : x.cos)->dt;
+  if (x.rotated) {
+    x.input = check_detail::rotation_input(g, x.rotated->base);
+    if (check_detail::norm_of(g, x.rotated->base)) x.norm_term = accuracy::qk_norm_relative_term(g.spec().rope.head_dim);
+  }
   x.tokens = fitting_tokens(x);
   if (screen(x, Mistake{}).pass()) return {};  // the fitting rows hold under the spec itself: nothing to fit
   std::vector<Row> rows;

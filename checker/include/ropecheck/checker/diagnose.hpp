@@ -51,6 +51,10 @@ struct Mistake {
   bool whole_head = false;
   bool passthrough_mscale = false;
   bool first_position = false;
+  // The Q/K RMSNorm stage before the rotation (sets with q_norm / k_norm; DIAGNOSIS.md "Q/K RMSNorm"):
+  // eps omitted, the weight omitted, w and 1 + w confused, the mean over the token's whole row (every
+  // head), the sum divided by head_dim / 2.
+  enum class Norm { keep, eps_omitted, weight_omitted, weight_form_swapped, whole_row, mean_over_pairs } norm = Norm::keep;
   // yarn_mscale: get_mscale(factor, mscale) folded in alone, not divided by get_mscale(factor, mscale_all_dim).
   enum class Att { keep, missing, squared, folded_in_table, yarn_mscale } att = Att::keep;
   // Not a mistake of the formula: the kernel computes the exact formula in a looser class.

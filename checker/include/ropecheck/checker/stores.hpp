@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,23 @@ struct StoreElement {
   ropecheck::Verdict verdict = ropecheck::Verdict::pass;
 };
 
+// One store mistake (reference/store_mistakes.hpp) held against a failing store: the store recomputed
+// with the mistake from the set's exact values in binary32, compared code by code and scale by scale
+// with the candidate's (checker/DIAGNOSIS.md, "Quantized stores").
+struct StoreHypothesis {
+  std::string id, title, source;
+  std::int64_t failing = 0, failing_explained = 0;  // the failing codes and scale groups; those it reproduces
+  std::int64_t compared = 0, agreeing = 0;          // every code and scale group; those equal to it
+  bool matches = false;
+};
+struct StoreDiagnosis {
+  std::int64_t failing = 0;           // failed codes + failed scale groups
+  std::optional<std::string> match;   // the id of the matching mistake
+  std::string conclusion;             // one line
+  std::vector<StoreHypothesis> ranked;
+  std::vector<std::string> unchanged;  // mistakes that write this set's correct store (cannot show here)
+};
+
 // One store of one output: every element and every scale group exactly one of passed, failed, not tested.
 struct StoreCheck {
   std::string golden_name, candidate_name;  // "q_rot.e4m3fn", the candidate's tensor
@@ -50,6 +68,7 @@ struct StoreCheck {
   std::int64_t groups = 0, groups_passed = 0, groups_failed = 0, groups_not_tested = 0;  // scales (and biases)
   ropecheck::Verdict verdict = ropecheck::Verdict::pass;
   std::vector<StoreElement> worst;  // failed elements first, then not-tested ones, each in index order
+  std::optional<StoreDiagnosis> diagnosis;  // failed stores only
 };
 
 struct StoresReport {
