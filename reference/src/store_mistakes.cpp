@@ -36,6 +36,7 @@ const std::vector<StoreMistakeInfo>& store_mistake_catalogue() {
 }
 
 bool store_mistake_applies(std::string_view id, const StoreSpec& s) {
+  if (id == "scale-from-input" && s.given_scale()) return false;  // nothing is derived from the data
   if (id == "e5m2-for-e4m3fn" || id == "overflow-rule-swapped") return s.kind == StoreKind::fp8;
   if (id == "ggml-d-truncated") return s.kind == StoreKind::q8_0 || s.kind == StoreKind::q4_0;
   if (id == "q4_0-abs-max") return s.kind == StoreKind::q4_0;
@@ -55,18 +56,21 @@ void append(std::vector<std::uint8_t>& out, const T& v) {
 
 std::uint16_t f16_bits(double v) { return static_cast<std::uint16_t>(double_to_bits(round_to(v, DType::f16), DType::f16)); }
 
-void fp8(std::string_view m, std::span<const float> x, std::span<const float> in, std::size_t group, const StoreSpec& s,
-         StoreBytes& out) {
+// group: the elements sharing one scale; a given scale (s.given_scale()) is per head: group = head_dim and
+// group g's scale is head g % heads's, the set's, neither derived nor stored (ERROR_MODEL.md 15.1).
+void fp8(std::string_view m, std::span<const float> x, std::span<const float> in, std::size_t group, std::int64_t heads,
+         const StoreSpec& s, StoreBytes& out) {
   const Fp8 f = m == "e5m2-for-e4m3fn" ? (s.fp8 == Fp8::e4m3fn ? Fp8::e5m2 : Fp8::e4m3fn) : s.fp8;
   const Fp8Overflow o = m != "overflow-rule-swapped" ? s.overflow
                         : s.overflow == Fp8Overflow::saturate ? Fp8Overflow::nonfinite
                                                               : Fp8Overflow::saturate;
   for (std::size_t g = 0; g * group < x.size(); ++g) {
     const std::span<const float> xg = x.subspan(g * group, group);
-    const float scale = fp8_dynamic_scale(m == "scale-from-input" ? in.subspan(g * group, group) : xg, s.fp8);
+    const float scale = s.given_scale() ? static_cast<float>(given_scale(s, static_cast<std::int64_t>(g) % heads))
+                                        : fp8_dynamic_scale(m == "scale-from-input" ? in.subspan(g * group, group) : xg, s.fp8);
     const double used = m == "scale-inverted" ? 1.0 / scale : m == "scale-applied-twice" ? double(scale) * scale : scale;
     for (float v : xg) out.codes.push_back(fp8_quantize(v, used, f, o));
-    append(out.scales, scale);
+    if (!s.given_scale()) append(out.scales, scale);
   }
 }
 
@@ -170,6 +174,10 @@ void affine(std::string_view m, std::span<const float> x, std::span<const float>
   }
 }
 
+std::size_t fp8_group(const StoreSpec& s, std::int64_t heads, std::int64_t head_dim) {
+  return static_cast<std::size_t>(!s.given_scale() && s.scale == ScaleGranularity::per_token ? heads * head_dim : head_dim);
+}
+
 }  // namespace
 
 StoreBytes mistaken_store(std::string_view id, std::span<const float> x, std::span<const float> input, std::int64_t tokens,
@@ -178,7 +186,7 @@ StoreBytes mistaken_store(std::string_view id, std::span<const float> x, std::sp
   StoreBytes out;
   switch (s.kind) {
     case StoreKind::fp8:
-      fp8(id, x, input, static_cast<std::size_t>(s.scale == ScaleGranularity::per_token ? heads * head_dim : head_dim), s, out);
+      fp8(id, x, input, fp8_group(s, heads, head_dim), heads, s, out);
       break;
     case StoreKind::q8_0:
     case StoreKind::q4_0: ggml(id, x, input, s, out); break;
@@ -197,11 +205,14 @@ std::vector<float> store_dequantized(std::span<const float> x, std::int64_t toke
     return out;
   }
   const StoreBytes st = mistaken_store("", x, {}, tokens, heads, head_dim, s);
-  const std::size_t group = static_cast<std::size_t>(s.scale == ScaleGranularity::per_token ? heads * head_dim : head_dim);
+  const std::size_t group = fp8_group(s, heads, head_dim);
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (s.kind == StoreKind::fp8) {
       float scale = 0;
-      std::memcpy(&scale, st.scales.data() + i / group * 4, 4);
+      if (s.given_scale())
+        scale = static_cast<float>(given_scale(s, static_cast<std::int64_t>(i / group) % heads));
+      else
+        std::memcpy(&scale, st.scales.data() + i / group * 4, 4);
       out[i] = static_cast<float>(fp8_dequantize(st.codes[i], scale, s.fp8));
     } else if (s.kind == StoreKind::q8_0) {
       out[i] = static_cast<float>(

@@ -152,6 +152,12 @@ TEST(GivenScaleStores, MistakesFailWhereTheyApply) {
       const std::string store = s.golden_name.substr(s.golden_name.find('.') + 1);
       const bool applies = std::find(c.fails.begin(), c.fails.end(), store) != c.fails.end();
       EXPECT_EQ(s.verdict == Verdict::fail, applies) << kernels::to_string(c.mistake) << " " << s.golden_name;
+      // Named from the set's given scale (the diagnosis once recomputed every mistake with a derived one).
+      if (applies && c.mistake != StoreMistake::quantize_before_rotate) {
+        const std::string id(kernels::to_string(c.mistake));
+        ASSERT_TRUE(s.diagnosis.has_value()) << id;
+        EXPECT_EQ(s.diagnosis->match.value_or("none"), id) << s.golden_name << ": " << s.diagnosis->conclusion;
+      }
     }
 }
 
