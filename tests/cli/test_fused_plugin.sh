@@ -5,7 +5,8 @@
 # --kv-cache set's cache, judged by the stores and KV-cache checks; a store or cache mistake fails; a
 # revision-2 kernel (bad_plugin_good.so) leaves stores and cache not tested (exit 3, never passed); a
 # crash, a hang and a write past the output in either fused entry are the kernel's failure (exit 1, the
-# entry point named), never a crash of ropecheck.
+# entry point named), never a crash of ropecheck. A Q/K-norm or MLA set is checked on a kernel declaring
+# ROPECHECK_CAP_QK_NORM / _MLA and not tested on one that does not.
 #
 #   bash tests/cli/test_fused_plugin.sh ROPECHECK FUSED_PLUGIN BUILTIN_PLUGIN REVISION2_PLUGIN
 set -u
@@ -53,6 +54,21 @@ run check --golden K --kernel "$R2" --report r.json
 p=""; [ "$RC" -eq 3 ] || p+="exit $RC (want 3); "
 p+=$(json r.json 'd["verdict"] == "not-tested" and not d["pass"] and "kv_cache" in d["not_tested"]')
 check "revision-2 kernel: the cache is not tested, never passed" "$p"
+
+# Q/K norm and MLA specs: checked on a kernel that declares them (the builtin module), not tested on one
+# that does not (never passed).
+"$BIN" golden --preset qwen3-8b --positions 0:4 --heads 2 --dtypes f32 --out N --quiet >/dev/null || exit 2
+"$BIN" golden --preset deepseek-v3-mla --positions 0:4 --heads 2 --dtypes f32 --out M --quiet >/dev/null || exit 2
+for set in N M; do
+  run check --golden "$set" --kernel "$B" --report r.json
+  p=""; [ "$RC" -eq 0 ] || p+="exit $RC (want 0); "
+  check "builtin module, $set: the norm / MLA spec is checked and passes" "$p"
+  run check --golden "$set" --kernel "$R2" --report r.json
+  p=""; [ "$RC" -eq 3 ] || p+="exit $RC (want 3); "
+  p+=$(json r.json 'not d["pass"] and "q_rot.f32" in d["not_tested"]')
+  grep -Eq "ROPECHECK_CAP_(QK_NORM|MLA)" out || p+="no note naming the capability; "
+  check "revision-2 kernel, $set: the norm / MLA outputs are not tested" "$p"
+done
 
 # Isolation: each misbehaviour is the kernel's failure, named, with the report written.
 while IFS='|' read -r opt set entry want; do
