@@ -32,18 +32,13 @@
  *                                                               revision 3 (below): rotate k and append
  *                                                               k and v to a paged / slot-mapped cache
  *
- * Fused stores (revision 3). ropecheck_rope_quantize rotates x as ropecheck_rope_apply does (to binary32)
- * and stores the result as `golden --stores` lays it out (golden/GOLDEN_FORMAT.md, "Quantized stores"):
- * FP8 codes with f32 scales (one per token or per (token, head), amax / fp8 max of the rotated row),
- * GGML q8_0 / q4_0 blocks (34 / 18 bytes per 32 values along head_dim, d inside), MLX group-affine
- * uint32 words with scales and biases in the store's scale dtype. ropecheck_rope_append_kv rotates k
- * at each appended token's position and writes it (and v, stored in the cache's dtype) into the slots
- * the cache metadata gives; the caches arrive filled with sentinel bytes (0xFF) and every slot not
- * appended to must keep them. Both count as entry points for "at least one of". A kernel lacking one
- * is never called for it: ropecheck reports that part not tested. The Q/K norm (q_norm / k_norm: eps,
- * weight_form, the weights) and MLA (rotary_offset, key_layout "k_pe") are in spec_json: ropecheck
- * hands such a spec only to a kernel that declares ROPECHECK_CAP_QK_NORM / ROPECHECK_CAP_MLA; for
- * another kernel those parts are not tested (KERNEL_ABI.md, "Revision 3").
+ * Fused stores (revision 3; KERNEL_ABI.md, "Revision 3"). ropecheck_rope_quantize rotates x as
+ * ropecheck_rope_apply does (to binary32) and stores it as `golden --stores` lays it out (FP8 codes + f32
+ * scales, GGML q8_0 / q4_0 blocks, MLX affine words + scales + biases); ropecheck_rope_append_kv rotates
+ * k and writes it and v into the appended tokens' slots of caches that arrive full of 0xFF sentinel
+ * bytes, every other slot left alone. A kernel lacking one is never called for it: that part is not
+ * tested. Q/K-norm and MLA specs (spec_json's q_norm / k_norm, rotary_offset / k_pe) go only to kernels
+ * declaring ROPECHECK_CAP_QK_NORM / ROPECHECK_CAP_MLA; for others those outputs are not tested.
  *
  * Configuration (revision 1). A library that builds several kernels (variants, recipes, thread counts)
  * exports ropecheck_kernel_configure. `--kernel LIB.so:OPTIONS` names such a kernel: ropecheck calls
