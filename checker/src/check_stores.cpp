@@ -252,6 +252,10 @@ std::vector<std::string> store_outputs(const golden::GoldenSet& g) {
   return out;
 }
 
+quant::StoreSpec store_spec(const golden::GoldenSet& g, const std::string& golden_name) {
+  return store_check::spec_of(g, golden_name);
+}
+
 std::vector<std::string> store_companions(const golden::GoldenSet& g, const std::string& golden_name) {
   switch (store_check::spec_of(g, golden_name).kind) {
     case quant::StoreKind::fp8:  // a given scale is the set's input, not the candidate's

@@ -27,3 +27,5 @@
 #include "kv_cache_report.cpp"
 #include "check_stores.cpp"
 #include "check_stores_report.cpp"
+#include "kernel_stores.cpp"
+#include "kernel_kv_cache.cpp"

@@ -10,6 +10,7 @@
 
 #include "attention_block.hpp"
 #include "check_internal.hpp"
+#include "kernel_stores.hpp"
 
 namespace ropecheck::checker {
 
@@ -56,7 +57,7 @@ struct KernelBlocks::State {
   const golden::GoldenSet* golden = nullptr;
   std::vector<CandidateTensor> tensors;
   std::vector<DType> dtypes;                   // per tensor
-  std::vector<bool> whole_block;               // per tensor: an attention output, computed once by probe()
+  std::vector<bool> whole_block;               // per tensor: an attention output or a store, computed once by probe()
   std::vector<std::vector<std::uint8_t>> out;  // per tensor: the current block's values
   std::vector<Call> calls;
   std::vector<std::string> notes;
@@ -64,6 +65,7 @@ struct KernelBlocks::State {
   std::string declined;  // the kernel declined the set: no tensors
   std::map<std::string, std::vector<std::string>> outputs_of;  // a call's problem -> its outputs, for finish()
   std::int64_t t0 = 0, t1 = 0;  // the current block
+  std::int64_t t1_last = 0;     // the end of the tokens checked
   bool probe_pending = false;   // the first block was computed by prepare() and not read yet
   EncodingSpec key_spec;        // MLA: k_pe's problem, the rotary block alone (key_rope); else the set's spec
 
@@ -89,6 +91,7 @@ struct KernelBlocks::State {
   kut::CallResult call(Call& c, const std::vector<Position>& pos);
   void probe(const kut::Capabilities& caps);
   void probe_attention(const kut::Capabilities& caps);
+  void probe_stores();
   void add_output(const std::string& name, DType d);
 };
 
@@ -151,6 +154,27 @@ void KernelBlocks::State::probe_attention(const kut::Capabilities& caps) {
       failures.push_back({{name}, r.message});
       fill_nan(out[i], *dt);
     }
+  }
+}
+
+// The set's quantized stores through the fused rope_quantize call (kernel_stores.hpp), once, on the whole
+// golden inputs: a check of the whole set only (stores are not split by token; a shard leaves them not
+// tested, as a file's stores under --shard are refused).
+void KernelBlocks::State::probe_stores() {
+  if (t0 != 0 || t1_last != golden->tokens()) {
+    if (!store_outputs(*golden).empty())
+      notes.push_back("quantized stores not checked (not tested): a shard of the set (they are checked whole)");
+    return;
+  }
+  KernelStores s = run_kernel_stores(*kernel, *golden);
+  for (std::string& n : s.notes) notes.push_back(std::move(n));
+  for (KernelFailure& f : s.failures) failures.push_back(std::move(f));
+  outputs_of.merge(s.outputs_of);
+  for (io::Tensor& t : s.tensors) {
+    tensors.push_back({t.name, t.dtype, t.shape});
+    dtypes.push_back(DType::f32);  // unused: a whole-block tensor is never recomputed
+    out.push_back(std::move(t.data));
+    whole_block.push_back(true);
   }
 }
 
@@ -252,6 +276,7 @@ void KernelBlocks::State::probe(const kut::Capabilities& caps) {
   // The attention block first: its one call per dtype is then made whatever the rotation calls did (a
   // plugin that keeps failing is given up on).
   if (golden->is_rope()) probe_attention(caps);
+  if (golden->is_rope()) probe_stores();
   std::vector<DType> set_dtypes;
   for (const std::string& d : golden->dtypes())
     if (const std::optional<DType> t = parse_dtype(d)) set_dtypes.push_back(*t);
@@ -325,6 +350,7 @@ void KernelBlocks::prepare(const golden::GoldenSet& golden, std::int64_t first, 
   s_->key_spec = golden.spec();
   if (golden.is_rope()) s_->key_spec.rope = key_rope(golden.spec().rope);
   s_->t0 = first;
+  s_->t1_last = last;
   s_->t1 = std::min(last, first + std::max<std::int64_t>(1, block_tokens));
   s_->probe(s_->kernel->info().capabilities);
   s_->probe_pending = true;
@@ -383,8 +409,8 @@ void KernelBlocks::begin_block(std::int64_t t0, std::int64_t t1, const std::vect
 }
 
 std::span<const std::uint8_t> KernelBlocks::elements(std::size_t i, std::int64_t e0, std::int64_t e1, std::vector<std::uint8_t>&) {
-  const std::int64_t first = s_->whole_block[i] ? 0 : s_->t0 * s_->per_token(i);  // an attention output: whole
-  const std::size_t es = dtype_size(io::tensor_dtype(s_->dtypes[i]));
+  const std::int64_t first = s_->whole_block[i] ? 0 : s_->t0 * s_->per_token(i);  // an attention output, a store: whole
+  const std::size_t es = io::dtype_size(s_->tensors[i].dtype);
   if (e0 < first || (e1 - first) * static_cast<std::int64_t>(es) > static_cast<std::int64_t>(s_->out[i].size()))
     throw std::logic_error("KernelBlocks::elements: a range outside the current block of " + s_->tensors[i].name);
   return std::span<const std::uint8_t>(s_->out[i]).subspan(static_cast<std::size_t>(e0 - first) * es,

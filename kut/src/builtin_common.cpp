@@ -1,5 +1,7 @@
 #include "builtin_common.hpp"
 
+#include <cstring>
+
 #include "ropecheck/kernels/qk_norm.hpp"
 
 namespace ropecheck::kut::detail {
@@ -73,6 +75,55 @@ std::string check_rope_attention(const RopeAttentionCall& c) {
   if (!c.scores.bytes.empty() && (c.scores.count() != scores || c.scores.dtype != c.out.dtype))
     return "scores size does not match group x visible pairs, or their dtype is not the output's";
   return {};
+}
+
+std::string check_rope_quantize(const RopeQuantizeCall& c) {
+  const EncodingSpec* spec = c.problem.spec;
+  if (!spec || spec->family != Family::rope) return "not a RoPE spec";
+  if (!c.store) return "no store";
+  if (spec->rope.rotary_offset != 0) return "no quantized store of an MLA slice";
+  const std::size_t n = c.problem.positions.size() * static_cast<std::size_t>(c.heads < 0 ? 0 : c.heads) *
+                        static_cast<std::size_t>(spec->rope.head_dim);
+  if (c.heads < 1 || c.x.dtype != DType::f32 || c.x.count() != n) return "input size does not match tokens x heads x head_dim (f32)";
+  if (const std::string why = quant::store_head_dim_problem(*c.store, spec->rope.head_dim); !why.empty()) return why;
+  if (const RmsNormStage* norm = norm_stage(spec->rope, c.input); norm && norm->weight.empty())
+    return "the spec's " + std::string(c.input) + "_norm stage has no weights (golden sets record them)";
+  return {};
+}
+
+std::string check_append_kv(const KvAppendCall& c) {
+  const EncodingSpec* spec = c.problem.spec;
+  if (!spec || spec->family != Family::rope) return "not a RoPE spec";
+  if (!c.cache) return "no cache description";
+  if (spec->rope.rotary_offset != 0 || spec->rope.key_layout != KeyLayout::per_head) return "no KV-cache append of an MLA key";
+  const auto D = static_cast<std::size_t>(spec->rope.head_dim), H = static_cast<std::size_t>(c.heads < 1 ? 0 : c.heads);
+  const auto T = static_cast<std::size_t>(c.cache->tokens()), slots = static_cast<std::size_t>(c.cache->slots());
+  if (H == 0 || c.problem.positions.size() != T || c.k.dtype != DType::f32 || c.k.count() != T * H * D)
+    return "k does not match the batch's tokens x heads x head_dim (f32)";
+  if (!c.v.bytes.empty() && (c.v.dtype != DType::f32 || c.v.count() != T * H * D || c.v_cache.dtype != c.k_cache.dtype))
+    return "v does not match k, or its cache is of another dtype";
+  if (c.k_cache.count() != slots * H * D || (!c.v.bytes.empty() && c.v_cache.count() != slots * H * D))
+    return "the cache does not hold pages x page_size x heads x head_dim elements";
+  return {};
+}
+
+std::vector<float> input_f32(const RopeSpec& rope, std::string_view input, const ConstStorage& x, int heads) {
+  if (const RmsNormStage* n = norm_stage(rope, input)) return rms_normed_f32(*n, x, heads, rope.head_dim);
+  std::vector<double> wide(x.count());
+  decode(x.bytes.data(), x.dtype, wide);
+  return {wide.begin(), wide.end()};
+}
+
+void copy_store(const kernels::StoredTensor& st, const RopeQuantizeCall& c) {
+  auto put = [](const std::vector<std::uint8_t>& from, std::span<std::byte> to, const char* what) {
+    if (from.size() != to.size())
+      throw std::invalid_argument(std::string("the store's ") + what + " take " + std::to_string(from.size()) +
+                                  " bytes, the call gives " + std::to_string(to.size()));
+    if (!from.empty()) std::memcpy(to.data(), from.data(), from.size());
+  };
+  put(st.codes, c.codes, "codes");
+  put(st.scales, c.scales, "scales");
+  put(st.biases, c.biases, "biases");
 }
 
 Capabilities all_capabilities() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ropecheck/kernels/rope_kernels.hpp"
+#include "ropecheck/kernels/rope_quantize.hpp"
 #include "ropecheck/kut/kernel_under_test.hpp"
 
 namespace ropecheck::kut::detail {
@@ -57,6 +58,14 @@ std::vector<float> rms_normed_f32(const RmsNormStage& norm, const ConstStorage& 
 std::string check_rope_table(const RopeTableCall& c);
 std::string check_sinusoidal(const SinusoidalCall& c);
 std::string check_rope_attention(const RopeAttentionCall& c);
+// Revision 3's fused calls: RoPE spec, f32 input, sizes that match (a store's codes, scales and biases
+// against quantize_store's; a cache against the description's shape). Empty when fine.
+std::string check_rope_quantize(const RopeQuantizeCall& c);
+std::string check_append_kv(const KvAppendCall& c);
+// The call's input as binary32, through the spec's Q/K norm stage for `input` when it has one.
+std::vector<float> input_f32(const RopeSpec& rope, std::string_view input, const ConstStorage& x, int heads);
+// A store's bytes into the call's codes, scales and biases: std::invalid_argument when their sizes differ.
+void copy_store(const kernels::StoredTensor& st, const RopeQuantizeCall& c);
 
 Capabilities all_capabilities();
 

@@ -5,7 +5,9 @@
 // installed C contract.
 //
 // The fused entry point (ropecheck_rope_attention, revision 2) is the recipe's fused RoPE + attention
-// (kernels/rope_attention.hpp), scores included.
+// (kernels/rope_attention.hpp), scores included; revision 3's ropecheck_rope_quantize and
+// ropecheck_rope_append_kv are the recipe's rotation followed by kernels/rope_quantize.hpp's store and
+// kernels/kv_append.hpp's append (the description read back through kut/abi_fused.hpp).
 //
 // Options (ropecheck_kernel_configure, kernel_abi.h revision 1): items separated by ':', each a recipe
 // name (kernels/RECIPES.md), `threads=N` (0: OpenMP's default, 1: no threading) or `portable` (no
@@ -26,6 +28,7 @@
 
 #include "ropecheck/core/spec_json.hpp"
 #include "ropecheck/kernel_abi.h"
+#include "ropecheck/kut/abi_fused.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 
 namespace {
@@ -182,7 +185,8 @@ ROPECHECK_KERNEL_EXPORT uint32_t ropecheck_kernel_abi_version(void) { return ROP
 ROPECHECK_KERNEL_EXPORT const char* ropecheck_kernel_name(void) { return state().name.c_str(); }
 
 ROPECHECK_KERNEL_EXPORT uint64_t ropecheck_kernel_capabilities(void) {
-  return ROPECHECK_CAP_NEGATIVE_POSITIONS | ROPECHECK_CAP_ATTENTION_SCORES | ROPECHECK_CAP_OUT_F64 | ROPECHECK_CAP_OUT_F32 | ROPECHECK_CAP_OUT_F16 |
+  return ROPECHECK_CAP_NEGATIVE_POSITIONS | ROPECHECK_CAP_ATTENTION_SCORES | ROPECHECK_CAP_QK_NORM | ROPECHECK_CAP_MLA |
+         ROPECHECK_CAP_OUT_F64 | ROPECHECK_CAP_OUT_F32 | ROPECHECK_CAP_OUT_F16 |
          ROPECHECK_CAP_OUT_BF16;
 }
 
@@ -266,6 +270,55 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_rope_attention(const ropecheck_rope_attent
     call.out = {*out, std::span(static_cast<std::byte*>(p->out), T * G * Dv * element_size(*out))};
     if (p->scores) call.scores = {*out, std::span(static_cast<std::byte*>(p->scores), G * pairs * element_size(*out))};
     return answer(state().kernel->rope_attention(call), p->message, p->message_capacity);
+  });
+}
+
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_quantize(const ropecheck_rope_quantize_problem* p) {
+  return guarded(p->message, p->message_capacity, [&] {
+    std::string why;
+    const std::optional<ropecheck::quant::StoreSpec> store = kut::store_from_abi(p->store, why);
+    if (!store) {
+      write_message(p->message, p->message_capacity, why);
+      return ROPECHECK_UNSUPPORTED;
+    }
+    const RopeInputs in = rope_inputs(*p);
+    const auto n = static_cast<std::size_t>(p->tokens) * static_cast<std::size_t>(p->heads) *
+                   static_cast<std::size_t>(p->rope.head_dim);
+    auto bytes = [](void* b, std::uint64_t size) {
+      return b ? std::span(static_cast<std::byte*>(b), static_cast<std::size_t>(size)) : std::span<std::byte>();
+    };
+    kut::RopeQuantizeCall call;
+    call.problem = in.problem();
+    call.input = p->input_name ? p->input_name : "q";
+    call.heads = p->heads;
+    call.x = {DType::f32, std::as_bytes(std::span(p->x, n))};
+    call.store = &*store;
+    call.codes = bytes(p->codes, p->codes_bytes);
+    call.scales = bytes(p->scales, p->scales_bytes);
+    call.biases = bytes(p->biases, p->biases_bytes);
+    return answer(state().kernel->rope_quantize(call), p->message, p->message_capacity);
+  });
+}
+
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_append_kv(const ropecheck_rope_append_kv_problem* p) {
+  return guarded(p->message, p->message_capacity, [&] {
+    const std::optional<DType> out = dtype_of(p->out_dtype);
+    if (!out) return ROPECHECK_UNSUPPORTED;
+    const ropecheck::kv::CacheSpec cache = kut::cache_from_abi(p->cache, p->tokens);
+    const RopeInputs in = rope_inputs(*p);
+    const auto n = static_cast<std::size_t>(p->tokens) * static_cast<std::size_t>(p->heads) *
+                   static_cast<std::size_t>(p->rope.head_dim);
+    const std::size_t cache_bytes = static_cast<std::size_t>(cache.slots()) * static_cast<std::size_t>(p->heads) *
+                                    static_cast<std::size_t>(p->rope.head_dim) * element_size(*out);
+    kut::KvAppendCall call;
+    call.problem = in.problem();
+    call.cache = &cache;
+    call.heads = p->heads;
+    call.k = {DType::f32, std::as_bytes(std::span(p->k, n))};
+    if (p->v) call.v = {DType::f32, std::as_bytes(std::span(p->v, n))};
+    call.k_cache = {*out, std::span(static_cast<std::byte*>(p->k_cache), cache_bytes)};
+    if (p->v && p->v_cache) call.v_cache = {*out, std::span(static_cast<std::byte*>(p->v_cache), cache_bytes)};
+    return answer(state().kernel->rope_append_kv(call), p->message, p->message_capacity);
   });
 }
 

@@ -2,7 +2,9 @@
 #include <string>
 
 #include "builtin_common.hpp"
+#include "ropecheck/kernels/kv_append.hpp"
 #include "ropecheck/kernels/rope_attention.hpp"
+#include "ropecheck/kernels/rope_quantize.hpp"
 #include "ropecheck/kut/builtin_sources.hpp"
 #include "ropecheck/kut/kernel_names.hpp"
 
@@ -18,6 +20,7 @@ class CpuKernel final : public KernelUnderTest {
     info_.description = "ropecheck's fast CPU kernel, recipe " + std::string(k::recipe_info(recipe).description);
     info_.capabilities = detail::all_capabilities();
     info_.capabilities.rope_attention = info_.capabilities.attention_scores = true;
+    info_.capabilities.rope_quantize = info_.capabilities.rope_append_kv = true;
   }
   const Info& info() const override { return info_; }
   const RecipeRows* recipe_rows() const override { return &rows_; }
@@ -62,6 +65,33 @@ class CpuKernel final : public KernelUnderTest {
       k::rope_attention(plan, pos.view(), pos.view(), *c.attention, view(c.q, G, D), view(c.k, 1, D), view(c.v, 1, Dv),
                         k::TensorView::contiguous(c.out.bytes.data(), c.out.dtype, T, G, Dv),
                         c.scores.bytes.empty() ? nullptr : c.scores.bytes.data(), options_);
+    });
+  }
+
+  // The recipe's rotation to binary32 (after the spec's Q/K norm), then the owner's quantizer
+  // (kernels/rope_quantize.hpp): what golden --stores computes exactly, in a kernel's arithmetic.
+  CallResult rope_quantize(const RopeQuantizeCall& c) override {
+    if (std::string why = detail::check_rope_quantize(c); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
+      const std::int64_t T = pos.tokens, H = c.heads, D = plan.head_dim;
+      const std::vector<float> x = detail::input_f32(c.problem.spec->rope, c.input, c.x, c.heads);
+      const k::StoredTensor st =
+          k::rope_quantize(plan, pos.view(), k::TensorView::contiguous(const_cast<float*>(x.data()), DType::f32, T, H, D), *c.store);
+      detail::copy_store(st, c);
+    });
+  }
+
+  // The recipe's rotation of k (after the spec's k_norm) and the append through core's slot mapping
+  // (kernels/kv_append.hpp).
+  CallResult rope_append_kv(const KvAppendCall& c) override {
+    if (std::string why = detail::check_append_kv(c); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
+      const std::vector<float> k = detail::input_f32(c.problem.spec->rope, "k", c.k, c.heads);
+      const auto v = std::span(reinterpret_cast<const float*>(c.v.bytes.data()), c.v.count());
+      auto bytes = [](const Storage& s) { return std::span(reinterpret_cast<std::uint8_t*>(s.bytes.data()), s.bytes.size()); };
+      k::rope_append_kv(plan, *c.cache, c.heads, k, v, c.k_cache.dtype, bytes(c.k_cache), bytes(c.v_cache));
     });
   }
 

@@ -62,7 +62,7 @@ std::size_t Layout::input(const void* data, std::size_t bytes) {
   return inputs.back().offset;
 }
 
-std::size_t Layout::output(std::string name, std::size_t bytes, bool message) {
+std::size_t Layout::output(std::string name, std::size_t bytes, bool message, bool prefill_checked) {
   const std::size_t page = page_size();
   if (guard_pages.empty() || cursor != guard_pages.back() + page) {  // no guard page right before: one
     cursor = align_up(cursor, page);
@@ -71,7 +71,7 @@ std::size_t Layout::output(std::string name, std::size_t bytes, bool message) {
   }
   const std::size_t start = cursor, offset = start + kGuardBytes;
   const std::size_t end = align_up(offset + bytes + kGuardBytes, page);
-  writable.push_back({std::move(name), bytes, offset, start, end, message});
+  writable.push_back({std::move(name), bytes, offset, start, end, message, prefill_checked});
   guard_pages.push_back(end);
   cursor = end + page;
   return offset;

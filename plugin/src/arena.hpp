@@ -59,6 +59,9 @@ struct Layout {
     std::size_t bytes, offset;
     std::size_t start, end;  // the page-aligned region: guard bytes, the buffer, guard bytes
     bool message;
+    // Elements still holding the NaN prefill after an ok call count as unwritten. Not for quantized
+    // codes (0xFF is a code) nor a KV cache (0xFF is its sentinel: an unwritten slot is the checker's).
+    bool prefill_checked = true;
   };
   std::size_t cursor = page_size();
   std::vector<Input> inputs;
@@ -66,7 +69,7 @@ struct Layout {
   std::vector<std::size_t> guard_pages;  // protected during the call
 
   std::size_t input(const void* data, std::size_t bytes);  // 0 for an empty input
-  std::size_t output(std::string name, std::size_t bytes, bool message = false);
+  std::size_t output(std::string name, std::size_t bytes, bool message = false, bool prefill_checked = true);
   // Copies the inputs, fills the outputs with NaN (the message with zeros) and the guards with the guard byte.
   void fill(std::uint8_t* base) const;
   enum class Smash { none, before, after };

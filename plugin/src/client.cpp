@@ -18,6 +18,11 @@ static_assert(sizeof(void*) != 8 || sizeof(ropecheck_sinusoidal_problem) == 88, 
 // Revision 2's additions (new structs; version 1's above unchanged).
 static_assert(sizeof(void*) != 8 || sizeof(ropecheck_attention_params) == 48, "kernel ABI r2: ropecheck_attention_params layout changed");
 static_assert(sizeof(void*) != 8 || sizeof(ropecheck_rope_attention_problem) == 296, "kernel ABI r2: ropecheck_rope_attention_problem layout changed");
+// Revision 3's (new structs again).
+static_assert(sizeof(ropecheck_store_params) == 32, "kernel ABI r3: ropecheck_store_params layout changed");
+static_assert(sizeof(void*) != 8 || sizeof(ropecheck_rope_quantize_problem) == 304, "kernel ABI r3: ropecheck_rope_quantize_problem layout changed");
+static_assert(sizeof(void*) != 8 || sizeof(ropecheck_kv_cache_params) == 80, "kernel ABI r3: ropecheck_kv_cache_params layout changed");
+static_assert(sizeof(void*) != 8 || sizeof(ropecheck_rope_append_kv_problem) == 320, "kernel ABI r3: ropecheck_rope_append_kv_problem layout changed");
 
 }  // namespace
 
@@ -34,6 +39,8 @@ bool KernelPlugin::has_rope_apply() const { return s_->rope_apply; }
 bool KernelPlugin::has_rope_cos_sin() const { return s_->rope_cos_sin; }
 bool KernelPlugin::has_sinusoidal() const { return s_->sinusoidal; }
 bool KernelPlugin::has_rope_attention() const { return s_->rope_attention; }
+bool KernelPlugin::has_rope_quantize() const { return s_->rope_quantize; }
+bool KernelPlugin::has_rope_append_kv() const { return s_->rope_append_kv; }
 bool KernelPlugin::isolated() const { return !s_->options.in_process; }
 std::uint64_t KernelPlugin::capabilities() const { return s_->capabilities; }
 bool KernelPlugin::declares_dtype(std::int32_t d) const {
@@ -140,13 +147,15 @@ KernelPlugin load_kernel_plugin(const std::filesystem::path& name, const PluginC
     s->rope_cos_sin = s->in_process.rope_cos_sin != nullptr;
     s->sinusoidal = s->in_process.sinusoidal != nullptr;
     s->rope_attention = s->in_process.rope_attention != nullptr;
+    s->rope_quantize = s->in_process.rope_quantize != nullptr;
+    s->rope_append_kv = s->in_process.rope_append_kv != nullptr;
     s->capabilities = s->in_process.capabilities;
   } else {
     const std::string why = s->start_host();
     if (!why.empty()) {
       // The library cannot even be loaded without killing its process: every call fails with that.
       s->broken = why;
-      s->rope_apply = s->rope_cos_sin = s->sinusoidal = s->rope_attention = true;
+      s->rope_apply = s->rope_cos_sin = s->sinusoidal = s->rope_attention = s->rope_quantize = s->rope_append_kv = true;
       s->abi_version = ROPECHECK_KERNEL_ABI_VERSION;
     }
   }

@@ -52,6 +52,7 @@ struct KernelPlugin::State {
   PluginClientOptions options;
   std::uint32_t abi_version = 0;
   bool rope_apply = false, rope_cos_sin = false, sinusoidal = false, rope_attention = false;
+  bool rope_quantize = false, rope_append_kv = false;  // revision 3
   std::uint64_t capabilities = 0;
 
   pp::Symbols in_process;  // --in-process: the library in this process
@@ -112,6 +113,8 @@ struct KernelPlugin::State {
     rope_cos_sin = hello.has_rope_cos_sin != 0;
     sinusoidal = hello.has_sinusoidal != 0;
     rope_attention = hello.has_rope_attention != 0;
+    rope_quantize = hello.has_rope_quantize != 0;
+    rope_append_kv = hello.has_rope_append_kv != 0;
     capabilities = hello.capabilities;
     return "";
   }
@@ -219,7 +222,7 @@ struct KernelPlugin::State {
       // Elements still holding the prefill pattern were never written.
       const std::size_t e = element_bytes_of(q);
       for (const Layout::Writable& w : layout.writable) {
-        if (w.message) continue;
+        if (w.message || !w.prefill_checked) continue;
         const std::size_t unwritten = detail::count_prefill(arena.base() + w.offset, w.bytes, e);
         if (unwritten > 0)
           return fail(std::string(entry) + " returned ROPECHECK_OK but left " + std::to_string(unwritten) + " of " +
@@ -236,6 +239,8 @@ struct KernelPlugin::State {
     const std::int32_t d = q.entry == pp::Entry::rope_apply       ? q.p.rope.out_dtype
                            : q.entry == pp::Entry::rope_cos_sin   ? q.p.table.out_dtype
                            : q.entry == pp::Entry::rope_attention ? q.p.attention.out_dtype
+                           : q.entry == pp::Entry::rope_quantize  ? q.p.quantize.store.scale_dtype  // its scales
+                           : q.entry == pp::Entry::rope_append_kv ? q.p.append.out_dtype
                                                                   : q.p.sinusoidal.out_dtype;
     return d == ROPECHECK_DTYPE_F64 ? 8 : d == ROPECHECK_DTYPE_F32 ? 4 : 2;
   }

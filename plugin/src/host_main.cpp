@@ -140,6 +140,8 @@ int main(int argc, char** argv) {
   hello.has_rope_cos_sin = s.rope_cos_sin != nullptr;
   hello.has_sinusoidal = s.sinusoidal != nullptr;
   hello.has_rope_attention = s.rope_attention != nullptr;
+  hello.has_rope_quantize = s.rope_quantize != nullptr;
+  hello.has_rope_append_kv = s.rope_append_kv != nullptr;
   hello.has_capabilities = s.has_capabilities;
   hello.capabilities = s.capabilities;
   copy(hello.name, sizeof hello.name, s.name);

@@ -42,6 +42,8 @@ PluginKernel::PluginKernel(KernelPlugin plugin) : plugin_(std::move(plugin)) {
   c.rope_cos_sin = plugin_.has_rope_cos_sin();
   c.sinusoidal = plugin_.has_sinusoidal();
   c.rope_attention = plugin_.has_rope_attention();
+  c.rope_quantize = plugin_.has_rope_quantize();
+  c.rope_append_kv = plugin_.has_rope_append_kv();
   c.attention_scores = c.rope_attention && (plugin_.capabilities() & ROPECHECK_CAP_ATTENTION_SCORES) != 0;
   for (DType d : {DType::f64, DType::f32, DType::f16, DType::bf16})
     if (plugin_.declares_dtype(abi_dtype(d))) c.output_dtypes.push_back(d);
@@ -117,10 +119,8 @@ kut::CallResult PluginKernel::rope_apply(const kut::RopeApplyCall& call) {
   if (!info_.capabilities.rope_apply || spec.family != Family::rope)
     return {kut::CallResult::Status::unsupported, "the kernel exports no ropecheck_rope_apply for this spec"};
   if (call.x.dtype != DType::f32) return {kut::CallResult::Status::unsupported, "the kernel ABI takes f32 input"};
-  if (norm_stage(spec.rope, call.input) != nullptr)
-    return {kut::CallResult::Status::unsupported, "the kernel ABI carries no Q/K RMSNorm stage (the spec has one)"};
-  if (spec.rope.rotary_offset != 0)  // the ABI's parameter block has no rotary offset: it would rotate the prefix
-    return {kut::CallResult::Status::unsupported, "the kernel ABI has no rotary_offset (MLA slice)"};
+  if (const std::string why = undeclared_stage(spec.rope, call.input); !why.empty())
+    return {kut::CallResult::Status::unsupported, why};
   const RopeInputs in = rope_inputs(call.problem);
   const std::span<const float> x(reinterpret_cast<const float*>(call.x.bytes.data()), call.x.count());
   const std::string input(call.input);

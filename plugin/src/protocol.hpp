@@ -32,7 +32,7 @@
 
 namespace ropecheck::plugin::plugin_protocol {
 
-enum class Entry : std::uint32_t { rope_apply = 1, rope_cos_sin = 2, sinusoidal = 3, rope_attention = 4 };
+enum class Entry : std::uint32_t { rope_apply = 1, rope_cos_sin = 2, sinusoidal = 3, rope_attention = 4, rope_quantize = 5, rope_append_kv = 6 };
 
 inline const char* entry_name(Entry e) {
   switch (e) {
@@ -40,6 +40,8 @@ inline const char* entry_name(Entry e) {
     case Entry::rope_cos_sin: return "ropecheck_rope_cos_sin";
     case Entry::sinusoidal: return "ropecheck_sinusoidal";
     case Entry::rope_attention: return "ropecheck_rope_attention";
+    case Entry::rope_quantize: return "ropecheck_rope_quantize";
+    case Entry::rope_append_kv: return "ropecheck_rope_append_kv";
   }
   return "?";
 }
@@ -58,6 +60,8 @@ struct Symbols {
   ropecheck_rope_cos_sin_fn rope_cos_sin = nullptr;
   ropecheck_sinusoidal_fn sinusoidal = nullptr;
   ropecheck_rope_attention_fn rope_attention = nullptr;  // revision 2, optional
+  ropecheck_rope_quantize_fn rope_quantize = nullptr;    // revision 3, optional
+  ropecheck_rope_append_kv_fn rope_append_kv = nullptr;  // revision 3, optional
 };
 
 // The only dlopen of a kernel in ropecheck: opens `absolute_path` (absolute, so the loader never
@@ -110,9 +114,12 @@ inline std::string open_kernel_library(const char* absolute_path, const std::str
   s.rope_cos_sin = reinterpret_cast<ropecheck_rope_cos_sin_fn>(symbol("ropecheck_rope_cos_sin"));
   s.sinusoidal = reinterpret_cast<ropecheck_sinusoidal_fn>(symbol("ropecheck_sinusoidal"));
   s.rope_attention = reinterpret_cast<ropecheck_rope_attention_fn>(symbol("ropecheck_rope_attention"));
-  if (!s.rope_apply && !s.rope_cos_sin && !s.sinusoidal && !s.rope_attention)
+  s.rope_quantize = reinterpret_cast<ropecheck_rope_quantize_fn>(symbol("ropecheck_rope_quantize"));
+  s.rope_append_kv = reinterpret_cast<ropecheck_rope_append_kv_fn>(symbol("ropecheck_rope_append_kv"));
+  if (!s.rope_apply && !s.rope_cos_sin && !s.sinusoidal && !s.rope_attention && !s.rope_quantize && !s.rope_append_kv)
     return "not a ropecheck kernel: it exports none of ropecheck_rope_apply, ropecheck_rope_cos_sin, "
-           "ropecheck_sinusoidal, ropecheck_rope_attention (see abi/KERNEL_ABI.md)";
+           "ropecheck_sinusoidal, ropecheck_rope_attention, ropecheck_rope_quantize, ropecheck_rope_append_kv "
+           "(see abi/KERNEL_ABI.md)";
   if (void* caps = symbol("ropecheck_kernel_capabilities")) {
     s.capabilities = reinterpret_cast<ropecheck_kernel_capabilities_fn>(caps)();
     s.has_capabilities = true;
@@ -124,7 +131,7 @@ constexpr std::uint32_t kHelloMagic = 0x52435048;  // "RCPH"
 constexpr std::uint32_t kProgressMagic = 0x52435050;  // "RCPP"
 constexpr std::uint32_t kNoticeMagic = 0x5243504E;  // "RCPN"
 // Changed with any message layout; a host of another build says so in its first message.
-constexpr std::uint32_t kProtocolVersion = 3;
+constexpr std::uint32_t kProtocolVersion = 4;
 
 struct Progress {
   std::uint32_t magic = kProgressMagic;
@@ -138,6 +145,7 @@ struct Hello {
   std::uint32_t ok = 0;
   std::uint32_t abi_version = 0;
   std::uint32_t has_rope_apply = 0, has_rope_cos_sin = 0, has_sinusoidal = 0, has_capabilities = 0, has_rope_attention = 0;
+  std::uint32_t has_rope_quantize = 0, has_rope_append_kv = 0, reserved = 0;
   std::uint64_t capabilities = 0;
   char name[257] = {};
   char problem[600] = {};  // !ok: open_kernel_library's problem
@@ -168,6 +176,8 @@ struct Request {
     ropecheck_table_problem table;
     ropecheck_sinusoidal_problem sinusoidal;
     ropecheck_rope_attention_problem attention;
+    ropecheck_rope_quantize_problem quantize;
+    ropecheck_rope_append_kv_problem append;
   } p{};
 };
 
@@ -234,6 +244,34 @@ inline int call_entry(const Symbols& s, Request& q, char* base) {
       p.out = at(base, static_cast<char*>(p.out));
       p.scores = at(base, static_cast<char*>(p.scores));
       return s.rope_attention ? s.rope_attention(&p) : -1;
+    }
+    case Entry::rope_quantize: {
+      ropecheck_rope_quantize_problem& p = q.p.quantize;
+      rebase(base, p);
+      rebase(base, p.rope);
+      p.input_name = at(base, p.input_name);
+      p.x = at(base, p.x);
+      p.codes = at(base, static_cast<char*>(p.codes));
+      p.scales = at(base, static_cast<char*>(p.scales));
+      p.biases = at(base, static_cast<char*>(p.biases));
+      return s.rope_quantize ? s.rope_quantize(&p) : -1;
+    }
+    case Entry::rope_append_kv: {
+      ropecheck_rope_append_kv_problem& p = q.p.append;
+      rebase(base, p);
+      rebase(base, p.rope);
+      p.k = at(base, p.k);
+      p.v = at(base, p.v);
+      ropecheck_kv_cache_params& c = p.cache;
+      c.append_indptr = at(base, c.append_indptr);
+      c.seq_lens = at(base, c.seq_lens);
+      c.kv_indptr = at(base, c.kv_indptr);
+      c.kv_indices = at(base, c.kv_indices);
+      c.kv_last_page_len = at(base, c.kv_last_page_len);
+      c.slot_mapping = at(base, c.slot_mapping);
+      p.k_cache = at(base, static_cast<char*>(p.k_cache));
+      p.v_cache = at(base, static_cast<char*>(p.v_cache));
+      return s.rope_append_kv ? s.rope_append_kv(&p) : -1;
     }
   }
   return -1;

@@ -35,7 +35,7 @@ USES = {
     "attention": ["core", "formulas", "accuracy", "reference"],
     "attention_files": ["attention", "io"],  # golden sets' attached files, not installed
     "cuda_kernels": ["core", "formulas", "kernels"],
-    "kut": ["core", "formulas", "kernels"],
+    "kut": ["core", "formulas", "kernels", "kernel_abi"],
     "kut_cuda": ["kut", "cuda_kernels"],
     "builtin_kernels": ["kut", "kernel_abi"],
     "kernel_host": ["kernel_abi"],

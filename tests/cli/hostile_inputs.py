@@ -803,6 +803,11 @@ def kv_cache_cases(c):
     with open(c.path("kv-empty.safetensors"), "wb") as f:
         f.write(safetensors_bytes({"k_cache": ("F32", shape, ff)}))
     c.case("check --kv-cache nothing written fails", chk + ["kv-empty.safetensors", "--no-diagnose"], 1)
+    # --kernel on a KV-cache set: the kernel's fused append is the candidate (kernel_abi.h revision 3).
+    for flag, value in (("--junit", "kj.xml"),):
+        c.case(f"check --kernel on a KV-cache set with {flag}", ["check", "--golden", "KV", "--report", "kr.json",
+                                                                "--kernel", "builtin:accurate", flag, value], 2,
+               ["--kernel on a KV-cache set: not with --baseline or --junit"], dest="kr.json")
 def check_store_cases(c):
     """check of a candidate's quantized stores (checker/CHECK_REPORT.md, "Quantized stores"): a store of the
     wrong dtype or shape, a missing or misshapen scale, stores under --shard, a --map to a missing tensor are

@@ -25,6 +25,20 @@
  *                                                               revision 2 (below): rotation and
  *                                                               attention fused; counts as an entry
  *                                                               point for "at least one of"
+ *   optional  int         ropecheck_rope_quantize(const ropecheck_rope_quantize_problem* p);
+ *                                                               revision 3 (below): rotate q or k and
+ *                                                               write a quantized store
+ *   optional  int         ropecheck_rope_append_kv(const ropecheck_rope_append_kv_problem* p);
+ *                                                               revision 3 (below): rotate k and append
+ *                                                               k and v to a paged / slot-mapped cache
+ *
+ * Fused stores (revision 3; KERNEL_ABI.md, "Revision 3"). ropecheck_rope_quantize rotates x as
+ * ropecheck_rope_apply does (to binary32) and stores it as `golden --stores` lays it out (FP8 codes + f32
+ * scales, GGML q8_0 / q4_0 blocks, MLX affine words + scales + biases); ropecheck_rope_append_kv rotates
+ * k and writes it and v into the appended tokens' slots of caches that arrive full of 0xFF sentinel
+ * bytes, every other slot left alone. A kernel lacking one is never called for it: that part is not
+ * tested. Q/K-norm and MLA specs (spec_json's q_norm / k_norm, rotary_offset / k_pe) go only to kernels
+ * declaring ROPECHECK_CAP_QK_NORM / ROPECHECK_CAP_MLA; for others those outputs are not tested.
  *
  * Configuration (revision 1). A library that builds several kernels (variants, recipes, thread counts)
  * exports ropecheck_kernel_configure. `--kernel LIB.so:OPTIONS` names such a kernel: ropecheck calls
@@ -112,9 +126,10 @@ extern "C" {
 
 #define ROPECHECK_KERNEL_ABI_VERSION 1
 /* Optional exports added to version 1 without changing any version-1 layout: 1 = ropecheck_kernel_configure,
-   2 = ropecheck_rope_attention (and its new structs). A caller of an older revision never calls them; a
+   2 = ropecheck_rope_attention (and its new structs), 3 = ropecheck_rope_quantize and ropecheck_rope_append_kv
+   (and theirs). A caller of an older revision never calls them; a
    kernel must work unconfigured, and a revision-1 kernel loads and runs unchanged. */
-#define ROPECHECK_KERNEL_ABI_REVISION 2
+#define ROPECHECK_KERNEL_ABI_REVISION 3 /* 3 = ropecheck_rope_quantize, ropecheck_rope_append_kv */
 
 /* Return codes of the entry points. Any other value is a failure. */
 #define ROPECHECK_OK 0
@@ -158,6 +173,10 @@ extern "C" {
    Undeclared bits mean "unknown", never "unsupported": the caller still asks per call. */
 #define ROPECHECK_CAP_NEGATIVE_POSITIONS (1ull << 0) /* positions may be negative (the `inverse` property) */
 #define ROPECHECK_CAP_ATTENTION_SCORES (1ull << 1)   /* revision 2: ropecheck_rope_attention writes scores */
+#define ROPECHECK_CAP_QK_NORM (1ull << 2)            /* revision 3: the RoPE entry points apply spec_json's
+                                                        q_norm / k_norm (eps, weight_form, weight) first */
+#define ROPECHECK_CAP_MLA (1ull << 3)                /* revision 3: rope_apply honours spec_json's
+                                                        rotary_offset and key_layout "k_pe" (MLA slices) */
 #define ROPECHECK_CAP_OUT_F64 (1ull << 8)            /* output dtypes the kernel supports; when any of */
 #define ROPECHECK_CAP_OUT_F32 (1ull << 9)            /* these four bits is set, the others are declared */
 #define ROPECHECK_CAP_OUT_F16 (1ull << 10)           /* unsupported (ropecheck skips them and says so)  */
@@ -302,6 +321,98 @@ typedef struct ropecheck_rope_attention_problem {
   uint32_t reserved1;         /* 0 */
 } ropecheck_rope_attention_problem;
 
+/* Revision 3: a quantized store (ropecheck_rope_quantize). */
+#define ROPECHECK_STORE_FP8 0    /* one FP8 code per element + f32 scales */
+#define ROPECHECK_STORE_Q8_0 1   /* GGML block_q8_0: f16 d + 32 int8, 34 bytes per 32 values */
+#define ROPECHECK_STORE_Q4_0 2   /* GGML block_q4_0: f16 d + 16 bytes of nibbles, 18 bytes per 32 values */
+#define ROPECHECK_STORE_AFFINE 3 /* MLX group-affine: uint32 words, scales and biases per group */
+#define ROPECHECK_FP8_E4M3FN 0
+#define ROPECHECK_FP8_E5M2 1
+#define ROPECHECK_FP8_SATURATE 0  /* out-of-range values stored as +-max */
+#define ROPECHECK_FP8_NONFINITE 1 /* out-of-range values stored as NaN (e4m3fn) / +-Inf (e5m2) */
+#define ROPECHECK_SCALE_PER_TOKEN 0
+#define ROPECHECK_SCALE_PER_TOKEN_HEAD 1
+
+typedef struct ropecheck_store_params {
+  int32_t kind;              /* ROPECHECK_STORE_* */
+  int32_t fp8_format;        /* FP8: ROPECHECK_FP8_E4M3FN / _E5M2; else 0 */
+  int32_t fp8_overflow;      /* FP8: ROPECHECK_FP8_SATURATE / _NONFINITE; else 0 */
+  int32_t scale_granularity; /* FP8: ROPECHECK_SCALE_PER_TOKEN / _PER_TOKEN_HEAD; else 0 */
+  int32_t group_size;        /* values per scale group along head_dim: GGML 32, affine 32 / 64 / 128, FP8 0 */
+  int32_t bits;              /* affine: 4 or 8 (codes per uint32 word: 32 / bits); GGML 8 / 4; FP8 8 */
+  int32_t scale_dtype;       /* affine: ROPECHECK_DTYPE_F32 / _F16 / _BF16 of scales and biases; FP8 _F32 */
+  int32_t reserved0;         /* 0 */
+} ropecheck_store_params;
+
+/* Rotate q or k and store it quantized, fused (revision 3). Sizes, for tokens T, heads H, head_dim D:
+   codes: FP8 T*H*D bytes; q8_0 T*H*(D/32)*34; q4_0 T*H*(D/32)*18; affine T*H*D*bits/8 (uint32 words,
+   little-endian, code j of a word in bits [j*bits, (j+1)*bits)). scales: FP8 f32 [T] or [T][H]; affine
+   [T][H][D/G] of scale_dtype; GGML NULL. biases: affine like scales; else NULL. */
+typedef struct ropecheck_rope_quantize_problem {
+  uint32_t abi_version;
+  int32_t reserved0;          /* 0 (the store says what is written) */
+  const char* spec_json;
+  ropecheck_rope_params rope;
+  const char* input_name;     /* "q" or "k" */
+  int64_t tokens;
+  int32_t heads;
+  int32_t position_streams;
+  const int64_t* positions;   /* [position_streams][tokens] */
+  const float* x;             /* [tokens][heads][head_dim] */
+  ropecheck_store_params store;
+  void* codes;                /* codes_bytes bytes, caller-allocated */
+  void* scales;               /* scales_bytes bytes, or NULL */
+  void* biases;               /* biases_bytes bytes, or NULL */
+  uint64_t codes_bytes, scales_bytes, biases_bytes;
+  char* message;
+  uint32_t message_capacity;
+  uint32_t reserved1;         /* 0 */
+} ropecheck_rope_quantize_problem;
+
+/* Revision 3: a KV cache (ropecheck_rope_append_kv), as FlashInfer and vLLM describe it. */
+#define ROPECHECK_CACHE_PAGED 0 /* kv_indptr / kv_indices / kv_last_page_len */
+#define ROPECHECK_CACHE_SLOTS 1 /* slot_mapping over [blocks][block_size][heads][head_dim] */
+#define ROPECHECK_CACHE_NHD 0   /* a page is [page_size][heads][head_dim] */
+#define ROPECHECK_CACHE_HND 1   /* a page is [heads][page_size][head_dim] (paged only) */
+
+typedef struct ropecheck_kv_cache_params {
+  int32_t kind;                    /* ROPECHECK_CACHE_PAGED / _SLOTS */
+  int32_t layout;                  /* ROPECHECK_CACHE_NHD / _HND */
+  int64_t pages;                   /* pages (blocks) in the pool */
+  int64_t page_size;               /* slots per page (block size) */
+  int32_t sequences;               /* S */
+  int32_t reserved0;               /* 0 */
+  const int64_t* append_indptr;    /* [S + 1]: sequence s appends batch tokens [append_indptr[s], append_indptr[s+1]) */
+  const int64_t* seq_lens;         /* [S]: each sequence's length after the append (token i of s is at cache
+                                      index and position seq_lens[s] - appended + i) */
+  const int64_t* kv_indptr;        /* paged: [S + 1]; NULL for slots */
+  const int64_t* kv_indices;       /* paged: [kv_indptr[S]] pool pages, sequence by sequence; NULL for slots */
+  const int64_t* kv_last_page_len; /* paged: [S]; NULL for slots */
+  const int64_t* slot_mapping;     /* slots: [tokens] slot (block * block_size + offset) of each token; NULL for paged */
+} ropecheck_kv_cache_params;
+
+/* Rotate k and append k and v to a KV cache, fused (revision 3). k_cache and v_cache: pages * page_size *
+   heads * head_dim elements of out_dtype, in the layout's order, filled with 0xFF bytes (the sentinel)
+   before the call: write the appended tokens' slots only. */
+typedef struct ropecheck_rope_append_kv_problem {
+  uint32_t abi_version;
+  int32_t out_dtype;          /* the caches' ROPECHECK_DTYPE_* */
+  const char* spec_json;
+  ropecheck_rope_params rope;
+  int64_t tokens;             /* appended tokens of the batch, sequence by sequence */
+  int32_t heads;              /* key / value heads */
+  int32_t position_streams;   /* 1 */
+  const int64_t* positions;   /* [tokens]: each token's position (its cache index) */
+  const float* k;             /* [tokens][heads][head_dim] */
+  const float* v;             /* [tokens][heads][head_dim], or NULL: no v (v_cache is NULL too) */
+  ropecheck_kv_cache_params cache;
+  void* k_cache;              /* caller-allocated, sentinel-filled */
+  void* v_cache;              /* caller-allocated, sentinel-filled, or NULL */
+  char* message;
+  uint32_t message_capacity;
+  uint32_t reserved1;         /* 0 */
+} ropecheck_rope_append_kv_problem;
+
 /* The entry points' types, for loaders (dlsym) and for checking a plugin's own declarations. */
 typedef uint32_t (*ropecheck_kernel_abi_version_fn)(void);
 typedef const char* (*ropecheck_kernel_name_fn)(void);
@@ -311,6 +422,8 @@ typedef int (*ropecheck_sinusoidal_fn)(const ropecheck_sinusoidal_problem* p);
 typedef uint64_t (*ropecheck_kernel_capabilities_fn)(void);
 typedef int (*ropecheck_kernel_configure_fn)(const char* options, char* message, uint32_t message_capacity);
 typedef int (*ropecheck_rope_attention_fn)(const ropecheck_rope_attention_problem* p);
+typedef int (*ropecheck_rope_quantize_fn)(const ropecheck_rope_quantize_problem* p);
+typedef int (*ropecheck_rope_append_kv_fn)(const ropecheck_rope_append_kv_problem* p);
 
 /* Declarations a plugin defines (with ROPECHECK_KERNEL_EXPORT in front). Declared here so that a
    C or C++ plugin including this header gets its signatures checked and C linkage. */
@@ -322,6 +435,8 @@ ROPECHECK_KERNEL_EXPORT int ropecheck_sinusoidal(const ropecheck_sinusoidal_prob
 ROPECHECK_KERNEL_EXPORT uint64_t ropecheck_kernel_capabilities(void);
 ROPECHECK_KERNEL_EXPORT int ropecheck_kernel_configure(const char* options, char* message, uint32_t message_capacity);
 ROPECHECK_KERNEL_EXPORT int ropecheck_rope_attention(const ropecheck_rope_attention_problem* p);
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_quantize(const ropecheck_rope_quantize_problem* p);
+ROPECHECK_KERNEL_EXPORT int ropecheck_rope_append_kv(const ropecheck_rope_append_kv_problem* p);
 
 #ifdef __cplusplus
 } /* extern "C" */

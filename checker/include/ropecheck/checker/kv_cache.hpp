@@ -14,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ropecheck/checker/kernel_run.hpp"
 #include "ropecheck/checker/run_check.hpp"
+#include "ropecheck/kut/kernel_under_test.hpp"
 #include "ropecheck/core/kv_cache.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 
@@ -78,6 +80,18 @@ inline constexpr std::size_t kMaxProblems = 10;
 
 // The check. request.options.only / name_map are set here (the gathered k_rot.<dtype>).
 KvCacheReport check_kv_cache(const golden::GoldenSet& g, const KvCacheCandidate& c, CheckRequest request);
+
+// A kernel's fused append (kernel_abi.h revision 3, kut::KvAppendCall) on the set's batch: the cache of
+// the first of the set's dtypes the kernel writes, handed over full of the default sentinel, as a candidate
+// (the set's own metadata). No candidate when the kernel has no such entry point or answers unsupported for
+// every dtype: `not_tested` says why (the cache is then not tested, never passed). A failed call is listed
+// in `failures`, its caches read as the sentinel (every token a missing write: the cache fails).
+struct KernelKvCache {
+  std::optional<KvCacheCandidate> candidate;
+  std::string not_tested;
+  std::vector<KernelFailure> failures;
+};
+KernelKvCache kernel_kv_cache(kut::KernelUnderTest& kernel, const golden::GoldenSet& g);
 
 // The catalogue of cache mistakes: id, title, source (checker/DIAGNOSIS.md).
 struct KvMistakeInfo {

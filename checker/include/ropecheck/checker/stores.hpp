@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropecheck/accuracy/error_model.hpp"
+#include "ropecheck/core/quantized_store_spec.hpp"
 #include "ropecheck/core/verdict.hpp"
 #include "ropecheck/golden/golden_set.hpp"
 
@@ -87,6 +88,9 @@ std::vector<std::string> store_outputs(const golden::GoldenSet& g);
 // The candidate tensors a store needs beside its codes, as suffixes of its name: {".scale"} for FP8,
 // {".scales", ".biases"} for MLX affine, none for GGML blocks.
 std::vector<std::string> store_companions(const golden::GoldenSet& g, const std::string& golden_name);
+// The store a golden store tensor was written with (its manifest record), as --stores parses it;
+// InputError for a record that names none.
+quant::StoreSpec store_spec(const golden::GoldenSet& g, const std::string& golden_name);
 
 // The candidate's stores judged under the criterion's class (a max-ulp or tolerance criterion: the
 // default class, kDefaultAccuracyClass); worst_count elements listed per store. InputError (one line)

@@ -19,6 +19,8 @@
 
 #include "ropecheck/core/attention_params.hpp"
 #include "ropecheck/core/dtype.hpp"
+#include "ropecheck/core/kv_cache.hpp"
+#include "ropecheck/core/quantized_store_spec.hpp"
 #include "ropecheck/core/spec.hpp"
 
 namespace ropecheck::kut {
@@ -30,6 +32,8 @@ struct Capabilities {
   bool sinusoidal = false;    // sinusoidal rows [tokens][d_model]
   bool rope_attention = false;    // fused RoPE + attention outputs (RopeAttentionCall)
   bool attention_scores = false;  // ... and its scores, when asked for
+  bool rope_quantize = false;     // rotate then store quantized (RopeQuantizeCall)
+  bool rope_append_kv = false;    // rotate k then append k / v to a KV cache (KvAppendCall)
   std::vector<DType> output_dtypes;  // the output dtypes it may produce (others are never requested)
   bool negative_positions = false;   // whether positions may be negative
   bool supports(DType d) const;
@@ -110,6 +114,31 @@ struct RopeAttentionCall {
   Storage scores;  // empty: not asked for
 };
 
+// Rotate then store quantized (kernel_abi.h revision 3): x [T][H][D] rotated as RopeApplyCall does (to
+// binary32), then stored per `store` as golden --stores lays it out (golden/GOLDEN_FORMAT.md, "Quantized
+// stores"): codes (FP8 codes, GGML blocks, MLX uint32 words), scales (FP8 f32, MLX in the scale dtype)
+// and biases (MLX), each sized by the caller from the set's tensors; empty when the store has none.
+struct RopeQuantizeCall {
+  RopeProblem problem;
+  std::string_view input = "q";
+  int heads = 0;
+  ConstStorage x;
+  const quant::StoreSpec* store = nullptr;
+  std::span<std::byte> codes, scales, biases;
+};
+
+// Rotate k at each appended token's position (problem.positions, one per token of the batch) and append
+// it and v (stored in the cache's dtype) to the cache `cache` describes (core/kv_cache.hpp): k, v [T][H][D]
+// f32 (v empty: no v cache); k_cache, v_cache kv::cache_shape(*cache, H, D) in one dtype, holding the
+// sentinel bytes already: only the appended slots may change.
+struct KvAppendCall {
+  RopeProblem problem;
+  const kv::CacheSpec* cache = nullptr;
+  int heads = 0;
+  ConstStorage k, v;
+  Storage k_cache, v_cache;
+};
+
 // Thrown by a call that could not be made for a reason that is not the kernel's (a plugin's host process
 // killed, again and again, by a signal ropecheck did not send and the kernel did not raise): no
 // verdict can be given (exit 2). Every consumer lets it through; props rethrows it after the property.
@@ -141,6 +170,13 @@ class KernelUnderTest {
   // Optional (Capabilities::rope_attention): unsupported unless a source implements it.
   virtual CallResult rope_attention(const RopeAttentionCall&) {
     return {CallResult::Status::unsupported, "the kernel has no fused RoPE + attention entry point"};
+  }
+  // Optional (Capabilities::rope_quantize, ::rope_append_kv; kernel_abi.h revision 3).
+  virtual CallResult rope_quantize(const RopeQuantizeCall&) {
+    return {CallResult::Status::unsupported, "the kernel has no fused RoPE + quantized store entry point"};
+  }
+  virtual CallResult rope_append_kv(const KvAppendCall&) {
+    return {CallResult::Status::unsupported, "the kernel has no fused RoPE + KV-cache append entry point"};
   }
   // After failed calls a kernel may stop being called ("not called: ..."); consumers that move on to
   // an unrelated problem (the next property) call this so the kernel gets calls again.

@@ -111,6 +111,8 @@ class KernelPlugin {
   bool has_rope_cos_sin() const;
   bool has_sinusoidal() const;
   bool has_rope_attention() const;  // revision 2
+  bool has_rope_quantize() const;   // revision 3
+  bool has_rope_append_kv() const;  // revision 3
   bool isolated() const;
   // ropecheck_kernel_capabilities(), 0 when not exported.
   std::uint64_t capabilities() const;
@@ -130,6 +132,18 @@ class KernelPlugin {
   // Fused RoPE + attention: output(0) out, output(1) scores when score_bytes > 0 (0: not asked for).
   KernelCall rope_attention(const RopeInputs& in, const AttentionInputs& a, std::int32_t out_dtype, std::size_t out_bytes,
                             std::size_t score_bytes, std::string_view what);
+  // Rotate and store quantized (revision 3): output(0) codes, then scales and biases when their sizes
+  // are not 0 (0: the store has none, NULL to the kernel).
+  KernelCall rope_quantize(const RopeInputs& in, const char* input_name, std::int32_t heads, std::span<const float> x,
+                           const ropecheck_store_params& store, std::size_t codes_bytes, std::size_t scales_bytes,
+                           std::size_t biases_bytes, std::string_view what);
+  // Rotate k and append k / v (revision 3): output(0) k_cache, output(1) v_cache (when v is not empty),
+  // both filled with 0xFF sentinel bytes before the call. `cache`'s pointers are ignored: the client lays
+  // out `metadata` (append_indptr, seq_lens, kv_indptr, kv_indices, kv_last_page_len, slot_mapping; an
+  // empty span is NULL).
+  KernelCall rope_append_kv(const RopeInputs& in, std::int32_t heads, std::span<const float> k, std::span<const float> v,
+                            const ropecheck_kv_cache_params& cache, std::span<const std::span<const std::int64_t>, 6> metadata,
+                            std::int32_t out_dtype, std::size_t cache_bytes, std::string_view what);
   std::span<const std::uint8_t> output(int i) const;
 
   // Calls again after three failures in a row (not after a timeout, nor for a library that cannot

@@ -35,6 +35,8 @@ class PluginKernel final : public kut::KernelUnderTest {
   kut::CallResult rope_cos_sin(const kut::RopeTableCall& call) override;
   kut::CallResult sinusoidal(const kut::SinusoidalCall& call) override;
   kut::CallResult rope_attention(const kut::RopeAttentionCall& call) override;
+  kut::CallResult rope_quantize(const kut::RopeQuantizeCall& call) override;    // plugin_kernel_fused.cpp
+  kut::CallResult rope_append_kv(const kut::KvAppendCall& call) override;
   void forgive() override { plugin_.forgive(); }
   kut::RunEnd finish() override { return plugin_.finish(); }
   const KernelPlugin& plugin() const { return plugin_; }
@@ -44,6 +46,9 @@ class PluginKernel final : public kut::KernelUnderTest {
   Resolved& resolve(const EncodingSpec& spec, std::optional<std::int64_t> seq_len);
   RopeInputs rope_inputs(const kut::RopeProblem& problem);  // valid until the next call
   kut::CallResult finish(const KernelCall& c, std::initializer_list<kut::Storage> outs);
+  // "" when the kernel may be given `input`'s problem of this spec: a Q/K norm stage needs
+  // ROPECHECK_CAP_QK_NORM, an MLA slice ROPECHECK_CAP_MLA (revision 3); else why not.
+  std::string undeclared_stage(const RopeSpec& rope, std::string_view input) const;
 
   KernelPlugin plugin_;
   kut::Info info_;
