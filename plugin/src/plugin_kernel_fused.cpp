@@ -25,6 +25,9 @@ kut::CallResult PluginKernel::rope_quantize(const kut::RopeQuantizeCall& call) {
   if (!info_.capabilities.rope_quantize || spec.family != Family::rope || !call.store)
     return {kut::CallResult::Status::unsupported, "the kernel exports no ropecheck_rope_quantize for this spec"};
   if (call.x.dtype != DType::f32) return {kut::CallResult::Status::unsupported, "the kernel ABI takes f32 input"};
+  if (call.store->given_scale())  // ropecheck_store_params describes data-derived FP8 scales only
+    return {kut::CallResult::Status::unsupported,
+            "a given FP8 scale (" + call.store->item() + ") is not in the kernel ABI (revision 3 stores derive their scale)"};
   if (const std::string why = undeclared_stage(spec.rope, call.input); !why.empty())
     return {kut::CallResult::Status::unsupported, why};
   const RopeInputs in = rope_inputs(call.problem);

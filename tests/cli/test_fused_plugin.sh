@@ -39,6 +39,19 @@ p+=$(json r.json '"stores" not in d and {"q_rot.e4m3fn", "k_rot.q8_0"} <= set(d[
 grep -q "ropecheck_rope_quantize" out || p+="no note naming ropecheck_rope_quantize; "
 check "revision-2 kernel: the stores are not tested, never passed" "$p"
 
+# A given FP8 scale (e4m3fn:scale=V): the in-process builtin kernel stores with it; through the ABI (whose
+# store params carry derived scales only) the store is not tested, never passed, and the reason is named.
+"$BIN" golden --preset llama-3.1-8b --positions 0:8 --heads 2 --dtypes f32 --stores e4m3fn:scale=0.0625 --out GS --quiet >/dev/null || exit 2
+run check --golden GS --kernel builtin:hf --only q_rot.e4m3fn --report r.json
+p=""; [ "$RC" -eq 0 ] || [ "$RC" -eq 3 ] || p+="exit $RC (want 0 or 3); "
+p+=$(json r.json 'd["stores"]["stores"][0]["elements"]["failed"] == 0 and d["stores"]["stores"][0]["elements"]["passed"] > 0')
+check "builtin:hf in process: a given-scale store fails nothing" "$p"
+run check --golden GS --kernel "$B" --only q_rot.e4m3fn --report r.json
+p=""; [ "$RC" -eq 3 ] || p+="exit $RC (want 3); "
+p+=$(json r.json '"stores" not in d and "q_rot.e4m3fn" in d["not_tested"]')
+grep -q "given FP8 scale" out || p+="no note naming the given scale; "
+check "builtin module through the ABI: a given-scale store is not tested, the reason named" "$p"
+
 # The cache.
 for k in "$F" "$B"; do
   run check --golden K --kernel "$k" --report r.json
