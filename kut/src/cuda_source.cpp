@@ -42,6 +42,15 @@ namespace k = ropecheck::kernels;
 namespace emu = ropecheck::kernels::cuda_detail;
 
 
+// What the CUDA store / append kernels (cuda_fused.hpp) do not cover: a Q/K norm stage before them, MLX
+// affine stores, a given FP8 scale. Empty when covered.
+std::string fused_gap(const RopeProblem& p, const quant::StoreSpec* store) {
+  if (has_qk_norm(p.spec->rope)) return "no CUDA store / append kernel after a Q/K norm stage";
+  if (store && store->kind == quant::StoreKind::affine) return "no CUDA kernel for MLX affine stores (" + store->name() + ")";
+  if (store && store->given_scale()) return "no CUDA kernel for a given FP8 scale (" + store->item() + ")";
+  return {};
+}
+
 // A host buffer mirrored on the device for one call.
 k::CudaBuffer upload(const void* host, std::size_t bytes) {
   k::CudaBuffer b(bytes == 0 ? 1 : bytes);
@@ -58,6 +67,7 @@ class CudaKernel final : public KernelUnderTest {
                                             : "ropecheck's CUDA kernel on " + where) +
                         ", recipe " + std::string(k::recipe_info(recipe).description);
     info_.capabilities = detail::all_capabilities();
+    info_.capabilities.rope_quantize = info_.capabilities.rope_append_kv = true;
     // No CUDA fused RoPE + attention kernel: rope_attention keeps the interface's default (unsupported).
   }
   const Info& info() const override { return info_; }
@@ -89,6 +99,36 @@ class CudaKernel final : public KernelUnderTest {
       k::cuda_rope_apply(dplan, device_positions(pos, dpos), k::TensorView::contiguous(dx.data(), c.x.dtype, T, H, D),
                          k::TensorView::contiguous(dout.data(), c.out.dtype, T, H, D));
       if (!c.out.bytes.empty()) dout.download(c.out.bytes.data(), c.out.bytes.size());
+    });
+  }
+
+  // Rotate then store (kernels/cuda/fused.cu): FP8 with a derived scale, q8_0, q4_0. MLX affine stores, a
+  // given FP8 scale and a Q/K-norm spec have no CUDA store kernel yet: unsupported (not tested), by name.
+  CallResult rope_quantize(const RopeQuantizeCall& c) override {
+    if (std::string why = detail::check_rope_quantize(c); !why.empty()) return detail::unsupported(why);
+    if (std::string why = fused_gap(c.problem, c.store); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
+      const auto x = k::TensorView::contiguous(const_cast<std::byte*>(c.x.bytes.data()), c.x.dtype, pos.tokens, c.heads,
+                                               plan.head_dim);
+      detail::copy_store(emulate_ ? emu::emulate_rope_quantize(plan, pos.view(), x, *c.store)
+                                  : k::cuda_rope_quantize(plan, pos.view(), x, *c.store),
+                         c);
+    });
+  }
+
+  // Rotate k and append it and v to the paged / slot-mapped cache (kernels/cuda/fused.cu).
+  CallResult rope_append_kv(const KvAppendCall& c) override {
+    if (std::string why = detail::check_append_kv(c); !why.empty()) return detail::unsupported(why);
+    if (std::string why = fused_gap(c.problem, nullptr); !why.empty()) return detail::unsupported(why);
+    return detail::run_guarded([&] {
+      const auto [plan, pos] = detail::rope_setup(c.problem, rows_.recipe);
+      const auto f32 = [](const ConstStorage& s) { return std::span(reinterpret_cast<const float*>(s.bytes.data()), s.count()); };
+      auto bytes = [](const Storage& s) { return std::span(reinterpret_cast<std::uint8_t*>(s.bytes.data()), s.bytes.size()); };
+      if (emulate_)
+        emu::emulate_rope_append_kv(plan, *c.cache, c.heads, f32(c.k), f32(c.v), c.k_cache.dtype, bytes(c.k_cache), bytes(c.v_cache));
+      else
+        k::cuda_rope_append_kv(plan, *c.cache, c.heads, f32(c.k), f32(c.v), c.k_cache.dtype, bytes(c.k_cache), bytes(c.v_cache));
     });
   }
 

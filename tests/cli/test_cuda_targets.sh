@@ -89,6 +89,34 @@ for preset in qwen3-8b deepseek-v3-mla; do
   check "check --kernel cuda:accurate of a $preset set (emulated): judged, builtin:accurate's verdicts" "$p"
 done
 
+# ---- check of a --stores set and a --kv-cache set: the CUDA store / append kernels judged -----------------
+# cuda:accurate's stores and paged append are byte-identical to the CPU's: the same report, store by store;
+# MLX affine stores have no CUDA kernel: not tested there, never passed.
+"$BIN" golden --preset llama-3.1-8b --positions 0:8 --heads 2 --dtypes f32 --stores e4m3fn,q8_0,q4_0,int4g32 --out gs >/dev/null 2>&1 ||
+  fail "golden --stores not written"
+echo '{"sequences": [{"cached": 0, "appended": 5}, {"cached": 6, "appended": 1}], "layout": "HND", "page_size": 4}' >kv.json
+"$BIN" golden --preset llama-3.1-8b --kv-cache kv.json --heads 2 --dtypes f32 --out gk >/dev/null 2>&1 || fail "golden --kv-cache not written"
+for set in gs gk; do
+  "$BIN" check --golden "$set" --kernel builtin:accurate --report cpu.json >cpu.txt 2>&1; rc_cpu=$?
+  "$BIN" check --golden "$set" --kernel cuda:accurate --report cuda.json >cuda.txt 2>&1; rc_cuda=$?
+  p=""
+  [ "$rc_cuda" -eq "$rc_cpu" ] || p+="exit $rc_cuda, CPU $rc_cpu; "
+  python3 - cpu.json cuda.json "$set" <<'PY' || p+="$set: the CUDA report differs from the CPU's; "
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+if sys.argv[3] == "gk":
+    assert a["kv_cache"] == b["kv_cache"] and b["kv_cache"]["verdict"] == "pass", b["kv_cache"]
+else:
+    cuda = {s["golden"]: s for s in b["stores"]["stores"]}
+    for s in a["stores"]["stores"]:
+        if "int4g32" in s["golden"]:
+            assert s["golden"] not in cuda and s["golden"] in b["not_tested"], s["golden"]
+        else:
+            assert cuda[s["golden"]]["elements"] == s["elements"] and s["elements"]["failed"] == 0, s["golden"]
+PY
+  check "check --kernel cuda:accurate of the $set set (gs: --stores, gk: --kv-cache; emulated): the CPU's store / cache verdicts" "$p"
+done
+
 # ---- props: the same exit code and per-property verdicts as kernel:hf --------------------------------
 # "relative_shift  cases 20 (skipped 0)  worst margin ...  rms ...  NOT TESTED" -> "relative_shift NOT TESTED"
 prop_verdicts() { grep -E '^[a-z_0-9]+ +cases ' "$1" | sed -E 's/^([a-z_0-9]+) .* rms +[^ ]+ +(.*)$/\1 \2/'; }
