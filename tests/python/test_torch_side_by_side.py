@@ -143,8 +143,8 @@ def abi_contract(lib: KernelLibrary) -> None:
     check(lib.version == 1, f"ropecheck_kernel_abi_version() is 1, got {lib.version}")
     caps = lib.lib.ropecheck_kernel_capabilities
     caps.restype = ctypes.c_uint64
-    check(caps() == (1 | 2 | 0xF00),
-          f"capabilities: negative positions, attention scores and all four output dtypes, got {caps():#x}")
+    check(caps() == (1 | 2 | 4 | 8 | 0xF00),
+          f"capabilities: negative positions, attention scores, Q/K norm, MLA and all four output dtypes, got {caps():#x}")
     lib.configure("hf")
     check(lib.name in ("builtin:hf (avx512)", "builtin:hf (portable)"), f"name after configure('hf'): '{lib.name}'")
 
