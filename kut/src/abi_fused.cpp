@@ -5,7 +5,6 @@
 #include "ropecheck/core/input_error.hpp"
 
 namespace ropecheck::kut {
-namespace {
 
 std::int32_t abi_dtype(DType d) {
   switch (d) {
@@ -16,8 +15,6 @@ std::int32_t abi_dtype(DType d) {
   }
   return -1;
 }
-
-}  // namespace
 
 ropecheck_store_params abi_store(const quant::StoreSpec& s) {
   ropecheck_store_params p{};

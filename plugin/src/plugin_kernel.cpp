@@ -171,16 +171,6 @@ std::unique_ptr<PluginKernel> load_plugin_kernel(const std::filesystem::path& li
   return std::make_unique<PluginKernel>(load_kernel_plugin(library, options));
 }
 
-std::int32_t abi_dtype(DType d) {
-  switch (d) {
-    case DType::f64: return ROPECHECK_DTYPE_F64;
-    case DType::f32: return ROPECHECK_DTYPE_F32;
-    case DType::f16: return ROPECHECK_DTYPE_F16;
-    case DType::bf16: return ROPECHECK_DTYPE_BF16;
-  }
-  return -1;
-}
-
 // kernel_abi.h numbers the scalings in ScalingType's order (a contract it states; Kut.AbiScalingNumbersAreTheSpecOrder
 // checks every ROPECHECK_SCALING_* against to_string), so a new scaling needs no branch here.
 std::int32_t abi_scaling(ScalingType t) { return static_cast<std::int32_t>(t); }

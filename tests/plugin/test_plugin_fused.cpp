@@ -141,6 +141,10 @@ TEST(PluginFused, BuiltinPluginAppendIsTheRecipe) {
 }
 
 TEST(PluginFused, DescriptionsSurviveTheAbi) {
+  EXPECT_EQ(kut::abi_dtype(DType::f64), ROPECHECK_DTYPE_F64);
+  EXPECT_EQ(kut::abi_dtype(DType::f32), ROPECHECK_DTYPE_F32);
+  EXPECT_EQ(kut::abi_dtype(DType::f16), ROPECHECK_DTYPE_F16);
+  EXPECT_EQ(kut::abi_dtype(DType::bf16), ROPECHECK_DTYPE_BF16);
   for (const char* item : {"e4m3fn", "e5m2:saturate:per-token-head", "e4m3fn:nonfinite", "q8_0", "q4_0", "int4g128:f16",
                            "int8g64:bf16"}) {
     std::string why;

@@ -14,6 +14,9 @@
 
 namespace ropecheck::kut {
 
+// The ABI's code of a dtype (ROPECHECK_DTYPE_*), shared by the plugin client and the fused descriptions.
+std::int32_t abi_dtype(DType d);
+
 ropecheck_store_params abi_store(const quant::StoreSpec& s);
 // nullopt with `why` for fields that name no store of golden --stores.
 std::optional<quant::StoreSpec> store_from_abi(const ropecheck_store_params& p, std::string& why);

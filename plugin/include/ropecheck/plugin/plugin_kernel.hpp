@@ -22,6 +22,7 @@
 #include "ropecheck/core/spec.hpp"
 #include "ropecheck/plugin/client.hpp"
 #include "ropecheck/kernel_abi.h"
+#include "ropecheck/kut/abi_fused.hpp"
 #include "ropecheck/kut/kernel_under_test.hpp"
 
 namespace ropecheck::plugin {
@@ -60,8 +61,8 @@ class PluginKernel final : public kut::KernelUnderTest {
 // Loads the plugin (load errors: InputError, one line naming the library) as a kernel under test.
 std::unique_ptr<PluginKernel> load_plugin_kernel(const std::filesystem::path& library, const PluginClientOptions& options = {});
 
-// The ABI's codes for ropecheck's enums (kernel_abi.h).
-std::int32_t abi_dtype(DType d);
+// The ABI's codes for ropecheck's enums (kernel_abi.h); abi_dtype is kut's (abi_fused.hpp).
+using kut::abi_dtype;
 std::int32_t abi_scaling(ScalingType t);
 std::int32_t abi_mrope(MropeMode m);
 // The resolved parameters of a RoPE spec as the ABI passes them; inv_freq, longrope_ext and
