@@ -21,9 +21,10 @@ std::string PluginKernel::undeclared_stage(const RopeSpec& rope, std::string_vie
 }
 
 kut::CallResult PluginKernel::rope_quantize(const kut::RopeQuantizeCall& call) {
-  const EncodingSpec& spec = *call.problem.spec;
-  if (!info_.capabilities.rope_quantize || spec.family != Family::rope || !call.store)
+  // (No spec: unsupported before it is read; binding a reference to it would be undefined.)
+  if (!info_.capabilities.rope_quantize || !call.problem.spec || call.problem.spec->family != Family::rope || !call.store)
     return {kut::CallResult::Status::unsupported, "the kernel exports no ropecheck_rope_quantize for this spec"};
+  const EncodingSpec& spec = *call.problem.spec;
   if (call.x.dtype != DType::f32) return {kut::CallResult::Status::unsupported, "the kernel ABI takes f32 input"};
   if (call.store->given_scale())  // ropecheck_store_params describes data-derived FP8 scales only
     return {kut::CallResult::Status::unsupported,
@@ -46,9 +47,9 @@ kut::CallResult PluginKernel::rope_quantize(const kut::RopeQuantizeCall& call) {
 }
 
 kut::CallResult PluginKernel::rope_append_kv(const kut::KvAppendCall& call) {
-  const EncodingSpec& spec = *call.problem.spec;
-  if (!info_.capabilities.rope_append_kv || spec.family != Family::rope || !call.cache)
+  if (!info_.capabilities.rope_append_kv || !call.problem.spec || call.problem.spec->family != Family::rope || !call.cache)
     return {kut::CallResult::Status::unsupported, "the kernel exports no ropecheck_rope_append_kv for this spec"};
+  const EncodingSpec& spec = *call.problem.spec;
   if (call.k.dtype != DType::f32 || (!call.v.bytes.empty() && call.v.dtype != DType::f32))
     return {kut::CallResult::Status::unsupported, "the kernel ABI takes f32 input"};
   if (const std::string why = undeclared_stage(spec.rope, "k"); !why.empty())
