@@ -137,8 +137,10 @@ struct MistakenTruth::State {
     return static_cast<double>(v);
   }
   // The norm stage of the output's input (q_rot: q_norm, k_rot: k_norm), nullptr when none.
+  // (Looked up per element: the common case, no norm stage, answers without building a string.)
   const RmsNormStage* norm(const std::string& base) const {
-    return base == "q_rot" || base == "k_rot" ? norm_stage(g->spec().rope, base.substr(0, 1)) : nullptr;
+    if (!has_qk_norm(g->spec().rope)) return nullptr;
+    return base == "q_rot" ? norm_stage(g->spec().rope, "q") : base == "k_rot" ? norm_stage(g->spec().rope, "k") : nullptr;
   }
   std::unordered_map<std::int64_t, std::vector<Real>> normed;  // head's first flat index * 2 + (k_rot)
   // What the rotation takes at element i: the input, normalized exactly (with the norm mistake) under a
