@@ -657,7 +657,8 @@ def score_cases(c):
     c.case("golden --softcap without --scores / --attention", g + ["--softcap", "30"], 2,
            ["--softcap: only with --scores or --attention"], dest="sc")
     c.case("golden --sinks without --attention", g + ["--sinks"], 2, ["--sinks: only with"], dest="sc")
-    for bad, why in [("e4m3", "unknown store 'e4m3'"), ("e4m3fn:per-tensor", "not an FP8 option"),
+    for bad, why in [("e4m3", "unknown store 'e4m3'"), ("e4m3fn:per-tensr", "not an FP8 option"),
+                     ("e4m3fn:per-tensor:per-head", "one scale option"),
                      ("int4g48", "group size"), ("int8g64:f64", "not a scale dtype"), ("q8_0,q8_0", "named twice"),
                      ("q4_0:x", "takes no options"), ("", None),
                      ("e4m3fn:scale=0", "scale '0' is not a positive normal"),
@@ -673,6 +674,8 @@ def score_cases(c):
     c.case("golden --stores with --shared-out",
            [a for a in g if a not in ("--out", "sc")] + ["--stores", "q8_0", "--shard", "1/2", "--shared-out", "sc"], 2,
            ["--stores: not with --shared-out"], dest="sc")
+    c.case("golden --stores per-tensor with --shard", g + ["--stores", "e4m3fn:per-tensor", "--shard", "1/2"], 2,
+           ["takes its scale over every token: not with --shard"], dest="sc")
     for cap in ("0", "-3", "inf", "nan"):
         c.case(f"golden --softcap {cap}", g + ["--attention", "causal:0:4", f"--softcap={cap}"], 2, ["softcap"],
                dest="sc")
