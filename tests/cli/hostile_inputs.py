@@ -592,6 +592,8 @@ def props_store_cases(c):
     c.case("props --stores unknown store", p + ["--stores", "e4m3"], 2, ["--stores: 'e4m3'", "unknown store"])
     c.case("props --stores empty list", p + ["--stores", ","], 2, ["--stores: empty list"])
     c.case("props --stores with a given scale", p + ["--stores", "e4m3fn:scale=0.0625"], 2, ["a given scale is not a storage property's"])
+    c.case("props --stores with a scale over every token", p + ["--stores", "e4m3fn:per-tensor"], 2,
+           ["a scale over every token is not a storage property's"])
     c.case("props --stores with a plugin-free target", ["props", "--target", "hf-fp32", "--stores", "q8_0"], 2,
            ["--stores: give --kernel builtin:RECIPE"])
     c.case("props --stores with a cuda kernel", ["props", "--kernel", "cuda:hf", "--stores", "q8_0"], 2,
@@ -613,6 +615,8 @@ def props_store_cases(c):
     d = ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--recipes", "builtin:hf", "--out", "dst"]
     c.case("drift --stores unknown store", d + ["--stores", "int3g64"], 2, ["--stores: 'int3g64'"], dest="dst")
     c.case("drift --stores empty list", d + ["--stores", ","], 2, ["--stores: empty list"], dest="dst")
+    c.case("drift --stores with a scale over every token", d + ["--stores", "e5m2:per-head"], 2,
+           ["a scale over every token is not drift's"], dest="dst")
     c.case("drift --stores with --scores", d + ["--stores", "q8_0", "--scores"], 2, ["--stores: not with --scores"],
            dest="dst")
     c.case("drift --stores with --compare", ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--compare",
