@@ -97,6 +97,8 @@ void plan_stores(const GoldenOptions& opt, RunPlan& plan) {
     if (s->whole_tensor_scale()) {  // its amax is over every token: one run holds the tensor (whole_tensor_values)
       if (opt.shard)
         throw SpecError("--stores: " + s->item() + " takes its scale over every token: not with --shard (write the set whole)");
+      if (plan.KW != plan.H * plan.D)  // the held k_rot is [tokens, heads, head_dim]
+        throw SpecError("--stores: " + s->item() + " needs a per-head key, not MLA's k_pe");
       if (plan.tokens * plan.H * plan.D > kMaxWholeTensorValues)
         throw SpecError("--stores: " + s->item() + " holds q and k whole in memory: at most " +
                         std::to_string(kMaxWholeTensorValues) + " values a tensor, not " + std::to_string(plan.tokens * plan.H * plan.D));
