@@ -177,8 +177,9 @@ class ValueWriter {
     if (!plan_.stores.empty())  // from the f64 outputs (dtypes[0])
       write_store_block(plan_, files_, plan_.stores_group, plan_.at_token() + tb, blk.outs[0].q_rot, blk.outs[0].k_rot);
     if (!whole_q_.data.empty()) {  // kept for the whole-tensor stores (write_all)
-      std::copy(blk.outs[0].q_rot.data.begin(), blk.outs[0].q_rot.data.end(), whole_q_.data.begin() + static_cast<std::ptrdiff_t>(tb) * static_cast<std::ptrdiff_t>(hd_ * 8));
-      std::copy(blk.outs[0].k_rot.data.begin(), blk.outs[0].k_rot.data.end(), whole_k_.data.begin() + static_cast<std::ptrdiff_t>(tb) * static_cast<std::ptrdiff_t>(kw_ * 8));
+      const auto at = [tb](std::size_t per_token) { return static_cast<std::ptrdiff_t>(static_cast<std::size_t>(tb) * per_token * 8); };
+      std::copy(blk.outs[0].q_rot.data.begin(), blk.outs[0].q_rot.data.end(), whole_q_.data.begin() + at(hd_));
+      std::copy(blk.outs[0].k_rot.data.begin(), blk.outs[0].k_rot.data.end(), whole_k_.data.begin() + at(kw_));
     }
   }
 

@@ -86,7 +86,8 @@ void fp8_given(const StoreSpec& s, std::span<const double> y, std::int64_t heads
 // vector at a time against it (the whole group never held in MPFR at once), the f64 error that of the
 // group's largest magnitude.
 void fp8_whole(const StoreSpec& s, std::span<const double> y, std::int64_t heads, std::int64_t head_dim, StoreBlock& out) {
-  const std::size_t D = static_cast<std::size_t>(head_dim), groups = s.scale == ScaleGranularity::per_head ? static_cast<std::size_t>(heads) : 1;
+  const auto D = static_cast<std::size_t>(head_dim);
+  const std::size_t groups = s.scale == ScaleGranularity::per_head ? static_cast<std::size_t>(heads) : 1;
   std::vector<double> amax(groups, 0.0);
   for (std::size_t i = 0; i < y.size(); ++i) {
     double& a = amax[static_cast<std::size_t>(fp8_scale_group(s, static_cast<std::int64_t>(i), heads, head_dim))];

@@ -61,7 +61,8 @@ double given_scale(const StoreSpec& s, std::int64_t h);
 // (per token, per (token, head), per tensor 0, per head its head) or of its given scale.
 std::int64_t fp8_scale_group(const StoreSpec& s, std::int64_t i, std::int64_t heads, std::int64_t head_dim);
 
-// Scale groups per token: fp8 1 or heads (a given or whole-tensor scale: 0, it is not per token); q8_0 / q4_0 heads * head_dim / 32; affine heads * head_dim / G.
+// Scale groups per token: fp8 1 or heads (a given or whole-tensor scale: 0, it is not per token);
+// q8_0 / q4_0 heads * head_dim / 32; affine heads * head_dim / G.
 std::int64_t scale_groups_per_token(const StoreSpec& s, std::int64_t heads, std::int64_t head_dim);
 
 }  // namespace ropecheck::quant
