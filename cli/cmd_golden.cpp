@@ -98,7 +98,8 @@ Command add_golden_command(CLI::App& app) {
   cmd->add_flag("--sinks", o->sinks, "with --attention: one sink logit per query head, from the generator (gpt-oss)");
   cmd->add_option("--stores", o->stores,
                   "LIST: also write these quantized stores of q_rot and k_rot, comma-separated: e4m3fn or e5m2 "
-                  "[:saturate|:nonfinite][:per-token|:per-token-head] (a data-derived scale) or [:scale=V] (a given scale "
+                  "[:saturate|:nonfinite][:per-token|:per-token-head|:per-tensor|:per-head] (a data-derived scale; per-tensor "
+                  "and per-head over every token, not with --shard) or [:scale=V] (a given scale "
                   "per tensor, V rounded once to binary32) or [:scale=V1/V2/...] (one per head), q8_0, q4_0, int4gG or "
                   "int8gG [:f32|:f16|:bf16] (MLX affine, G = 32, 64, 128); whole sets only");
   add_max_memory_option(*cmd, o->max_memory);

@@ -23,6 +23,9 @@ int run_drift_stores(const EncodingSpec& spec, const std::vector<plugin::KernelN
     std::string why;
     const auto s = quant::parse_store(item, why);
     if (!s) throw SpecError("--stores: '" + item + "': " + why);
+    if (s->whole_tensor_scale())  // drift stores one token at a time: no tensor to take the scale over
+      throw SpecError("--stores: '" + item + "': a scale over every token is not drift's (it stores one token at a " +
+                      "time); check a golden set written with it");
     const std::string problem = quant::store_head_dim_problem(*s, spec.rope.head_dim);
     if (!problem.empty()) throw SpecError("--stores: '" + item + "': " + problem);
     stores.emplace_back(item, *s);

@@ -63,6 +63,10 @@ StoresRun stores_run(const PropsStoresArgs& a) {
     if (s->given_scale())
       throw SpecError("--stores: '" + item + "': a given scale is not a storage property's (the drawn data would " +
                       "saturate it); check a golden set written with it");
+    // A scale over every token (per-tensor, per-head) would tie each drawn token's store to the others'.
+    if (s->whole_tensor_scale())
+      throw SpecError("--stores: '" + item + "': a scale over every token is not a storage property's (the " +
+                      "properties store one drawn token at a time); check a golden set written with it");
     const std::string problem = quant::store_head_dim_problem(*s, run.spec.rope.head_dim);
     if (!problem.empty()) throw SpecError("--stores: '" + item + "': " + problem);
     run.stores.emplace_back(item, *s);

@@ -105,24 +105,34 @@ struct Job {
   void affine();
 };
 
+// Each scale group gathered (fp8_scale_group: per token and per (token, head) contiguous, per tensor the
+// whole tensor, per head its head over every token) and judged as one group.
 void Job::fp8() {
-  const std::size_t n = y.size(), gsize = static_cast<std::size_t>(spec.scale == quant::ScaleGranularity::per_token ? H * D : D);
+  const std::size_t n = y.size();
   const std::vector<float> gs = floats(golden(".scale"));
   require(cand.codes.size(), n, "codes");
   require(cand.scales.size(), gs.size() * 4, "scales (f32)");
   std::vector<float> cs(gs.size());
   std::memcpy(cs.data(), cand.scales.data(), cand.scales.size());
   const std::uint8_t* gc = golden("").data.data();
-  for (std::size_t k = 0; k * gsize < n; ++k) {
-    const std::size_t f = k * gsize;
-    const double b = budget(accuracy::GroupStore::fp8_dynamic, f, gsize);
-    const std::vector<double> m = widened(margin, f, gsize);
-    const accuracy::Fp8GroupVerdicts v = accuracy::judge_fp8_group(
-        gs[k], scale_margin[k], {gc + f, gsize}, m, {y.data() + f, gsize}, cs[k], {cand.codes.data() + f, gsize},
-        spec.fp8, spec.overflow, b);
+  std::vector<std::vector<std::size_t>> members(gs.size());
+  for (std::size_t i = 0; i < n; ++i)
+    members.at(static_cast<std::size_t>(quant::fp8_scale_group(spec, static_cast<std::int64_t>(i), H, D))).push_back(i);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const std::vector<std::size_t>& idx = members[k];
+    std::vector<std::uint8_t> g8, c8;
+    std::vector<double> m, yg;
+    double e_max = 0, amax = 0;
+    for (std::size_t i : idx) {
+      g8.push_back(gc[i]), c8.push_back(cand.codes[i]), m.push_back(margin[i]), yg.push_back(y[i]);
+      e_max = std::max(e_max, e[i]), amax = std::max(amax, std::fabs(y[i]));
+    }
+    const double b = accuracy::group_budget(accuracy::GroupStore::fp8_dynamic, e_max, amax);
+    const accuracy::Fp8GroupVerdicts v =
+        accuracy::judge_fp8_group(gs[k], scale_margin[k], g8, m, yg, cs[k], c8, spec.fp8, spec.overflow, b);
     group(v.scale);
-    for (std::size_t j = 0; j < gsize; ++j)
-      element(f + j, v.elements[j], gc[f + j], cand.codes[f + j], quant::fp8_dequantize(cand.codes[f + j], cs[k], spec.fp8), b);
+    for (std::size_t j = 0; j < idx.size(); ++j)
+      element(idx[j], v.elements[j], g8[j], c8[j], quant::fp8_dequantize(c8[j], cs[k], spec.fp8), b);
   }
 }
 

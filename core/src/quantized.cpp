@@ -169,6 +169,10 @@ double fp8_dequantize(std::uint8_t code, double s, Fp8 f) { return fp8_decode(co
 float fp8_dynamic_scale(std::span<const float> x, Fp8 f) {
   float amax = 0.0f;
   for (float v : x) amax = std::max(amax, std::fabs(v));
+  return fp8_scale_from_amax(amax, f);
+}
+
+float fp8_scale_from_amax(float amax, Fp8 f) {
   const double fmax = fp8_info(f).max_finite;
   // Both divisions in binary64 then rounded once to binary32: the correctly rounded f32 quotient
   // (a binary64 quotient of binary32 operands rounds to binary32 as the binary32 division would).

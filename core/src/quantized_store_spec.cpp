@@ -57,14 +57,11 @@ std::optional<StoreSpec> parse_fp8_options(const std::vector<std::string_view>& 
       s.overflow = *o;
       continue;
     }
-    const auto g = parse_scale_granularity(p);
-    if (g == ScaleGranularity::per_tensor || g == ScaleGranularity::per_head) {
-      why = quoted(p) + " is not an FP8 option alone: a given scale is scale=V (per tensor) or scale=V1/V2/... (per head)";
-      return std::nullopt;
-    }
+    const auto g = parse_scale_granularity(p);  // per-tensor, per-head alone: data-derived over all tokens
     const bool given = p.rfind("scale=", 0) == 0;
     if (!g && !given) {
-      why = quoted(p) + " is not an FP8 option (saturate, nonfinite, per-token, per-token-head, scale=V, scale=V1/V2/...)";
+      why = quoted(p) + " is not an FP8 option (saturate, nonfinite, per-token, per-token-head, per-tensor, per-head, "
+                        "scale=V, scale=V1/V2/...)";
       return std::nullopt;
     }
     if (granularity) {
@@ -174,7 +171,7 @@ std::string store_head_dim_problem(const StoreSpec& s, std::int64_t head_dim) {
 }
 
 std::string store_heads_problem(const StoreSpec& s, std::int64_t heads) {
-  if (s.scale != ScaleGranularity::per_head || std::cmp_equal(s.given.size(), heads)) return "";
+  if (!s.given_scale() || s.scale != ScaleGranularity::per_head || std::cmp_equal(s.given.size(), heads)) return "";
   return s.name() + ": scale= lists " + std::to_string(s.given.size()) + " per-head scales for " + std::to_string(heads) +
          (heads == 1 ? " head" : " heads");
 }
@@ -183,9 +180,16 @@ double given_scale(const StoreSpec& s, std::int64_t h) {
   return s.given.at(s.given.size() == 1 ? 0 : static_cast<std::size_t>(h));
 }
 
+std::int64_t fp8_scale_group(const StoreSpec& s, std::int64_t i, std::int64_t heads, std::int64_t head_dim) {
+  const std::int64_t token = i / (heads * head_dim), head = i / head_dim % heads;
+  if (s.given_scale()) return s.given.size() == 1 ? 0 : head;
+  return scale_index(s.scale, token, head, heads);
+}
+
 std::int64_t scale_groups_per_token(const StoreSpec& s, std::int64_t heads, std::int64_t head_dim) {
   switch (s.kind) {
-    case StoreKind::fp8: return s.given_scale() ? 0 : s.scale == ScaleGranularity::per_token ? 1 : heads;
+    case StoreKind::fp8:
+      return s.given_scale() || s.whole_tensor_scale() ? 0 : s.scale == ScaleGranularity::per_token ? 1 : heads;
     case StoreKind::q8_0:
     case StoreKind::q4_0: return heads * head_dim / kGgmlBlock;
     case StoreKind::affine: return heads * head_dim / s.affine.group_size;

@@ -1,6 +1,7 @@
 // --stores (golden_values.hpp): the quantized stores of q_rot and k_rot (GOLDEN_FORMAT.md, "Quantized
 // stores"), computed per block of tokens by reference/quantized_stores.hpp from the block's f64
 // values and written at the block's place in the stores file: golden/ only lays out and stores them.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -34,12 +35,15 @@ std::vector<StoreTensor> store_tensors(const StoreSpec& s, std::int64_t H, std::
                      "the given scale (a golden input the kernel is given, not an output)", true});
         break;
       }
+      // per token: [T]; per (token, head): [T, H]; over every token (no token axis): per tensor [1], per head [H]
+      const bool whole = s.whole_tensor_scale();
       const std::vector<std::int64_t> sc = s.scale == quant::ScaleGranularity::per_token ? std::vector<std::int64_t>{}
-                                                                                          : std::vector<std::int64_t>{H};
+                                           : s.scale == quant::ScaleGranularity::per_tensor ? std::vector<std::int64_t>{1}
+                                                                                            : std::vector<std::int64_t>{H};
       t.push_back({"", s.fp8 == quant::Fp8::e4m3fn ? TensorDType::e4m3fn : TensorDType::e5m2, elems,
                    "FP8 codes of the exact values over the data-derived scale (vLLM's dynamic quantization)"});
-      t.push_back({".scale", TensorDType::f32, sc, "the data-derived scale RN_f32(s*), s* of the exact values"});
-      t.push_back({".scale_margin", TensorDType::f32, sc, "the error on the exact values that cannot change the scale"});
+      t.push_back({".scale", TensorDType::f32, sc, "the data-derived scale RN_f32(s*), s* of the exact values", whole});
+      t.push_back({".scale_margin", TensorDType::f32, sc, "the error on the exact values that cannot change the scale", whole});
       break;
     }
     case StoreKind::q8_0:
@@ -79,7 +83,7 @@ std::vector<std::uint8_t> encode(const std::vector<double>& v, DType d) {
 void plan_stores(const GoldenOptions& opt, RunPlan& plan) {
   if (opt.stores.empty()) return;
   if (!plan.rope) throw SpecError("--stores: needs a RoPE spec (the stores quantize q_rot and k_rot)");
-  // Every store groups within one token (a given scale is an input): a shard computes its own, merge joins them.
+  // Every store but a whole-tensor one groups within one token (a given scale is an input): a shard computes its own, merge joins them.
   if (opt.shared_out) throw SpecError("--stores: not with --shared-out (write shards with --shard and join them with merge)");
   for (std::size_t b = 0; b <= opt.stores.size();) {
     const std::size_t c = std::min(opt.stores.find(',', b), opt.stores.size());
@@ -90,6 +94,15 @@ void plan_stores(const GoldenOptions& opt, RunPlan& plan) {
     if (!hd.empty()) throw SpecError("--stores: " + hd);
     const std::string hp = quant::store_heads_problem(*s, plan.H);
     if (!hp.empty()) throw SpecError("--stores: " + hp);
+    if (s->whole_tensor_scale()) {  // its amax is over every token: one run holds the tensor (whole_tensor_values)
+      if (opt.shard)
+        throw SpecError("--stores: " + s->item() + " takes its scale over every token: not with --shard (write the set whole)");
+      if (plan.KW != plan.H * plan.D)  // the held k_rot is [tokens, heads, head_dim]
+        throw SpecError("--stores: " + s->item() + " needs a per-head key, not MLA's k_pe");
+      if (plan.tokens * plan.H * plan.D > kMaxWholeTensorValues)
+        throw SpecError("--stores: " + s->item() + " holds q and k whole in memory: at most " +
+                        std::to_string(kMaxWholeTensorValues) + " values a tensor, not " + std::to_string(plan.tokens * plan.H * plan.D));
+    }
     for (const StoreSpec& o : plan.stores)
       if (o.name() == s->name()) throw SpecError("--stores: " + s->name() + " named twice");
     plan.stores.push_back(*s);
@@ -130,12 +143,20 @@ io::DescribedFile stores_layout(const RunPlan& plan) {
   return f;
 }
 
+bool has_whole_tensor_store(const RunPlan& plan) {
+  return std::any_of(plan.stores.begin(), plan.stores.end(), [](const StoreSpec& s) { return s.whole_tensor_scale(); });
+}
+
 void write_store_block(const RunPlan& plan, GoldenFiles& files, std::size_t g, std::int64_t first_token,
-                       const io::Tensor& q_rot_f64, const io::Tensor& k_rot_f64) {
+                       const io::Tensor& q_rot_f64, const io::Tensor& k_rot_f64, bool whole) {
   const std::int64_t bt = q_rot_f64.shape.at(0), H = plan.H, D = plan.D;
   std::size_t j = 0;  // tensor index in the group, in stores_layout's order
   const auto at = [&](std::size_t n) { return static_cast<std::uint64_t>(first_token) * n / static_cast<std::uint64_t>(bt); };
   for (const StoreSpec& s : plan.stores) {
+    if (s.whole_tensor_scale() != whole) {  // written by the other call: its tensors skipped
+      j += 2 * store_tensors(s, H, D).size();
+      continue;
+    }
     for (const io::Tensor* y : {&q_rot_f64, &k_rot_f64}) {
       const std::span<const double> v(reinterpret_cast<const double*>(y->data.data()), y->data.size() / 8);
       const quant::StoreBlock b = quant::store_block(s, v, bt, H, D);

@@ -120,6 +120,10 @@ class ValueWriter {
   }
 
   void write_all() {
+    if (has_whole_tensor_store(plan_)) {  // their scales take the amax over every token: q_rot, k_rot held whole
+      whole_q_ = make_zeros("q_rot.f64", TensorDType::f64, {plan_.tokens, plan_.H, plan_.D});
+      whole_k_ = make_zeros("k_rot.f64", TensorDType::f64, {plan_.tokens, plan_.H, plan_.D});
+    }
     for (std::int64_t tb = 0; tb < plan_.tokens; tb += plan_.block) {
       const std::int64_t bt = std::min(plan_.block, plan_.tokens - tb);
       if (plan_.rope)
@@ -127,6 +131,7 @@ class ValueWriter {
       else
         sinusoidal_block(tb, bt);
     }
+    if (!whole_q_.data.empty()) write_store_block(plan_, files_, plan_.stores_group, 0, whole_q_, whole_k_, true);
   }
   std::int64_t fast_values() const { return fast_.load(); }
   std::int64_t fallback_values() const { return fallback_.load(); }
@@ -171,6 +176,11 @@ class ValueWriter {
     }
     if (!plan_.stores.empty())  // from the f64 outputs (dtypes[0])
       write_store_block(plan_, files_, plan_.stores_group, plan_.at_token() + tb, blk.outs[0].q_rot, blk.outs[0].k_rot);
+    if (!whole_q_.data.empty()) {  // kept for the whole-tensor stores (write_all)
+      const auto at = [tb](std::size_t per_token) { return static_cast<std::ptrdiff_t>(static_cast<std::size_t>(tb) * per_token * 8); };
+      std::copy(blk.outs[0].q_rot.data.begin(), blk.outs[0].q_rot.data.end(), whole_q_.data.begin() + at(hd_));
+      std::copy(blk.outs[0].k_rot.data.begin(), blk.outs[0].k_rot.data.end(), whole_k_.data.begin() + at(kw_));
+    }
   }
 
   // Tokens [b, e) of a block, on one worker thread.
@@ -258,6 +268,7 @@ class ValueWriter {
   std::unique_ptr<const RopeRoundingEngine> key_engine_;  // MLA's k_pe key only
   std::unique_ptr<const SinusoidalRoundingEngine> sin_engine_;
   std::atomic<std::int64_t> fast_{0}, fallback_{0};
+  Tensor whole_q_, whole_k_;  // the run's f64 q_rot, k_rot when a store needs them whole (else empty)
 };
 
 }  // namespace

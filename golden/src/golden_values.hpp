@@ -74,7 +74,12 @@ struct MergedStores {
 };
 std::optional<MergedStores> merged_stores(const nlohmann::json& manifest, std::int64_t tokens, std::int64_t H,
                                           std::int64_t D);
+// whole = false: the stores of a block of tokens; whole = true: the whole-tensor stores (per-tensor and
+// per-head data-derived FP8 scales, quant::StoreSpec::whole_tensor_scale()) of the run's whole q_rot and
+// k_rot, first_token 0, written once after every block (their scales and margins carry no token axis).
+inline constexpr std::int64_t kMaxWholeTensorValues = std::int64_t{1} << 24;  // 128 MiB of f64 a tensor
+bool has_whole_tensor_store(const RunPlan& plan);
 void write_store_block(const RunPlan& plan, GoldenFiles& files, std::size_t g, std::int64_t first_token,
-                       const io::Tensor& q_rot_f64, const io::Tensor& k_rot_f64);
+                       const io::Tensor& q_rot_f64, const io::Tensor& k_rot_f64, bool whole = false);
 
 }  // namespace ropecheck::golden::detail

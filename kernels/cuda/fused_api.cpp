@@ -97,6 +97,8 @@ StoredTensor rope_quantize_on(const RopePlan& plan, const PositionsView& positio
     throw std::invalid_argument("ropecheck::kernels (CUDA): no CUDA kernel for MLX affine stores (" + spec.name() + ")");
   if (spec.given_scale())  // the device kernel derives its scale from the data; a given one is not wired yet
     throw std::invalid_argument("ropecheck::kernels (CUDA): no CUDA kernel for a given FP8 scale (" + spec.item() + ")");
+  if (spec.whole_tensor_scale())  // the device kernel's groups are within one token
+    throw std::invalid_argument("ropecheck::kernels (CUDA): no CUDA kernel for an FP8 scale over every token (" + spec.item() + ")");
   if (const std::string p = quant::store_head_dim_problem(spec, D); !p.empty()) throw std::invalid_argument(p);
   const std::vector<std::uint8_t> x = gather(in);
   Mem din(x.size(), emulate), y(static_cast<std::size_t>(n) * 4, emulate);

@@ -31,28 +31,31 @@ void append(std::vector<std::uint8_t>& out, const T& v) {
   out.insert(out.end(), p, p + sizeof(T));
 }
 
-void fp8_store(std::span<const float> x, std::span<const float> in, std::size_t group, const quant::StoreSpec& s, M m,
-               StoredTensor& out) {
+// Every FP8 scale grouping at once: element i's scale is fp8_scale_group's (per token, per (token, head),
+// per tensor, per head over every token: the amax gathered over the group first, as vLLM's per-tensor
+// kernel reduces the whole tensor before it codes any element; or the given one).
+void fp8_store(std::span<const float> x, std::span<const float> in, std::int64_t H, std::int64_t D, const quant::StoreSpec& s,
+               M m, StoredTensor& out) {
   const quant::Fp8 f = m == M::e5m2_for_e4m3fn ? (s.fp8 == quant::Fp8::e4m3fn ? quant::Fp8::e5m2 : quant::Fp8::e4m3fn) : s.fp8;
   const quant::Fp8Overflow o = m == M::overflow_rule_swapped ? (s.overflow == quant::Fp8Overflow::saturate
                                                                      ? quant::Fp8Overflow::nonfinite
                                                                      : quant::Fp8Overflow::saturate)
                                                               : s.overflow;
-  if (s.given_scale()) {  // vLLM's static k_scale / v_scale: the codes of x / s, the scale not stored
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const double scale = quant::given_scale(s, static_cast<std::int64_t>(i / group % (s.given.size())));
-      const double used = m == M::scale_inverted ? 1.0 / scale : m == M::scale_applied_twice ? scale * scale : scale;
-      out.codes.push_back(quant::fp8_quantize(x[i], used, f, o));
-    }
-    return;
+  const auto group = [&](std::size_t i) { return static_cast<std::size_t>(quant::fp8_scale_group(s, static_cast<std::int64_t>(i), H, D)); };
+  std::vector<float> scales(s.given.begin(), s.given.end());  // a given scale: vLLM's static k_scale / v_scale
+  if (!s.given_scale()) {
+    std::vector<float> amax(x.empty() ? 0 : group(x.size() - 1) + 1, 0.0f);
+    const std::span<const float> src = m == M::scale_from_input ? in : x;
+    for (std::size_t i = 0; i < x.size(); ++i) amax[group(i)] = std::max(amax[group(i)], std::fabs(src[i]));
+    for (float a : amax) scales.push_back(quant::fp8_scale_from_amax(a, s.fp8));
   }
-  for (std::size_t g = 0; g * group < x.size(); ++g) {
-    const std::span<const float> xg = x.subspan(g * group, group);
-    const float scale = quant::fp8_dynamic_scale(m == M::scale_from_input ? in.subspan(g * group, group) : xg, s.fp8);
-    const double used = m == M::scale_inverted ? 1.0 / scale : m == M::scale_applied_twice ? double(scale) * scale : scale;
-    for (float v : xg) out.codes.push_back(quant::fp8_quantize(v, used, f, o));
-    append(out.scales, scale);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double scale = scales[group(i)];
+    const double used = m == M::scale_inverted ? 1.0 / scale : m == M::scale_applied_twice ? scale * scale : scale;
+    out.codes.push_back(quant::fp8_quantize(x[i], used, f, o));
   }
+  if (!s.given_scale())
+    for (float sc : scales) append(out.scales, sc);
 }
 
 // ggml's q8_0 loop (quantize_row_q8_0_ref) with amax given and the reciprocal applied `times` times.
@@ -165,12 +168,12 @@ std::vector<float> dequantized(std::span<const float> x, std::int64_t T, std::in
   for (std::size_t i = 0; i < x.size(); ++i) {
     switch (s.kind) {
       case StoreKind::fp8: {
-        const std::size_t group = static_cast<std::size_t>(s.scale == quant::ScaleGranularity::per_token ? H * D : D);
+        const auto g = static_cast<std::size_t>(quant::fp8_scale_group(s, static_cast<std::int64_t>(i), H, D));
         float scale = 0;
         if (s.given_scale())
-          scale = static_cast<float>(quant::given_scale(s, static_cast<std::int64_t>(i / group % s.given.size())));
+          scale = s.given[g];
         else
-          std::memcpy(&scale, st.scales.data() + i / group * 4, 4);
+          std::memcpy(&scale, st.scales.data() + g * 4, 4);
         out[i] = static_cast<float>(quant::fp8_dequantize(st.codes[i], scale, s.fp8));
         break;
       }
@@ -205,8 +208,7 @@ StoredTensor quantize_store(std::span<const float> x, std::int64_t tokens, std::
   switch (spec.kind) {
     case StoreKind::fp8:
       if (const std::string p = quant::store_heads_problem(spec, heads); !p.empty()) throw std::invalid_argument(p);
-      fp8_store(x, input, static_cast<std::size_t>(spec.scale == quant::ScaleGranularity::per_token ? heads * head_dim : head_dim),
-                spec, mistake, out);
+      fp8_store(x, input, heads, head_dim, spec, mistake, out);
       break;
     case StoreKind::q8_0:
     case StoreKind::q4_0: ggml_store(x, input, spec, mistake, out); break;

@@ -14,17 +14,19 @@ namespace ropecheck::kernels {
 
 namespace {
 
-// A data-derived scale is stored per group (`group` elements); a given scale is the set's, per head (no
-// stored scale: t.scales is empty), and every element is its own group (ERROR_MODEL.md 15.1).
-void fp8_values(const StoredTensor& t, const quant::StoreSpec& s, std::int64_t group, std::int64_t heads,
-                std::int64_t head_dim, StoredValuesAndSteps& o) {
+// A data-derived scale is stored per group (quant::fp8_scale_group); a given scale is the set's, per tensor
+// or per head (no stored scale: t.scales is empty), and every element is its own group (ERROR_MODEL.md 15.1).
+void fp8_values(const StoredTensor& t, const quant::StoreSpec& s, std::int64_t heads, std::int64_t head_dim,
+                StoredValuesAndSteps& o) {
   for (std::size_t i = 0; i < o.value.size(); ++i) {
-    const auto g = static_cast<std::size_t>(static_cast<std::int64_t>(i) / group);
+    const auto k = static_cast<std::size_t>(quant::fp8_scale_group(s, static_cast<std::int64_t>(i), heads, head_dim));
+    // A given scale: every element its own group; else the scale's group (per tensor, per head: over tokens).
+    const auto g = s.given_scale() ? i : k;
     float sc;
     if (s.given_scale())
-      sc = static_cast<float>(quant::given_scale(s, (static_cast<std::int64_t>(i) / head_dim) % heads));
+      sc = s.given[k];
     else
-      std::memcpy(&sc, t.scales.data() + 4 * g, 4);
+      std::memcpy(&sc, t.scales.data() + 4 * k, 4);
     o.value[i] = quant::fp8_dequantize(t.codes[i], sc, s.fp8);
     const double v = quant::fp8_decode(t.codes[i], s.fp8);
     o.step[i] = std::isfinite(v) ? quant::fp8_step(v, s.fp8) * sc : 0;
@@ -86,8 +88,7 @@ StoredValuesAndSteps dequantize_store(const StoredTensor& t, const quant::StoreS
   o.value.assign(n, 0), o.step.assign(n, 0), o.scale_step.assign(n, 0), o.scale.assign(n, 0), o.group.assign(n, 0);
   switch (s.kind) {
     case quant::StoreKind::fp8:
-      fp8_values(t, s, s.given_scale() ? 1 : s.scale == quant::ScaleGranularity::per_token ? heads * head_dim : head_dim,
-                 heads, head_dim, o);
+      fp8_values(t, s, heads, head_dim, o);
       break;
     case quant::StoreKind::q8_0:
     case quant::StoreKind::q4_0: ggml_values(t, s.kind == quant::StoreKind::q8_0, o); break;

@@ -43,11 +43,12 @@ namespace emu = ropecheck::kernels::cuda_detail;
 
 
 // What the CUDA store / append kernels (cuda_fused.hpp) do not cover: a Q/K norm stage before them, MLX
-// affine stores, a given FP8 scale. Empty when covered.
+// affine stores, a given FP8 scale, a scale over every token. Empty when covered.
 std::string fused_gap(const RopeProblem& p, const quant::StoreSpec* store) {
   if (has_qk_norm(p.spec->rope)) return "no CUDA store / append kernel after a Q/K norm stage";
   if (store && store->kind == quant::StoreKind::affine) return "no CUDA kernel for MLX affine stores (" + store->name() + ")";
   if (store && store->given_scale()) return "no CUDA kernel for a given FP8 scale (" + store->item() + ")";
+  if (store && store->whole_tensor_scale()) return "no CUDA kernel for an FP8 scale over every token (" + store->item() + ")";
   return {};
 }
 

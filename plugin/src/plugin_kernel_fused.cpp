@@ -29,6 +29,9 @@ kut::CallResult PluginKernel::rope_quantize(const kut::RopeQuantizeCall& call) {
   if (call.store->given_scale())  // ropecheck_store_params describes data-derived FP8 scales only
     return {kut::CallResult::Status::unsupported,
             "a given FP8 scale (" + call.store->item() + ") is not in the kernel ABI (revision 3 stores derive their scale)"};
+  if (call.store->whole_tensor_scale())  // the ABI's scale granularities are per token and per (token, head)
+    return {kut::CallResult::Status::unsupported,
+            "a data-derived FP8 scale over every token (" + call.store->item() + ") is not in the kernel ABI"};
   if (const std::string why = undeclared_stage(spec.rope, call.input); !why.empty())
     return {kut::CallResult::Status::unsupported, why};
   const RopeInputs in = rope_inputs(call.problem);

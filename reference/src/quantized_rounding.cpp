@@ -173,11 +173,15 @@ ExactCode fp8_exact(mpfr_srcptr x, double s, Fp8 f, Fp8Overflow o) {
 }
 
 Fp8GroupExact fp8_dynamic_exact(std::span<const mpfr_srcptr> group, Fp8 f, Fp8Overflow o) {
-  const double fmax = fp8_info(f).max_finite;
   mpfr_srcptr amax = nullptr;
   for (mpfr_srcptr x : group)
     if (amax == nullptr || mpfr_cmpabs(x, amax) > 0) amax = x;
   if (amax == nullptr) throw std::invalid_argument("ropecheck: empty scale group");
+  return fp8_dynamic_exact(group, amax, f, o);
+}
+
+Fp8GroupExact fp8_dynamic_exact(std::span<const mpfr_srcptr> group, mpfr_srcptr amax, Fp8 f, Fp8Overflow o) {
+  const double fmax = fp8_info(f).max_finite;
   const Mp a = abs_exact(amax);
   const double ad = mpfr_get_d(a->get(), MPFR_RNDN);
   // s* = max(A / fmax, 1 / (fmax 512)): the clamp decides by A against 1/512; A moves by <= eps.

@@ -81,6 +81,34 @@ void fp8_given(const StoreSpec& s, std::span<const double> y, std::int64_t heads
   }
 }
 
+// A data-derived scale over every token (per tensor, per head): y is the whole tensor. The group's amax
+// is the largest |f64 value|, taken as exact like every value here; the codes are computed one head
+// vector at a time against it (the whole group never held in MPFR at once), the f64 error that of the
+// group's largest magnitude.
+void fp8_whole(const StoreSpec& s, std::span<const double> y, std::int64_t heads, std::int64_t head_dim, StoreBlock& out) {
+  const auto D = static_cast<std::size_t>(head_dim);
+  const std::size_t groups = s.scale == ScaleGranularity::per_head ? static_cast<std::size_t>(heads) : 1;
+  std::vector<double> amax(groups, 0.0);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    double& a = amax[static_cast<std::size_t>(fp8_scale_group(s, static_cast<std::int64_t>(i), heads, head_dim))];
+    a = std::max(a, std::fabs(y[i]));
+  }
+  out.scales.resize(groups);
+  out.scale_margin.resize(groups);
+  for (std::size_t v = 0; v * D < y.size(); ++v) {  // one head vector
+    const auto g = static_cast<std::size_t>(fp8_scale_group(s, static_cast<std::int64_t>(v * D), heads, head_dim));
+    const Exact e(y.subspan(v * D, D)), a(std::span<const double>(&amax[g], 1));
+    const double err = std::max(amax[g] * 0x1p-53, 0x1p-1074);
+    const Fp8GroupExact r = fp8_dynamic_exact(e.all(), a.all()[0], s.fp8, s.overflow);
+    out.scales[g] = r.scale;
+    out.scale_margin[g] = exact_margin(r.scale_margin, err);
+    for (const ExactCode& c : r.codes) {
+      out.bytes.push_back(static_cast<std::uint8_t>(c.code));
+      out.margin.push_back(exact_margin(c.margin, err));
+    }
+  }
+}
+
 template <class ExactBlock, class Fn>
 void ggml_blocks(std::span<const double> y, StoreBlock& out, Fn quantize) {
   for (std::size_t b = 0; b * kGgmlBlock < y.size(); ++b) {
@@ -127,6 +155,10 @@ StoreBlock store_block(const StoreSpec& s, std::span<const double> y, std::int64
     case StoreKind::fp8:
       if (s.given_scale()) {
         fp8_given(s, y, heads, head_dim, out);
+        break;
+      }
+      if (s.whole_tensor_scale()) {
+        fp8_whole(s, y, heads, head_dim, out);
         break;
       }
       fp8_groups(s, y, static_cast<std::size_t>(s.scale == ScaleGranularity::per_token ? heads * head_dim : head_dim),

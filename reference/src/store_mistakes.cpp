@@ -56,22 +56,30 @@ void append(std::vector<std::uint8_t>& out, const T& v) {
 
 std::uint16_t f16_bits(double v) { return static_cast<std::uint16_t>(double_to_bits(round_to(v, DType::f16), DType::f16)); }
 
-// group: the elements sharing one scale; a given scale (s.given_scale()) is per head: group = head_dim and
-// group g's scale is head g % heads's, the set's, neither derived nor stored (ERROR_MODEL.md 15.1).
-void fp8(std::string_view m, std::span<const float> x, std::span<const float> in, std::size_t group, std::int64_t heads,
+// The scale of element i is fp8_scale_group's: a data-derived one from the amax of its group (per token,
+// per (token, head), per tensor, per head over every token); a given one (per tensor or per head) is the
+// set's, neither derived nor stored (ERROR_MODEL.md 15.1).
+void fp8(std::string_view m, std::span<const float> x, std::span<const float> in, std::int64_t heads, std::int64_t head_dim,
          const StoreSpec& s, StoreBytes& out) {
   const Fp8 f = m == "e5m2-for-e4m3fn" ? (s.fp8 == Fp8::e4m3fn ? Fp8::e5m2 : Fp8::e4m3fn) : s.fp8;
   const Fp8Overflow o = m != "overflow-rule-swapped" ? s.overflow
                         : s.overflow == Fp8Overflow::saturate ? Fp8Overflow::nonfinite
                                                               : Fp8Overflow::saturate;
-  for (std::size_t g = 0; g * group < x.size(); ++g) {
-    const std::span<const float> xg = x.subspan(g * group, group);
-    const float scale = s.given_scale() ? static_cast<float>(given_scale(s, static_cast<std::int64_t>(g) % heads))
-                                        : fp8_dynamic_scale(m == "scale-from-input" ? in.subspan(g * group, group) : xg, s.fp8);
-    const double used = m == "scale-inverted" ? 1.0 / scale : m == "scale-applied-twice" ? double(scale) * scale : scale;
-    for (float v : xg) out.codes.push_back(fp8_quantize(v, used, f, o));
-    if (!s.given_scale()) append(out.scales, scale);
+  const auto group = [&](std::size_t i) { return static_cast<std::size_t>(fp8_scale_group(s, static_cast<std::int64_t>(i), heads, head_dim)); };
+  std::vector<float> scales(s.given.begin(), s.given.end());
+  if (!s.given_scale()) {
+    std::vector<float> amax(x.empty() ? 0 : group(x.size() - 1) + 1, 0.0f);
+    const std::span<const float> src = m == "scale-from-input" ? in : x;
+    for (std::size_t i = 0; i < x.size(); ++i) amax[group(i)] = std::max(amax[group(i)], std::fabs(src[i]));
+    for (float a : amax) scales.push_back(fp8_scale_from_amax(a, s.fp8));
   }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double scale = scales[group(i)];
+    const double used = m == "scale-inverted" ? 1.0 / scale : m == "scale-applied-twice" ? scale * scale : scale;
+    out.codes.push_back(fp8_quantize(x[i], used, f, o));
+  }
+  if (!s.given_scale())
+    for (float sc : scales) append(out.scales, sc);
 }
 
 float signed_max(std::span<const float> x) {  // the first element of largest |x| (ggml's max)
@@ -174,10 +182,6 @@ void affine(std::string_view m, std::span<const float> x, std::span<const float>
   }
 }
 
-std::size_t fp8_group(const StoreSpec& s, std::int64_t heads, std::int64_t head_dim) {
-  return static_cast<std::size_t>(!s.given_scale() && s.scale == ScaleGranularity::per_token ? heads * head_dim : head_dim);
-}
-
 }  // namespace
 
 StoreBytes mistaken_store(std::string_view id, std::span<const float> x, std::span<const float> input, std::int64_t tokens,
@@ -186,7 +190,7 @@ StoreBytes mistaken_store(std::string_view id, std::span<const float> x, std::sp
   StoreBytes out;
   switch (s.kind) {
     case StoreKind::fp8:
-      fp8(id, x, input, fp8_group(s, heads, head_dim), heads, s, out);
+      fp8(id, x, input, heads, head_dim, s, out);
       break;
     case StoreKind::q8_0:
     case StoreKind::q4_0: ggml(id, x, input, s, out); break;
@@ -205,14 +209,14 @@ std::vector<float> store_dequantized(std::span<const float> x, std::int64_t toke
     return out;
   }
   const StoreBytes st = mistaken_store("", x, {}, tokens, heads, head_dim, s);
-  const std::size_t group = fp8_group(s, heads, head_dim);
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (s.kind == StoreKind::fp8) {
+      const auto g = static_cast<std::size_t>(fp8_scale_group(s, static_cast<std::int64_t>(i), heads, head_dim));
       float scale = 0;
       if (s.given_scale())
-        scale = static_cast<float>(given_scale(s, static_cast<std::int64_t>(i / group) % heads));
+        scale = s.given[g];
       else
-        std::memcpy(&scale, st.scales.data() + i / group * 4, 4);
+        std::memcpy(&scale, st.scales.data() + g * 4, 4);
       out[i] = static_cast<float>(fp8_dequantize(st.codes[i], scale, s.fp8));
     } else if (s.kind == StoreKind::q8_0) {
       out[i] = static_cast<float>(

@@ -592,6 +592,8 @@ def props_store_cases(c):
     c.case("props --stores unknown store", p + ["--stores", "e4m3"], 2, ["--stores: 'e4m3'", "unknown store"])
     c.case("props --stores empty list", p + ["--stores", ","], 2, ["--stores: empty list"])
     c.case("props --stores with a given scale", p + ["--stores", "e4m3fn:scale=0.0625"], 2, ["a given scale is not a storage property's"])
+    c.case("props --stores with a scale over every token", p + ["--stores", "e4m3fn:per-tensor"], 2,
+           ["a scale over every token is not a storage property's"])
     c.case("props --stores with a plugin-free target", ["props", "--target", "hf-fp32", "--stores", "q8_0"], 2,
            ["--stores: give --kernel builtin:RECIPE"])
     c.case("props --stores with a cuda kernel", ["props", "--kernel", "cuda:hf", "--stores", "q8_0"], 2,
@@ -613,6 +615,8 @@ def props_store_cases(c):
     d = ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--recipes", "builtin:hf", "--out", "dst"]
     c.case("drift --stores unknown store", d + ["--stores", "int3g64"], 2, ["--stores: 'int3g64'"], dest="dst")
     c.case("drift --stores empty list", d + ["--stores", ","], 2, ["--stores: empty list"], dest="dst")
+    c.case("drift --stores with a scale over every token", d + ["--stores", "e5m2:per-head"], 2,
+           ["a scale over every token is not drift's"], dest="dst")
     c.case("drift --stores with --scores", d + ["--stores", "q8_0", "--scores"], 2, ["--stores: not with --scores"],
            dest="dst")
     c.case("drift --stores with --compare", ["drift", "--preset", "llama-3.1-8b", "--max-pos", "64", "--compare",
@@ -657,7 +661,8 @@ def score_cases(c):
     c.case("golden --softcap without --scores / --attention", g + ["--softcap", "30"], 2,
            ["--softcap: only with --scores or --attention"], dest="sc")
     c.case("golden --sinks without --attention", g + ["--sinks"], 2, ["--sinks: only with"], dest="sc")
-    for bad, why in [("e4m3", "unknown store 'e4m3'"), ("e4m3fn:per-tensor", "not an FP8 option"),
+    for bad, why in [("e4m3", "unknown store 'e4m3'"), ("e4m3fn:per-tensr", "not an FP8 option"),
+                     ("e4m3fn:per-tensor:per-head", "one scale option"),
                      ("int4g48", "group size"), ("int8g64:f64", "not a scale dtype"), ("q8_0,q8_0", "named twice"),
                      ("q4_0:x", "takes no options"), ("", None),
                      ("e4m3fn:scale=0", "scale '0' is not a positive normal"),
@@ -673,6 +678,15 @@ def score_cases(c):
     c.case("golden --stores with --shared-out",
            [a for a in g if a not in ("--out", "sc")] + ["--stores", "q8_0", "--shard", "1/2", "--shared-out", "sc"], 2,
            ["--stores: not with --shared-out"], dest="sc")
+    c.case("golden --stores per-tensor with --shard", g + ["--stores", "e4m3fn:per-tensor", "--shard", "1/2"], 2,
+           ["takes its scale over every token: not with --shard"], dest="sc")
+    c.case("golden --stores per-head past what is held whole",
+           ["golden", "--preset", "llama-3.1-8b", "--dtypes", "f32", "--quiet", "--positions", "0:65537", "--heads", "2",
+            "--out", "sc", "--stores", "e5m2:per-head"], 2,
+           ["holds q and k whole in memory: at most 16777216 values a tensor, not 16777472"], dest="sc")
+    c.case("golden --stores per-tensor on an MLA spec",
+           ["golden", "--preset", "deepseek-v3-mla", "--positions", "0:4", "--out", "sc", "--quiet", "--stores",
+            "e4m3fn:per-tensor"], 2, ["needs a per-head key, not MLA's k_pe"], dest="sc")
     for cap in ("0", "-3", "inf", "nan"):
         c.case(f"golden --softcap {cap}", g + ["--attention", "causal:0:4", f"--softcap={cap}"], 2, ["softcap"],
                dest="sc")

@@ -75,6 +75,14 @@ TEST(CudaEmulationFused, AffineStoreAndBadArgumentsAreRefusedByName) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("no CUDA kernel for a given FP8 scale (e4m3fn:saturate:scale=0.5)"), std::string::npos) << e.what();
   }
+  try {  // a data-derived scale over every token (golden --stores e4m3fn:per-tensor): the device groups within a token
+    emu::emulate_rope_quantize(plan, k::PositionsView::of(pos), k::TensorView::contiguous(x.data(), DType::f32, 1, 1, r.head_dim),
+                               *quant::parse_store("e4m3fn:per-tensor", why));
+    ADD_FAILURE() << "a per-tensor data-derived scale on CUDA";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA kernel for an FP8 scale over every token (e4m3fn:saturate:per-tensor)"),
+              std::string::npos) << e.what();
+  }
   const kv::CacheSpec c = kv::parse_cache_spec(nlohmann::json::parse(R"({"sequences": [{"cached": 0, "appended": 1}]})"), 1);
   std::vector<std::uint8_t> small(8);
   EXPECT_THROW(emu::emulate_rope_append_kv(plan, c, 1, x, {}, DType::f32, small, {}), std::invalid_argument);

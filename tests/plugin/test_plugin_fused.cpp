@@ -92,6 +92,34 @@ TEST(PluginFused, BuiltinPluginStoresAreTheRecipes) {
   EXPECT_TRUE(abi->finish().failures.empty());
 }
 
+// A data-derived scale over every token has no ABI field: the plugin answers unsupported, naming it,
+// while the in-process kernel (builtin:hf) stores it as the recipe does.
+TEST(PluginFused, AScaleOverEveryTokenIsNotInTheAbi) {
+  const EncodingSpec spec = load_preset("llama-3.1-8b");
+  const int H = 2, D = spec.rope.head_dim, T = 3;
+  std::vector<Position> pos;
+  std::vector<std::int64_t> p;
+  for (int t = 0; t < T; ++t) pos.push_back(Position::uniform(t)), p.push_back(t);
+  const std::vector<float> x = bf16_exact(static_cast<std::size_t>(T * H * D), 4);
+  const std::unique_ptr<kut::KernelUnderTest> cpu = kut::make_cpu_kernel(k::Recipe::hf, {.threads = 1});
+  const std::unique_ptr<plugin::PluginKernel> abi = builtin_plugin(k::Recipe::hf);
+  const k::RopePlan plan = k::make_rope_plan(spec.rope, k::Recipe::hf, std::nullopt);
+  std::string why;
+  const quant::StoreSpec s = *quant::parse_store("e4m3fn:per-tensor", why);
+  const k::StoredTensor want = k::rope_quantize(
+      plan, k::PositionsView::of(p), k::TensorView::contiguous(const_cast<float*>(x.data()), DType::f32, T, H, D), s);
+  kut::CallResult a, b;
+  const k::StoredTensor from_cpu = quantize(*cpu, spec, pos, x, H, s, want, a);
+  quantize(*abi, spec, pos, x, H, s, want, b);
+  ASSERT_TRUE(a.ok()) << a.message;
+  EXPECT_EQ(from_cpu.codes, want.codes);
+  EXPECT_EQ(from_cpu.scales, want.scales);
+  EXPECT_EQ(want.scales.size(), 4u);  // one f32 for the tensor
+  EXPECT_EQ(b.status, kut::CallResult::Status::unsupported);
+  EXPECT_NE(b.message.find("over every token (e4m3fn:saturate:per-tensor) is not in the kernel ABI"), std::string::npos)
+      << b.message;
+}
+
 kv::CacheSpec cache_of(const char* kind, const char* layout) {
   return kv::parse_cache_spec(nlohmann::json{{"sequences", {{{"cached", 0}, {"appended", 5}}, {{"cached", 6}, {"appended", 1}}}},
                                              {"cache", kind}, {"layout", layout}, {"page_size", 4}},

@@ -12,7 +12,9 @@ agree wherever it is decided: its margin (scale_margin) exceeds 2^-30 of the gro
 far above the double roundings of this numpy recomputation. Also checks that the .npz set carries the
 same bytes (FP8 as uint8 bit patterns, named by the manifest). A second set stores FP8 over given scales
 (vLLM's static k_scale: GIVEN, per tensor and per head): the `.scale` input must hold the listed values
-rounded once to binary32 and every decided code must be ml_dtypes' rounding of y / s. Exits 0 when all agree, 1 otherwise, 77
+rounded once to binary32 and every decided code must be ml_dtypes' rounding of y / s. A third set stores
+FP8 over data-derived scales taken over every token (WHOLE: per tensor, per head), with one decided code
+flipped in a copy as its teeth. Exits 0 when all agree, 1 otherwise, 77
 when numpy or ml_dtypes is missing. Prints how many stored quantities the "decided" threshold leaves out.
 
 With --teeth: the proof must fail on a copy of the set with one decided stored value broken (one bit of
@@ -41,6 +43,8 @@ NP = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "U8": "u1", "U32": "<u4", "F8_E4
 STORES = "e4m3fn,e5m2:nonfinite:per-token-head,q8_0,q4_0,int4g32,int8g64:bf16"
 # Per head (3 heads): 0.3 is no binary32 value, 2^-9 drives most codes of head 1 past e4m3fn's range.
 GIVEN = "e4m3fn:scale=0.3/0.001953125/2,e5m2:nonfinite:scale=0.0625"
+# Data-derived scales over every token: per tensor, per head (vLLM's dynamic per-tensor quantization).
+WHOLE = "e4m3fn:per-tensor,e5m2:nonfinite:per-head"
 FAILS: list[str] = []
 LEFT_OUT: dict[str, int] = {}
 
@@ -103,6 +107,45 @@ def fp8_given(y: np.ndarray, st: dict, name: str, fmt, fmax: float, saturate: bo
     got = st[name].reshape(-1)
     same = (want == got) | (np.isnan(want.view(fmt).astype(np.float64)) & np.isnan(got.view(fmt).astype(np.float64)))
     return n + expect(name, same, decided(st[name + ".margin"].reshape(-1), np.abs(y).reshape(-1)))
+
+
+def fp8_whole(y: np.ndarray, st: dict, name: str, fmt, fmax: float, saturate: bool, per_head: bool) -> int:
+    """A data-derived scale over every token (vLLM's dynamic per-tensor quantization; per head: over every
+    token of the head): s* = max(amax / fmax, 1 / (fmax 512)) of the group's amax, codes fp8(y / s*)."""
+    amax = np.abs(y).max(axis=(0, 2)) if per_head else np.array([np.abs(y).max()])
+    s_exact = np.maximum(amax / fmax, 1.0 / (fmax * 512.0))
+    n = expect(name + ".scale", st[name + ".scale"].reshape(-1) == s_exact.astype(np.float32),
+               decided(st[name + ".scale_margin"].reshape(-1), amax))
+    a = np.broadcast_to(amax[None, :, None] if per_head else amax[0], y.shape)
+    t = y * np.where(a / fmax >= 1.0 / (fmax * 512.0), fmax / np.where(a > 0, a, 1), fmax * 512.0)
+    if saturate:
+        t = np.clip(t, -fmax, fmax)
+    want = np.array([fmt(v) for v in t.reshape(-1)], dtype=fmt).view(np.uint8)
+    got = st[name].reshape(-1)
+    same = (want == got) | (np.isnan(want.view(fmt).astype(np.float64)) & np.isnan(got.view(fmt).astype(np.float64)))
+    return n + expect(name, same, decided(st[name + ".margin"].reshape(-1), a.reshape(-1)))
+
+
+def prove_whole(st: dict, f64: dict) -> int:
+    n = 0
+    for o in ("q_rot", "k_rot"):
+        y = f64[o + ".f64"].astype(np.float64)
+        n += fp8_whole(y, st, o + ".e4m3fn", md.float8_e4m3fn, 448.0, True, False)
+        n += fp8_whole(y, st, o + ".e5m2", md.float8_e5m2, 57344.0, False, True)
+    return n
+
+
+def whole_teeth(st: dict, f64: dict) -> None:
+    """One decided code of the per-tensor store flipped: prove_whole must name it (and nothing else)."""
+    broken = dict(st)
+    codes = st["q_rot.e4m3fn"].reshape(-1).copy()
+    codes[most_decided(st["q_rot.e4m3fn.margin"])] ^= 0x01
+    broken["q_rot.e4m3fn"] = codes
+    saved = list(FAILS)
+    FAILS.clear()
+    prove_whole(broken, f64)
+    ok = len(FAILS) == 1 and FAILS[0].startswith("q_rot.e4m3fn:")
+    FAILS[:] = saved + ([] if ok else [f"whole-tensor teeth: a flipped decided code not caught alone ({FAILS})"])
 
 
 def prove_given(st: dict, f64: dict, man: dict) -> int:
@@ -247,6 +290,12 @@ def main() -> int:
         n += prove_given(read_safetensors(os.path.join(given, "stores.safetensors")),
                          read_safetensors(os.path.join(given, "outputs_f64.safetensors")),
                          json.load(open(os.path.join(given, "manifest.json"))))
+        whole = os.path.join(tmp, "whole")  # scales over every token: 2 blocks of tokens, one scale
+        write_set(a.ropecheck, whole, "safetensors", WHOLE, "0:8,65528:65536")
+        wst = read_safetensors(os.path.join(whole, "stores.safetensors"))
+        wf64 = read_safetensors(os.path.join(whole, "outputs_f64.safetensors"))
+        n += prove_whole(wst, wf64)
+        whole_teeth(wst, wf64)
         z = np.load(os.path.join(sets["npy"], "stores.npz"))
         for k, v in st.items():
             zk = z[k]

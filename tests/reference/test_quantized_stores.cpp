@@ -53,7 +53,7 @@ TEST(ParseStore, ReadsEveryDocumentedItem) {
 }
 
 TEST(ParseStore, RefusesWithAReason) {
-  for (const char* bad : {"", "e4m3", "e4m3fn:per-tensor", "e4m3fn:per-head", "e5m2:clamp", "q8_0:f16", "int4g48",
+  for (const char* bad : {"", "e4m3", "e4m3fn:per-tensr", "e4m3fn:per-head:per-tensor", "e5m2:clamp", "q8_0:f16", "int4g48",
                           "int4g", "int4g64x", "int8g64:f64", "int8g64:f16:f16", "int2g64", "Q8_0"}) {
     std::string why;
     EXPECT_FALSE(parse_store(bad, why).has_value()) << bad;
@@ -209,6 +209,28 @@ TEST(StoreBlock, TiesAreUndecided) {
   EXPECT_GT(b.margin[0], 0.0f);
 }
 
+
+// A data-derived scale over every token: the bare per-tensor / per-head options (no scale=).
+TEST(ParseStore, ScalesOverEveryToken) {
+  const StoreSpec t = parsed("e4m3fn:per-tensor"), h = parsed("e5m2:nonfinite:per-head");
+  EXPECT_TRUE(t.whole_tensor_scale());
+  EXPECT_TRUE(h.whole_tensor_scale());
+  EXPECT_FALSE(parsed("e4m3fn").whole_tensor_scale());
+  EXPECT_FALSE(parsed("e4m3fn:scale=2").whole_tensor_scale());
+  EXPECT_EQ(h.item(), "e5m2:nonfinite:per-head");
+  EXPECT_EQ(parsed(h.item().c_str()).item(), h.item());
+  EXPECT_TRUE(parsed(h.item().c_str()).whole_tensor_scale());
+  EXPECT_EQ(store_heads_problem(h, 3), "");  // no listed scales to count
+  EXPECT_EQ(scale_groups_per_token(h, 3, 64), 0);
+  // Element 5 * 3 * 4 + 2 * 4 + 1 of [T, 3, 4]: token 5, head 2.
+  EXPECT_EQ(fp8_scale_group(t, 69, 3, 4), 0);
+  EXPECT_EQ(fp8_scale_group(h, 69, 3, 4), 2);
+  EXPECT_EQ(fp8_scale_group(parsed("e4m3fn"), 69, 3, 4), 5);
+  EXPECT_EQ(fp8_scale_group(parsed("e4m3fn:per-token-head"), 69, 3, 4), 17);
+  EXPECT_EQ(fp8_scale_group(parsed("e4m3fn:scale=1/2/3"), 69, 3, 4), 2);
+  EXPECT_EQ(fp8_scale_from_amax(448.0f, Fp8::e4m3fn), 1.0f);
+  EXPECT_EQ(fp8_scale_from_amax(0.0f, Fp8::e4m3fn), static_cast<float>(1.0 / (448.0 * 512.0)));  // the clamp
+}
 
 TEST(ParseStore, GivenScales) {
   StoreSpec s = parsed("e4m3fn:scale=0.0625");

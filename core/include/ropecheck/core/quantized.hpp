@@ -88,6 +88,8 @@ double fp8_dequantize(std::uint8_t code, double s, Fp8 f);  // exact for binary3
 // A scale computed from the data as vLLM's dynamic FP8 quantization does (per tensor or per token):
 // max(amax / max_finite, 1 / (max_finite * 512)) in binary32, amax = max |x|.
 float fp8_dynamic_scale(std::span<const float> x, Fp8 f);
+// The same scale from amax = max |x| (a group whose amax is gathered elsewhere: per tensor, per head).
+float fp8_scale_from_amax(float amax, Fp8 f);
 
 // ---- MLX group-affine (mx.quantize, mode "affine") ---------------------------------------------------
 

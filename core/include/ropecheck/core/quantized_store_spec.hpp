@@ -19,13 +19,19 @@ struct StoreSpec {
   StoreKind kind = StoreKind::fp8;
   Fp8 fp8 = Fp8::e4m3fn;
   Fp8Overflow overflow = Fp8Overflow::saturate;
-  // fp8: per-token or per-token-head (data-derived, an output to check), per-tensor or per-head (given)
+  // fp8: the scale's granularity; data-derived (an output to check) unless `given` holds it. A data-derived
+  // per-tensor or per-head scale takes the amax over every token (whole_tensor_scale()).
   ScaleGranularity scale = ScaleGranularity::per_token;
   // fp8, a given scale (a golden input, vLLM's k_scale / v_scale): one binary32 value (per-tensor) or one
   // per head (per-head); empty for a data-derived scale. Codes fp8(y / s).
   std::vector<float> given;
   AffineSpec affine;
   bool given_scale() const { return !given.empty(); }
+  // A data-derived FP8 scale over all tokens (per-tensor, per-head): no block of tokens computes it alone.
+  bool whole_tensor_scale() const {
+    return kind == StoreKind::fp8 && given.empty() &&
+           (scale == ScaleGranularity::per_tensor || scale == ScaleGranularity::per_head);
+  }
   // The tensor name's suffix: "e4m3fn", "e5m2", "q8_0", "q4_0", "int4g64".
   std::string name() const;
   // The --stores item that parses back to this spec: "e4m3fn:saturate:per-token",
@@ -34,7 +40,8 @@ struct StoreSpec {
   friend bool operator==(const StoreSpec&, const StoreSpec&) = default;
 };
 
-// One item of --stores: e4m3fn or e5m2 [:saturate|:nonfinite] [:per-token|:per-token-head|:scale=LIST];
+// One item of --stores: e4m3fn or e5m2 [:saturate|:nonfinite]
+// [:per-token|:per-token-head|:per-tensor|:per-head|:scale=LIST];
 // q8_0; q4_0; int4gG or int8gG (G = 32, 64, 128) [:f32|:f16|:bf16] (the scales' and biases' dtype).
 // scale=V gives one scale for the tensor, scale=V1/V2/... one per head (store_heads_problem checks the
 // count); each V a decimal number rounded once (nearest even) to a positive finite binary32 value (an
@@ -50,7 +57,12 @@ std::string store_heads_problem(const StoreSpec& s, std::int64_t heads);
 // The given scale of head h (per-tensor: the one scale).
 double given_scale(const StoreSpec& s, std::int64_t h);
 
-// Scale groups per token: fp8 1 or heads (a given scale: 0, it is not per token); q8_0 / q4_0 heads * head_dim / 32; affine heads * head_dim / G.
+// FP8: the scale of element i of a [tokens, heads, head_dim] tensor: the index of its data-derived scale
+// (per token, per (token, head), per tensor 0, per head its head) or of its given scale.
+std::int64_t fp8_scale_group(const StoreSpec& s, std::int64_t i, std::int64_t heads, std::int64_t head_dim);
+
+// Scale groups per token: fp8 1 or heads (a given or whole-tensor scale: 0, it is not per token);
+// q8_0 / q4_0 heads * head_dim / 32; affine heads * head_dim / G.
 std::int64_t scale_groups_per_token(const StoreSpec& s, std::int64_t heads, std::int64_t head_dim);
 
 }  // namespace ropecheck::quant

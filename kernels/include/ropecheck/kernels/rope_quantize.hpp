@@ -38,7 +38,8 @@ struct StoredTensor {
   std::vector<std::uint8_t> codes, scales, biases;
 };
 
-// The store of binary32 values x, laid out per token (FP8 scale per token or per (token, head) or the
+// The store of binary32 values x, laid out per token (FP8 scale per token, per (token, head), over every
+// token per tensor or per head (the amax of the whole group first), or the
 // spec's given one, codes fp8(x / s) in one rounding; GGML
 // blocks and MLX groups along head_dim). `input`: the unrotated values, for scale_from_input (else
 // ignored). quantize_before_rotate is rope_quantize's, not this function's.

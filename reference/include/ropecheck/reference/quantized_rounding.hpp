@@ -43,6 +43,9 @@ struct Fp8GroupExact {
   std::vector<ExactCode> codes;
 };
 Fp8GroupExact fp8_dynamic_exact(std::span<const mpfr_srcptr> group, Fp8 f, Fp8Overflow o);
+// The same for part of a group whose amax (the x of largest |x| over the whole group, its sign ignored) is given: a
+// group too large to hold exactly at once (per tensor, per head over every token) is coded part by part.
+Fp8GroupExact fp8_dynamic_exact(std::span<const mpfr_srcptr> part, mpfr_srcptr amax, Fp8 f, Fp8Overflow o);
 
 // GGML blocks of 32 exact values. q8_0: d* = amax / 127, codes roundf(127 x / amax), d = RN_f16(d*).
 // q4_0: m = the first value of largest |x|, d* = m / -8, codes min(15, floor(x / d* + 8.5)),

@@ -3,7 +3,9 @@
 // scales, biases and margins for a block of tokens, computed from the set's correctly rounded f64
 // rotated values with quantized_rounding.hpp. Every store here groups within one token (a per-token or per-(token, head)
 // scale, GGML blocks and MLX groups along head_dim; a given FP8 scale, per tensor or per head, is an input
-// and not computed), so blocks of tokens and shards compute it alone.
+// and not computed), so blocks of tokens and shards compute it alone; except a data-derived FP8 scale per
+// tensor or per head (StoreSpec::whole_tensor_scale()): its amax is over every token, so store_block is
+// given the whole tensor (golden holds it; a shard cannot compute it alone), its scales one per group.
 //
 // The f64 value differs from the exact one by at most half an ulp; a code whose margin on the f64 values
 // exceeds the group's largest half-ulp err is the exact value's code too, with margin - err (moving

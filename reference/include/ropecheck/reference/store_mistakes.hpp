@@ -32,8 +32,9 @@ bool store_mistake_applies(std::string_view id, const StoreSpec& s);
 struct StoreBytes {
   std::vector<std::uint8_t> codes, scales, biases;
 };
-// The store of the binary32 values x ([tokens, heads, head_dim], groups within one token) written with
-// mistake `id` ("" or "none": the correct store). `input`: the unrotated values, for scale-from-input.
+// The store of the binary32 values x ([tokens, heads, head_dim]; each store's groups, an FP8 scale per
+// tensor or per head over every token) written with mistake `id` ("" or "none": the correct store).
+// `input`: the unrotated values, for scale-from-input.
 // quantize-before-rotate is the correct store of other values (store_dequantized rotated): not here.
 StoreBytes mistaken_store(std::string_view id, std::span<const float> x, std::span<const float> input,
                           std::int64_t tokens, std::int64_t heads, std::int64_t head_dim, const StoreSpec& s);
