@@ -85,6 +85,8 @@ void plan_stores(const GoldenOptions& opt, RunPlan& plan) {
   if (!plan.rope) throw SpecError("--stores: needs a RoPE spec (the stores quantize q_rot and k_rot)");
   // Every store but a whole-tensor one groups within one token (a given scale is an input): a shard computes its own, merge joins them.
   if (opt.shared_out) throw SpecError("--stores: not with --shared-out (write shards with --shard and join them with merge)");
+  // The stores lay out [tokens, heads, head_dim] q_rot / k_rot; MLA's k_pe has no head axis (not modelled yet).
+  if (plan.KW != plan.H * plan.D) throw SpecError("--stores: not with an MLA spec yet (its key k_pe has no head axis)");
   for (std::size_t b = 0; b <= opt.stores.size();) {
     const std::size_t c = std::min(opt.stores.find(',', b), opt.stores.size());
     std::string why;
@@ -97,8 +99,6 @@ void plan_stores(const GoldenOptions& opt, RunPlan& plan) {
     if (s->whole_tensor_scale()) {  // its amax is over every token: one run holds the tensor (whole_tensor_values)
       if (opt.shard)
         throw SpecError("--stores: " + s->item() + " takes its scale over every token: not with --shard (write the set whole)");
-      if (plan.KW != plan.H * plan.D)  // the held k_rot is [tokens, heads, head_dim]
-        throw SpecError("--stores: " + s->item() + " needs a per-head key, not MLA's k_pe");
       if (plan.tokens * plan.H * plan.D > kMaxWholeTensorValues)
         throw SpecError("--stores: " + s->item() + " holds q and k whole in memory: at most " +
                         std::to_string(kMaxWholeTensorValues) + " values a tensor, not " + std::to_string(plan.tokens * plan.H * plan.D));
