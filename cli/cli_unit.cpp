@@ -9,6 +9,7 @@
 #include "cmd_spec.cpp"
 #include "cmd_golden.cpp"
 #include "cmd_check.cpp"
+#include "check_kv_cache.cpp"
 #include "cmd_props.cpp"
 #include "cmd_merge.cpp"
 #include "props_diagnosis.cpp"
