@@ -18,7 +18,6 @@ from .. import SpecError, __version__, presets as all_presets
 from .._spec import Spec
 from . import DEFAULT_HEADS, DEFAULT_POSITIONS, adapters, run, write
 from ._carry import keep_not_run
-from ._stores_run import CLI_MISSING
 
 EXIT = {"pass": 0, "fail": 1, "not-tested": 3}
 
@@ -75,8 +74,6 @@ def main(argv: list[str] | None = None) -> int:
         for a in chosen:
             why = a.missing()
             state = "installed" if why is None else "not installed: " + a.install
-            if why == CLI_MISSING:  # the store adapters' packages may be there: say what is missing
-                state = "not run: " + why
             print(f"{a.name}: {a.title}; {state}")
         return 0
 

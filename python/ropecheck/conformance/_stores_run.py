@@ -1,17 +1,12 @@
 """Quantized-store cells (docs/guide/conformance.md, "Quantized stores"): a store adapter rotates a golden
 set's keys with a real recipe and quantizes them with a real store implementation into the tensors a
-candidate answers a store with (checker/CHECK_REPORT.md, "Quantized stores"); `ropecheck golden --stores`
-writes the set and `ropecheck check` judges the file, both the CLI (the Python package writes no stores
-yet). A cell is one implementation x preset x store, with the checker's counts of passed, failed and not
+candidate answers a store with (checker/CHECK_REPORT.md, "Quantized stores"); the package's `golden(...,
+stores=)` writes the set and `check(..., only=)` judges the tensors with the C++ stores checker, as
+`ropecheck golden --stores` / `ropecheck check` do. A cell is one implementation x preset x store, with the checker's counts of passed, failed and not
 tested elements and scale groups: a store holds undecidable codes (a tie, or a code within the class's
 error budget of a decision boundary), counted not tested, never passed (accuracy/ERROR_MODEL.md 15)."""
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -20,17 +15,9 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .. import _golden
+from .._check import check
 from .._spec import Spec
 from ._adapter import Adapter, Declined, NotTested
-
-CLI_MISSING = "no ropecheck CLI: set ROPECHECK_CLI to it or put `ropecheck` on PATH (scripts/build)"
-
-
-def cli_path() -> str | None:
-    """The ropecheck CLI the store cells run: $ROPECHECK_CLI, else `ropecheck` on PATH."""
-    path = os.environ.get("ROPECHECK_CLI") or shutil.which("ropecheck")
-    return path if path and os.access(path, os.X_OK) else None
-
 
 class StoreAdapter(Adapter):
     """Subclasses set `stores` (the `--stores` items their candidate answers, k_rot only: a KV cache
@@ -40,9 +27,6 @@ class StoreAdapter(Adapter):
     dtypes = ("f32",)                     # the rotation's dtype: a store is written from binary32 values
     expected = {"f32": "fp32-angle"}      # Hugging Face's / MLX's float32 recipe (ERROR_MODEL.md 15: E)
     stores: tuple[str, ...] = ()
-
-    def missing(self) -> str | None:
-        return super().missing() or (None if cli_path() else CLI_MISSING)
 
     def quantize(self, golden: _golden.Golden) -> dict[str, np.ndarray]:
         """The candidate tensors: `k_rot.<store>` and its companions, for every store of the adapter."""
@@ -65,43 +49,22 @@ class StoreCell:
     declined: bool = False
 
 
-def _golden_with_stores(cli: str, preset: str, stores: list[str], positions: str, heads: int, seed: int,
-                        out: str) -> _golden.Golden:
-    cmd = [cli, "golden", "--preset", preset, "--positions", positions, "--heads", str(heads), "--seed", str(seed),
-           "--dtypes", "f32", "--stores", ",".join(stores), "--out", out]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"ropecheck golden --stores exited {r.returncode}: {r.stderr.strip()}")
-    return _golden.load(out)
+def check_stores(golden: _golden.Golden, tensors: dict[str, np.ndarray], names: list[str],
+                 cls: str) -> dict[str, dict[str, Any]]:
+    """The store entries of the check of `tensors` (only `names`, class `cls`) by golden name, as the CLI's
+    report has them (ValueError on a tensor the check refuses, as the CLI's exit 2)."""
+    r = check(golden, tensors, only=names, cls=cls, worst=0)
+    return {s["golden"]: s for s in (r.stores or {}).get("stores", [])}
 
 
-def check_stores(cli: str, golden_dir: str, candidate: str, tensors: list[str], cls: str) -> dict[str, dict[str, Any]]:
-    """`ropecheck check --only TENSORS --class CLS` on the candidate file: the report's store entries by
-    golden name (RuntimeError with the CLI's line on exit 2)."""
-    with tempfile.TemporaryDirectory(prefix="ropecheck-stores-") as tmp:
-        report = os.path.join(tmp, "report.json")
-        cmd = [cli, "check", "--golden", golden_dir, "--candidate", candidate, "--only", ",".join(tensors),
-               "--class", cls, "--worst", "0", "--report", report]
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if r.returncode not in (0, 1, 3):
-            raise RuntimeError(f"ropecheck check exited {r.returncode}: {r.stderr.strip()}")
-        with open(report) as f:
-            stores = json.load(f).get("stores", {}).get("stores", [])
-    return {s["golden"]: s for s in stores}
-
-
-def _judge(a: StoreAdapter, cli: str, golden: _golden.Golden, preset: str, tmp: str) -> list[StoreCell]:
+def _judge(a: StoreAdapter, golden: _golden.Golden, preset: str) -> list[StoreCell]:
     start = time.perf_counter()
     expected = a.expected["f32"]
     cells = []
     try:
-        tensors = a.quantize(golden)
-        from safetensors.numpy import save_file
-
-        candidate = os.path.join(tmp, f"{a.name}.safetensors")
-        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, candidate)
+        tensors = {k: np.ascontiguousarray(v) for k, v in a.quantize(golden).items()}
         names = [f"k_rot.{s}" for s in a.stores]
-        found = check_stores(cli, golden.dir, candidate, names, expected)
+        found = check_stores(golden, tensors, names, expected)
         for s, name in zip(a.stores, names):
             e = found.get(name)
             if e is None:  # not judged: the check's reason is not_tested's
@@ -134,9 +97,8 @@ def run_stores(adapters: Iterable[StoreAdapter], presets: Iterable[str], *, posi
     """Every store adapter (installed: missing() is None) over every preset it supports: one golden set
     per preset with every store asked for, one check per adapter."""
     adapters = list(adapters)
-    cli = cli_path()
     cells: list[StoreCell] = []
-    if not adapters or cli is None:
+    if not adapters:
         return cells
     for preset in presets:
         spec = Spec.from_preset(preset).to_dict()
@@ -149,13 +111,13 @@ def run_stores(adapters: Iterable[StoreAdapter], presets: Iterable[str], *, posi
                 cells.append(StoreCell(a.name, preset, "-", "not-tested", reason=why, declined=True))
         if not todo:
             continue
-        with tempfile.TemporaryDirectory(prefix="ropecheck-stores-") as tmp:
-            stores = [s for a in todo for s in a.stores]
-            golden = _golden_with_stores(cli, preset, stores, positions, heads, seed, os.path.join(tmp, "set"))
-            for a in todo:
-                for c in _judge(a, cli, golden, preset, tmp):
-                    cells.append(c)
-                    counts = ", ".join(f"{k} {c.elements[k]}" for k in ("passed", "failed", "not_tested") if c.elements)
-                    progress(f"{a.name} {preset} {c.store}: {c.state}" + (f" ({counts})" if counts else "")
-                             + (f" ({c.reason})" if c.state == "error" else "") + f" [{c.seconds:.1f} s]")
+        # one set per preset, every store asked for
+        stores = [s for a in todo for s in a.stores]
+        golden = _golden.golden(preset, positions, heads, ("f32",), seed, stores=stores)
+        for a in todo:
+            for c in _judge(a, golden, preset):
+                cells.append(c)
+                counts = ", ".join(f"{k} {c.elements[k]}" for k in ("passed", "failed", "not_tested") if c.elements)
+                progress(f"{a.name} {preset} {c.store}: {c.state}" + (f" ({counts})" if counts else "")
+                         + (f" ({c.reason})" if c.state == "error" else "") + f" [{c.seconds:.1f} s]")
     return cells

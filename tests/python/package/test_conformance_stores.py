@@ -3,7 +3,7 @@ _stores_run.py): gguf-py's Q8_0 / Q4_0 and mlx_lm's QuantizedKVCache (both pinne
 on one small Llama-3.1-8B set with the checker's counts asserted; a mistaken quantizer fails its cell;
 the Hugging Face numpy recipe equals the example's bit for bit; the cells reach the matrix files and
 --keep-not-run carries them; torch-float8 (opt-in) is skipped with its install line where torch is
-absent. The store cells run the ropecheck CLI (the conftest's `cli`)."""
+absent. The store cells write and judge through the package (no CLI needed)."""
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +20,7 @@ from ropecheck import conformance
 from ropecheck.conformance import _hf_numpy
 from ropecheck.conformance._carry import keep_not_run
 from ropecheck.conformance._run import AdapterRun
-from ropecheck.conformance._stores_run import CLI_MISSING, run_stores
+from ropecheck.conformance._stores_run import run_stores
 from ropecheck.conformance.stores import GgufPy
 
 from conftest import ROOT
@@ -40,12 +40,6 @@ MEASURED = {
 }
 
 
-@pytest.fixture
-def with_cli(cli, monkeypatch):
-    monkeypatch.setenv("ROPECHECK_CLI", cli)
-    return cli
-
-
 def installed(name: str):
     adapter = conformance.adapters([name])[0]
     why = adapter.missing()
@@ -59,7 +53,7 @@ def counts(c: dict) -> tuple[int, int, int]:
 
 
 @pytest.mark.parametrize("impl", ["gguf-py", "mlx-lm-kv-cache", "torch-float8"])
-def test_store_cells_measured(impl, with_cli):
+def test_store_cells_measured(impl):
     adapter = installed(impl)
     cells = run_stores([adapter], ["llama-3.1-8b"], positions=POSITIONS, heads=1, seed=0)
     assert [c.store for c in cells] == list(adapter.stores)
@@ -88,7 +82,7 @@ class _F16ScaleQ8(GgufPy):
         return {"k_rot.q8_0": blocks}
 
 
-def test_a_mistaken_quantizer_fails_its_cell(with_cli):
+def test_a_mistaken_quantizer_fails_its_cell():
     installed("gguf-py")
     cell, = run_stores([_F16ScaleQ8()], ["llama-3.1-8b"], positions=POSITIONS, heads=1, seed=0)
     assert cell.state == "fail" and cell.elements["failed"] > 0, cell
@@ -115,7 +109,7 @@ def test_hf_numpy_recipe_is_the_examples(preset):
     assert np.array_equal(_hf_numpy.rotate(rope, positions, x).view(np.uint32), want.view(np.uint32))
 
 
-def test_store_cells_reach_the_matrix_and_are_carried(with_cli, tmp_path):
+def test_store_cells_reach_the_matrix_and_are_carried(tmp_path):
     adapter = installed("gguf-py")
     m = conformance.run([adapter], ["llama-3.1-8b", "qwen2.5-7b-yarn"], positions=POSITIONS, heads=1)
     assert [(c.preset, c.store, c.declined) for c in m.store_cells] == [
@@ -135,16 +129,3 @@ def test_store_cells_reach_the_matrix_and_are_carried(with_cli, tmp_path):
     assert notes and "2 cells carried" in notes[0]
     assert [(c.store, c.elements["passed"]) for c in later.store_cells] == [("q8_0", 9885), ("q4_0", 11083)]
 
-
-def test_without_the_cli_the_store_adapters_do_not_run(monkeypatch):
-    monkeypatch.setenv("ROPECHECK_CLI", "/nonexistent/ropecheck")
-    monkeypatch.setenv("PATH", "/nonexistent")
-    adapter = conformance.adapters(["gguf-py"])[0]
-    if adapter.missing() != CLI_MISSING:
-        pytest.skip(f"gguf-py not installed ({adapter.missing()}): {adapter.install}")
-    from ropecheck.conformance.__main__ import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["--list", "--out", "unused"]) == 0
-    assert f"gguf-py: {adapter.title}; not run: {CLI_MISSING}" in out.getvalue().splitlines()
