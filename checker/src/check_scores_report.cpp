@@ -1,5 +1,6 @@
 // The scores' part of the check report: JSON (CHECK_REPORT.md, "Attention scores") and the terminal block.
 #include "check_internal.hpp"
+#include "judged_report.hpp"
 #include "json_number.hpp"
 #include "ropecheck/checker/scores.hpp"
 #include "ropecheck/io/detail/tensor_io.hpp"
@@ -44,57 +45,22 @@ nlohmann::json classes_json(const std::vector<ScoreClassResult>& classes) {
 }
 
 nlohmann::json ScoresReport::to_json() const {
-  using detail::num;
-  const nlohmann::json cls = classes_json(classes);
   nlohmann::json w = nlohmann::json::array();
   for (const ScoreElement& e : worst)
-    w.push_back({{"index", e.index},
-                 {"head", e.head},
-                 {"pair", e.pair},
-                 {"query_position", e.query_position},
-                 {"key_position", e.key_position},
-                 {"candidate", num(e.candidate)},
-                 {"truth", num(e.truth)},
-                 {"golden", num(e.golden)},
-                 {"abs_error", num(e.abs_error)},
-                 {"allowed", num(e.allowed)},
-                 {"magnitude", num(e.magnitude)},
-                 {"score", num(e.score)},
-                 {"saturated", e.saturated}});
-  nlohmann::json out = {{"golden", golden_name},
-          {"candidate", candidate_name},
-          {"dtype", std::string(to_string(dtype))},
-          {"shape", shape},
-          {"elements", elements},
-          {"passed", passed},
-          {"failed", failed},
-          {"not_tested", not_tested},
-          {"identical", identical},
-          {"nonfinite", nonfinite},
-          {"max_abs_error", num(max_abs_error)},
-          {"classes", cls},
-          {"verdict", {{"state", std::string(to_string(verdict))}, {"reason", reason}, {"worst_score", num(worst_score)}}},
-          {"worst", w}};
+    w.push_back(check_detail::element_json({{"index", e.index},
+                                            {"head", e.head},
+                                            {"pair", e.pair},
+                                            {"query_position", e.query_position},
+                                            {"key_position", e.key_position}},
+                                           e));
+  nlohmann::json out = check_detail::judged_report_json(*this, std::move(w), nlohmann::json::object());
   if (diagnosis) out["diagnosis"] = diagnosis->to_json();
   return out;
 }
 
 std::string ScoresReport::summary(const Criterion& criterion) const {
   using check_detail::g4;
-  std::string s = fmt::format("\n{}  <-  candidate '{}' ({} {}, {} attention scores)  {}\n", golden_name,
-                              sanitize(candidate_name, 64), to_string(dtype), io::shape_string(shape), elements,
-                              verdict == ropecheck::Verdict::pass ? "PASS"
-                                                                  : (verdict == ropecheck::Verdict::fail ? "FAIL" : "NOT TESTED"));
-  s += fmt::format("  {}: passed {}, failed {}, not tested (saturated) {}   identical to golden {}   max abs {}{}\n",
-                   criterion.to_string(), passed, failed, not_tested, identical, g4(max_abs_error),
-                   nonfinite ? fmt::format("   non-finite {}", nonfinite) : std::string());
-  if (!reason.empty()) s += "  " + reason + "\n";
-  if (!classes.empty()) {
-    s += "  score class  state       violations  saturated  worst margin\n";
-    for (const ScoreClassResult& c : classes)
-      s += fmt::format("  {:<11}  {:<10}  {:>10}  {:>9}  {}\n", accuracy::to_string(c.accuracy_class), c.state, c.violations,
-                       c.saturated, g4(c.worst_margin));
-  }
+  std::string s = check_detail::judged_summary_head(*this, criterion, fmt::format("{} attention scores", elements), "score class");
   if (!worst.empty()) {
     s += "  worst scores    score      head  query pos   key pos     candidate      truth          allowed\n";
     for (const ScoreElement& e : worst)
