@@ -10,6 +10,7 @@
 #include "ropecheck/checker/checker.hpp"
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/reference/presets.hpp"
+#include "golden_options.hpp"
 #include "temp_root.hpp"
 
 namespace ropecheck::checker {
@@ -20,20 +21,8 @@ constexpr const char* kStores = "e4m3fn,e5m2:nonfinite:per-token-head,q8_0,q4_0,
 
 const golden::GoldenSet& store_set() {
   static const testing_support::TempRoot root("ropecheck_check_stores_");
-  static const golden::GoldenSet g = [] {
-    golden::GoldenOptions o;
-    o.spec = load_preset("llama-3.1-8b");
-    o.positions = parse_positions("0:12");
-    o.dtypes = {DType::f32};
-    o.heads = 2;
-    o.seed = 7;
-    o.out = root.path() / "set";
-    o.threads = 2;
-    o.stores = kStores;
-    golden::write_golden_set(o);
-    return golden::load_golden_set(o.out);
-  }();
-  return g;
+  static const golden::GoldenSet set = testing_support::store_golden_set("0:12", 7, kStores, root.path() / "set");
+  return set;
 }
 
 // The set's stores as a candidate: codes, scales and biases (not the margins), under the golden names.

@@ -13,6 +13,7 @@
 #include "ropecheck/golden/golden_writer.hpp"
 #include "ropecheck/kernels/rope_quantize.hpp"
 #include "ropecheck/reference/presets.hpp"
+#include "golden_options.hpp"
 #include "temp_root.hpp"
 
 namespace ropecheck::checker {
@@ -25,19 +26,7 @@ constexpr const char* kStores = "e4m3fn:scale=0.5/0.001953125,e5m2:nonfinite:sca
 
 const golden::GoldenSet& given_set() {
   static const testing_support::TempRoot root("ropecheck_given_scale_");
-  static const golden::GoldenSet set = [] {
-    golden::GoldenOptions o;
-    o.spec = load_preset("llama-3.1-8b");
-    o.positions = parse_positions("0:4,65532:65536");
-    o.dtypes = {DType::f32};
-    o.heads = 2;
-    o.seed = 5;
-    o.out = root.path() / "set";
-    o.threads = 2;
-    o.stores = kStores;
-    golden::write_golden_set(o);
-    return golden::load_golden_set(o.out);
-  }();
+  static const golden::GoldenSet set = testing_support::store_golden_set("0:4,65532:65536", 5, kStores, root.path() / "set");
   return set;
 }
 

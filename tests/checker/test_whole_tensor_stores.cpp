@@ -14,6 +14,7 @@
 #include "ropecheck/reference/presets.hpp"
 #include "ropecheck/reference/quantized_stores.hpp"
 #include "ropecheck/reference/store_mistakes.hpp"
+#include "golden_options.hpp"
 #include "temp_root.hpp"
 
 namespace ropecheck::checker {
@@ -24,20 +25,9 @@ constexpr const char* kStores = "e4m3fn:per-tensor,e5m2:nonfinite:per-head";
 
 const golden::GoldenSet& whole_set() {
   static const testing_support::TempRoot root("ropecheck_whole_tensor_");
-  static const golden::GoldenSet set = [] {
-    golden::GoldenOptions o;
-    o.spec = load_preset("llama-3.1-8b");
-    o.positions = parse_positions("0:6");  // near 0: the whole group's budget is its worst token's
-    o.dtypes = {DType::f32};
-    o.heads = 2;
-    o.seed = 7;
-    o.out = root.path() / "set";
-    o.threads = 2;
-    o.block_tokens = 2;  // several blocks: the scale is still the whole tensor's
-    o.stores = kStores;
-    golden::write_golden_set(o);
-    return golden::load_golden_set(o.out);
-  }();
+  // Positions near 0 (the whole group's budget is its worst token's); blocks of 2 tokens (several blocks: the
+  // scale is still the whole tensor's).
+  static const golden::GoldenSet set = testing_support::store_golden_set("0:6", 7, kStores, root.path() / "set", 2);
   return set;
 }
 
